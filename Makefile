@@ -1,0 +1,36 @@
+# make build: a virtualenv with olarespack and the pinned helm binaries, then every app rendered.
+# make test:  lint (ruff, mypy) and the test suite, including the real-helm tests; creates what it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: build test lint drift unit clean
+
+build: $(STAMP) $(BIN)/helm
+	$(BIN)/olarespack build
+
+test: lint drift unit
+
+# charts/ must be exactly what apps/ renders (writes nothing; exit 1 on drift).
+drift: $(STAMP)
+	$(BIN)/olarespack build --check
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests tools
+	$(BIN)/mypy
+
+unit: $(STAMP) $(BIN)/helm
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(BIN)/helm: tools/install_helm.py | $(STAMP)
+	$(BIN)/python tools/install_helm.py $(BIN)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

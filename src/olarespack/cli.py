@@ -1,0 +1,106 @@
+"""The olarespack command line: the only place that prints, catches errors and exits.
+
+Exit codes:
+  0  success (nothing to report, or nothing would change)
+  1  problems found in the input, or --check found charts that differ from their specs
+  2  usage error (unknown option, missing file, bad option value)
+  3  a required external tool (helm) is missing or too old
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from olarespack import __version__
+from olarespack.errors import OlaresPackError, ProblemsError
+from olarespack.project import render_apps, spec_files
+from olarespack.render import GenerationName, generation_for_olares
+from olarespack.spec import AppSpec
+from olarespack.write import changed_files, write_chart
+
+SCHEMA_PATH = Path("schemas/app-spec.schema.json")
+
+
+def _fail(exc: OlaresPackError) -> None:
+    if isinstance(exc, ProblemsError):
+        for problem in exc.problems:
+            click.echo(f"FAIL {problem}", err=True)
+        click.echo(f"{len(exc.problems)} problem(s); nothing was written", err=True)
+    else:
+        click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="olarespack")
+def main() -> None:
+    """Turn one typed spec per app into a versioned, validated Olares Helm chart."""
+
+
+@main.command()
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the charts differ from what the specs render.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("charts"),
+              show_default=True, help="Folder that receives one chart folder per app.")
+@click.option("--apps-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("apps"),
+              show_default=True, help="Where to find specs when none are given.")
+@click.option("--olares-version", metavar="VERSION",
+              help="Render the manifest generation this Olares release installs (1.12.3-1.12.5: legacy "
+                   "0.10.0; 1.12.6 and later: current 0.12.0) instead of the spec's choice.")
+def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, olares_version: str | None) -> None:
+    """Render charts/<app>/ from each SPEC (default: every apps/*.yaml)."""
+    try:
+        generation: GenerationName | None = generation_for_olares(olares_version) if olares_version else None
+        apps = render_apps(spec_files(specs, apps_dir), generation)
+    except OlaresPackError as exc:
+        _fail(exc)
+        return
+    drifted = 0
+    for app in apps:
+        folder = out_dir / app.spec.name
+        if check:
+            changes = changed_files(app.chart, folder)
+            if changes:
+                drifted += 1
+                click.echo(f"DRIFT {app.spec.name} ({folder}): {', '.join(changes)}")
+            else:
+                click.echo(f"ok {app.spec.name}: up to date")
+        else:
+            status = write_chart(app.chart, folder)
+            click.echo(f"ok {app.spec.name} {app.spec.version}: {status} ({folder})")
+    if drifted:
+        click.echo(f"{drifted} chart(s) differ from their specs: run `olarespack build` and commit", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the schema file is out of date.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=SCHEMA_PATH,
+              show_default=True)
+def schema(check: bool, out_file: Path) -> None:
+    """Write the JSON Schema of app specs (for editors and validation) from the models."""
+    text = app_spec_schema()
+    current = out_file.read_text(encoding="utf-8") if out_file.is_file() else None
+    if check:
+        if current != text:
+            click.echo(f"DRIFT {out_file}: run `olarespack schema` and commit", err=True)
+            sys.exit(1)
+        click.echo(f"ok {out_file}: up to date")
+        return
+    if current != text:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_file.with_name(out_file.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out_file)
+    click.echo(f"ok {out_file}: {'unchanged' if current == text else 'written'}")
+
+
+def app_spec_schema() -> str:
+    document = AppSpec.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["$id"] = "https://olarespack.invalid/app-spec.schema.json"
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,61 @@
+"""The one error tree of olarespack and the Problem record every stage reports in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding, phrased for the person who has to fix it."""
+
+    file: str
+    path: str
+    message: str
+    fix: str = ""
+    rule: str = "spec"
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        text = f"{where}: {self.message}"
+        if self.fix:
+            text += f" (fix: {self.fix})"
+        return f"{text} [{self.rule}]"
+
+
+class OlaresPackError(Exception):
+    """Base of every error the CLI turns into a message and an exit code."""
+
+    exit_code = 1
+
+
+class ProblemsError(OlaresPackError):
+    """Input that cannot be used; carries every problem found, not only the first."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class SpecError(ProblemsError):
+    """An app spec that does not load or does not validate."""
+
+
+class RenderError(ProblemsError):
+    """A spec that validates but cannot be rendered into a chart."""
+
+
+class UsageError(OlaresPackError):
+    """Wrong command-line use (bad option value, missing file)."""
+
+    exit_code = 2
+
+
+class ToolMissingError(OlaresPackError):
+    """A required external tool (helm) is missing or too old."""
+
+    exit_code = 3

@@ -1,0 +1,102 @@
+"""helm behind a small interface: the pinned binary found once, its version probed once, then lint,
+template and package as subprocess calls. Tests of the code around it can pass a fake."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from olarespack.errors import ToolMissingError
+
+MINIMUM_VERSION = (3, 19, 0)
+
+
+@dataclass(frozen=True)
+class HelmResult:
+    ok: bool
+    stdout: str
+    stderr: str
+
+
+class Helm(Protocol):
+    version: str
+
+    def lint(self, chart: Path, values: Path) -> HelmResult: ...
+
+    def template(self, chart: Path, release: str, namespace: str, values: Path) -> HelmResult: ...
+
+
+class HelmBinary:
+    """The real helm: `helm` next to the running interpreter (the project venv) or on PATH."""
+
+    def __init__(self, path: str | None = None) -> None:
+        found = path or _default_binary()
+        if not found:
+            raise ToolMissingError("helm not found: run `make build` (it installs the pinned helm into .venv/bin)")
+        self.path = found
+        self.version = self._probe_version()
+
+    def _probe_version(self) -> str:
+        try:
+            out = self._run("version", "--template", "{{.Version}}")
+        except OSError as exc:
+            raise ToolMissingError(f"{self.path}: cannot run helm: {exc}") from None
+        match = re.match(r"v(\d+)\.(\d+)\.(\d+)", out.stdout.strip())
+        if not out.ok or not match:
+            raise ToolMissingError(f"{self.path}: not a helm binary ({out.stderr.strip() or out.stdout.strip()})")
+        if tuple(int(x) for x in match.groups()) < MINIMUM_VERSION:
+            raise ToolMissingError(f"{self.path}: helm {out.stdout.strip()} is older than v3.19.0")
+        return out.stdout.strip()
+
+    def _run(self, *args: str) -> HelmResult:
+        env = {**os.environ, "HELM_CACHE_HOME": _scratch("cache"), "HELM_CONFIG_HOME": _scratch("config"),
+               "HELM_DATA_HOME": _scratch("data")}
+        proc = subprocess.run([self.path, *args], capture_output=True, text=True, env=env, check=False)
+        return HelmResult(proc.returncode == 0, proc.stdout, proc.stderr)
+
+    def lint(self, chart: Path, values: Path) -> HelmResult:
+        return self._run("lint", "--strict", "--values", str(values), str(chart))
+
+    def template(self, chart: Path, release: str, namespace: str, values: Path) -> HelmResult:
+        return self._run("template", release, str(chart), "--namespace", namespace, "--values", str(values))
+
+
+def _default_binary() -> str | None:
+    beside = Path(os.path.dirname(os.path.abspath(os.sys.executable))) / "helm"  # type: ignore[attr-defined]
+    return str(beside) if beside.is_file() else shutil.which("helm")
+
+
+def _scratch(kind: str) -> str:
+    # helm must not read or write the user's repositories and plugins: lint and template need none.
+    path = Path(tempfile.gettempdir()) / f"olarespack-helm-{os.getuid()}" / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def olares_values(app: str) -> dict[str, Any]:
+    text = resources.files("olarespack").joinpath("data/olares-values.yaml").read_text(encoding="utf-8")
+    values: dict[str, Any] = yaml.safe_load(text.replace("APP", app))
+    return values
+
+
+@contextmanager
+def olares_values_file(app: str, olares_env: dict[str, str] | None = None) -> Iterator[Path]:
+    """A values file with what Olares injects at install, for offline lint and template."""
+    values = olares_values(app)
+    if olares_env:
+        values["olaresEnv"] = dict(olares_env)
+    with tempfile.TemporaryDirectory(prefix="olarespack-values-") as tmp:
+        path = Path(tmp) / "olares-values.yaml"
+        path.write_text(yaml.safe_dump(values, sort_keys=True), encoding="utf-8")
+        yield path

@@ -1,0 +1,62 @@
+"""A project's apps: find the spec files, load them all, render them all, and report every problem of
+every app before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from olarespack.errors import Problem, ProblemsError, UsageError
+from olarespack.render import GenerationName, RenderedChart, render_chart
+from olarespack.spec import AppSpec, load_spec
+
+
+@dataclass(frozen=True)
+class App:
+    file: str
+    spec: AppSpec
+    chart: RenderedChart
+
+
+def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
+    if paths:
+        missing = [p for p in paths if not Path(p).is_file()]
+        if missing:
+            raise UsageError(f"no such spec file: {', '.join(missing)}")
+        return [Path(p) for p in paths]
+    found = sorted(apps_dir.glob("*.yaml")) + sorted(apps_dir.glob("*.yml"))
+    if not found:
+        raise UsageError(f"no specs given and none found in {apps_dir}/*.yaml")
+    return found
+
+
+def render_apps(files: list[Path], generation: GenerationName | None = None) -> list[App]:
+    """Load and render every spec; raise one ProblemsError listing the problems of all of them."""
+    problems: list[Problem] = []
+    loaded: list[tuple[str, AppSpec]] = []
+    for path in files:
+        try:
+            loaded.append((str(path), load_spec(path)))
+        except ProblemsError as exc:
+            problems += exc.problems
+    problems += _duplicate_names(loaded)
+    apps: list[App] = []
+    for file, spec in loaded:
+        try:
+            apps.append(App(file, spec, render_chart(spec, file, generation)))
+        except ProblemsError as exc:
+            problems += exc.problems
+    if problems:
+        raise ProblemsError(problems)
+    return apps
+
+
+def _duplicate_names(loaded: list[tuple[str, AppSpec]]) -> list[Problem]:
+    owners: dict[str, list[str]] = {}
+    for file, spec in loaded:
+        owners.setdefault(spec.name, []).append(file)
+    return [
+        Problem(file, "name", f"{name!r} is also the name in {', '.join(f for f in files if f != file)}; both "
+                "would render the same chart folder", "give each app its own name", rule="duplicate-name")
+        for name, files in owners.items() if len(files) > 1 for file in files
+    ]
