@@ -179,7 +179,9 @@ def make_env(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
 # --------------------------------------------------------------------------- plan
 
 
-def _text_context(spec: AppSpec, hardware: HardwareProfile, effective: list[str], version: str | None) -> dict[str, Any]:
+def _text_context(
+    spec: AppSpec, hardware: HardwareProfile, effective: list[str], version: str | None
+) -> dict[str, Any]:
     context = spec.model_dump(mode="json")
     context.update(hardware_profile=hardware.model_dump(), engine_version=version,
                    command_line=engines.shell_join(effective),

@@ -3,9 +3,9 @@ a list of Problems naming the file, the field path and the fix."""
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
-import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
@@ -26,9 +26,10 @@ from olarespack import quantity
 from olarespack.errors import Problem, SpecError
 from olarespack.hardware import profiles
 
-RESERVED_APP_NAMES = frozenset(
-    "user system space default os kubesphere kube kubekey kubernetes gpu tapr bfl bytetrade project pod".split()
-)
+RESERVED_APP_NAMES = frozenset({
+    "user", "system", "space", "default", "os", "kubesphere", "kube", "kubekey", "kubernetes", "gpu", "tapr",
+    "bfl", "bytetrade", "project", "pod",
+})
 # Names the rendered chart sets itself; a spec that set them too would silently lose or win.
 CHART_OWNED_ENV = frozenset({"HF_HOME", "HF_ENDPOINT", "HF_TOKEN", "CUDA_DEVICE_MEMORY_LIMIT_0"})
 # Go templates (Helm, Olares) start an action at "{{"; a lone "}}" is plain text.
@@ -84,7 +85,8 @@ EntranceTitle = Annotated[str, StringConstraints(min_length=1, max_length=30, pa
 Url = Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")]
 AppName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{1,30}$"), AfterValidator(_app_name)]
 HfRepo = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
-Image = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$")]
+_IMAGE_PATTERN = r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$"
+Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 LocaleName = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
 CpuQuantity = Annotated[str, BeforeValidator(_cpu)]

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ROOT / "apps"
+CHARTS = ROOT / "charts"
+APP_FILES = sorted(APPS.glob("*.yaml"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite charts/ and tests/golden/ from apps/ instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A scratch copy of the project's inputs (apps/ and charts/) to run commands in."""
+    shutil.copytree(APPS, tmp_path / "apps")
+    shutil.copytree(CHARTS, tmp_path / "charts")
+    return tmp_path
+
+
+def tree_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

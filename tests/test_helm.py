@@ -1,0 +1,158 @@
+"""The rendered charts through the real pinned helm (3.19, what Olares embeds, and 4.1), with the values
+Olares injects, then the rendered manifests checked against Olares' rules and Kubernetes 1.34 schemas."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import APP_FILES, APPS
+from olarespack import quantity
+from olarespack.helm import HelmBinary, olares_values_file
+from olarespack.render import GenerationName, render_chart
+from olarespack.spec import load_spec
+from olarespack.write import write_chart
+from test_render import SEED_VISION_ARGS, as_pairs
+
+pytestmark = pytest.mark.helm
+
+HELMS = [name for name in ("helm", "helm4") if shutil.which(name)]
+TOKEN = "hf_secret_value_for_tests"
+
+
+@pytest.fixture(scope="module", params=HELMS)
+def helm(request: pytest.FixtureRequest) -> HelmBinary:
+    return HelmBinary(shutil.which(request.param))
+
+
+def test_the_pinned_helm_is_installed() -> None:
+    assert "helm" in HELMS, "run `make build`: it installs the pinned helm into .venv/bin"
+    assert HelmBinary(shutil.which("helm")).version == "v3.19.0"
+
+
+def rendered(tmp_path: Path, spec_file: Path, generation: GenerationName) -> tuple[Path, dict[str, Any]]:
+    spec = load_spec(spec_file)
+    folder = tmp_path / spec.name
+    write_chart(render_chart(spec, str(spec_file), generation), folder)
+    return folder, yaml.safe_load((folder / "OlaresManifest.yaml").read_text(encoding="utf-8"))
+
+
+def template(helm: HelmBinary, chart: Path, env: dict[str, str] | None) -> list[dict[str, Any]]:
+    namespace = f"{chart.name}-alice"
+    with olares_values_file(chart.name, env) as values:
+        lint = helm.lint(chart, values)
+        assert lint.ok, lint.stdout + lint.stderr
+        out = helm.template(chart, chart.name, namespace, values)
+    assert out.ok, out.stderr
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def olares_env(manifest: dict[str, Any], token: bool) -> dict[str, str]:
+    names = [e["envName"] for e in manifest["envs"]]
+    endpoint, token_name = names
+    return {endpoint: "https://hf-mirror.example", **({token_name: TOKEN} if token else {})}
+
+
+def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    pod = deployment["spec"]["template"]["spec"]
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+@pytest.mark.parametrize("generation", ["current", "legacy"])
+@pytest.mark.parametrize("spec_file", APP_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("with_token", [False, True], ids=["no-token", "token"])
+def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_file: Path,
+                                        generation: GenerationName, with_token: bool) -> None:
+    chart, manifest = rendered(tmp_path, spec_file, generation)
+    app = chart.name
+    docs = template(helm, chart, olares_env(manifest, with_token))
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("Deployment", app) in kinds and ("Service", app) in kinds and ("ConfigMap", f"{app}-config") in kinds
+    assert (("Secret", f"{app}-hf") in kinds) is with_token
+    for doc in docs:
+        assert doc["metadata"]["namespace"] == f"{app}-alice", doc["kind"]
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["metadata"]["annotations"]["applications.app.bytetrade.io/gpu-inject"] == "true"
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    [volume] = pod["volumes"]
+    assert volume["hostPath"]["path"] == f"/olares/userspace/alice/Data/{app}/models"
+    assert manifest["permission"]["appData"] is True
+
+    # container requests and limits sum to what the manifest declares
+    declared = manifest["spec"]["accelerator"][0] if generation == "current" else manifest["spec"]
+    cpu_req = cpu_lim = mem_req = mem_lim = 0
+    for container in containers(deployment):
+        res = container["resources"]
+        assert quantity.parse_cpu(res["requests"]["cpu"]) <= quantity.parse_cpu(res["limits"]["cpu"])
+        assert quantity.parse_bytes(res["requests"]["memory"]) <= quantity.parse_bytes(res["limits"]["memory"])
+        cpu_req += quantity.parse_cpu(res["requests"]["cpu"])
+        cpu_lim += quantity.parse_cpu(res["limits"]["cpu"])
+        mem_req += quantity.parse_bytes(res["requests"]["memory"])
+        mem_lim += quantity.parse_bytes(res["limits"]["memory"])
+    assert cpu_req == quantity.parse_cpu(declared["requiredCpu"])
+    assert cpu_lim == quantity.parse_cpu(declared["limitedCpu"])
+    assert mem_req == quantity.parse_bytes(declared["requiredMemory"])
+    assert mem_lim == quantity.parse_bytes(declared["limitedMemory"])
+
+    engine = pod["containers"][0]
+    if generation == "current":
+        gpu_mib = quantity.mib(quantity.parse_bytes(declared["limitedGPUMemory"]))
+        assert engine["resources"]["requests"]["nvidia.com/gpumem"] == gpu_mib  # a bare integer, in MiB
+        assert engine["resources"]["limits"]["nvidia.com/gpumem"] == gpu_mib
+    else:
+        assert engine["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        env = {e["name"]: e.get("value") for e in engine["env"]}
+        gpu_mib = quantity.mib(quantity.parse_bytes(declared["limitedGpu"]))
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{gpu_mib}m"
+
+    startup = engine["startupProbe"]
+    assert startup.get("initialDelaySeconds", 0) + startup["periodSeconds"] * startup["failureThreshold"] > 1800
+
+    # the token only ever travels through the Secret
+    for doc in docs:
+        if doc["kind"] != "Secret":
+            assert TOKEN not in yaml.safe_dump(doc)
+    for container in containers(deployment):
+        env = {e["name"]: e for e in container.get("env", [])}
+        if "HF_TOKEN" in env:
+            assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+                "name": f"{app}-hf", "key": "HF_TOKEN", "optional": True}
+            assert env["HF_ENDPOINT"]["value"] == "https://hf-mirror.example"
+    if with_token:
+        [secret] = [d for d in docs if d["kind"] == "Secret"]
+        assert secret["stringData"] == {"HF_TOKEN": TOKEN}
+
+
+def test_endpoint_defaults_to_hugging_face(tmp_path: Path, helm: HelmBinary) -> None:
+    chart, _ = rendered(tmp_path, APPS / "gemma4-audio.yaml", "current")
+    docs = template(helm, chart, None)
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    for container in containers(deployment):
+        env = {e["name"]: e for e in container.get("env", [])}
+        if "HF_ENDPOINT" in env:
+            assert env["HF_ENDPOINT"]["value"] == "https://huggingface.co"
+
+
+def test_vision_container_runs_the_seed_configuration(tmp_path: Path, helm: HelmBinary) -> None:
+    spec_file = next(p for p in APP_FILES if p.stem == "gemma4-vision")
+    chart, manifest = rendered(tmp_path, spec_file, "current")
+    docs = template(helm, chart, olares_env(manifest, True))
+    [configmap] = [d for d in docs if d["kind"] == "ConfigMap"]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [engine] = deployment["spec"]["template"]["spec"]["containers"]
+    assert engine["image"] == "vllm/vllm-openai:v0.21.0-cu129"
+    assert engine["envFrom"] == [{"configMapRef": {"name": configmap["metadata"]["name"]}}]
+    # Kubernetes' expansion of $(VAR) from the container's environment
+    expanded = [re.sub(r"\$\((\w+)\)", lambda m: configmap["data"][m.group(1)], a) for a in engine["args"]]
+    assert engine["command"] + expanded[:1] == ["vllm", "serve", SEED_VISION_ARGS[0]]
+    assert as_pairs(expanded[1:]) == as_pairs(SEED_VISION_ARGS[1:])
