@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,14 +37,17 @@ class Helm(Protocol):
 
     def template(self, chart: Path, release: str, namespace: str, values: Path) -> HelmResult: ...
 
+    def package(self, chart: Path, destination: Path) -> HelmResult: ...
+
 
 class HelmBinary:
-    """The real helm: `helm` next to the running interpreter (the project venv) or on PATH."""
+    """The real helm: `name` (helm = 3.19, helm4 = 4.1) next to the running interpreter (the project venv),
+    or on PATH, or an explicit path."""
 
-    def __init__(self, path: str | None = None) -> None:
-        found = path or _default_binary()
+    def __init__(self, path: str | None = None, name: str = "helm") -> None:
+        found = path or _default_binary(name)
         if not found:
-            raise ToolMissingError("helm not found: run `make build` (it installs the pinned helm into .venv/bin)")
+            raise ToolMissingError(f"{name} not found: run `make build` (it installs the pinned helm into .venv/bin)")
         self.path = found
         self.version = self._probe_version()
 
@@ -71,10 +75,13 @@ class HelmBinary:
     def template(self, chart: Path, release: str, namespace: str, values: Path) -> HelmResult:
         return self._run("template", release, str(chart), "--namespace", namespace, "--values", str(values))
 
+    def package(self, chart: Path, destination: Path) -> HelmResult:
+        return self._run("package", str(chart), "--destination", str(destination))
 
-def _default_binary() -> str | None:
-    beside = Path(os.path.dirname(os.path.abspath(os.sys.executable))) / "helm"  # type: ignore[attr-defined]
-    return str(beside) if beside.is_file() else shutil.which("helm")
+
+def _default_binary(name: str) -> str | None:
+    beside = Path(sys.executable).absolute().parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
 
 
 def _scratch(kind: str) -> str:
