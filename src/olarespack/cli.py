@@ -16,23 +16,14 @@ from pathlib import Path
 import click
 
 from olarespack import __version__
-from olarespack.errors import OlaresPackError, ProblemsError
+from olarespack.cli_support import fail
+from olarespack.errors import OlaresPackError
 from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.spec import AppSpec
 from olarespack.write import changed_files, write_chart
 
 SCHEMA_PATH = Path("schemas/app-spec.schema.json")
-
-
-def _fail(exc: OlaresPackError) -> None:
-    if isinstance(exc, ProblemsError):
-        for problem in exc.problems:
-            click.echo(f"FAIL {problem}", err=True)
-        click.echo(f"{len(exc.problems)} problem(s); nothing was written", err=True)
-    else:
-        click.echo(f"error: {exc}", err=True)
-    sys.exit(exc.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,8 +48,7 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
         generation: GenerationName | None = generation_for_olares(olares_version) if olares_version else None
         apps = render_apps(spec_files(specs, apps_dir), generation)
     except OlaresPackError as exc:
-        _fail(exc)
-        return
+        fail(exc)
     drifted = 0
     for app in apps:
         folder = out_dir / app.spec.name
