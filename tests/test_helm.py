@@ -4,7 +4,6 @@ Olares injects, then the rendered manifests checked against Olares' rules and Ku
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import yaml
 
 from conftest import APP_FILES, APPS
 from olarespack import quantity
-from olarespack.helm import HelmBinary, olares_values_file
+from olarespack.helm import HelmBinary, find_binary, olares_values_file
 from olarespack.render import GenerationName, render_chart
 from olarespack.spec import load_spec
 from olarespack.write import write_chart
@@ -22,18 +21,19 @@ from test_render import SEED_VISION_ARGS, as_pairs
 
 pytestmark = pytest.mark.helm
 
-HELMS = [name for name in ("helm", "helm4") if shutil.which(name)]
+HELMS = [name for name in ("helm", "helm4") if find_binary(name)]
 TOKEN = "hf_secret_value_for_tests"
 
 
 @pytest.fixture(scope="module", params=HELMS)
 def helm(request: pytest.FixtureRequest) -> HelmBinary:
-    return HelmBinary(shutil.which(request.param))
+    return HelmBinary(name=request.param)
 
 
 def test_the_pinned_helm_is_installed() -> None:
     assert "helm" in HELMS, "run `make build`: it installs the pinned helm into .venv/bin"
-    assert HelmBinary(shutil.which("helm")).version == "v3.19.0"
+    assert HelmBinary(name="helm").version == "v3.19.0"
+    assert HelmBinary(name="helm4").version == "v4.1.4"
 
 
 def rendered(tmp_path: Path, spec_file: Path, generation: GenerationName) -> tuple[Path, dict[str, Any]]:
@@ -88,21 +88,26 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
     assert volume["hostPath"]["path"] == f"/olares/userspace/alice/Data/{app}/models"
     assert manifest["permission"]["appData"] is True
 
-    # container requests and limits sum to what the manifest declares
+    # what the pod needs as Kubernetes counts it (app containers summed, init containers run alone
+    # before them) is exactly what the manifest declares
     declared = manifest["spec"]["accelerator"][0] if generation == "current" else manifest["spec"]
-    cpu_req = cpu_lim = mem_req = mem_lim = 0
-    for container in containers(deployment):
-        res = container["resources"]
-        assert quantity.parse_cpu(res["requests"]["cpu"]) <= quantity.parse_cpu(res["limits"]["cpu"])
-        assert quantity.parse_bytes(res["requests"]["memory"]) <= quantity.parse_bytes(res["limits"]["memory"])
-        cpu_req += quantity.parse_cpu(res["requests"]["cpu"])
-        cpu_lim += quantity.parse_cpu(res["limits"]["cpu"])
-        mem_req += quantity.parse_bytes(res["requests"]["memory"])
-        mem_lim += quantity.parse_bytes(res["limits"]["memory"])
-    assert cpu_req == quantity.parse_cpu(declared["requiredCpu"])
-    assert cpu_lim == quantity.parse_cpu(declared["limitedCpu"])
-    assert mem_req == quantity.parse_bytes(declared["requiredMemory"])
-    assert mem_lim == quantity.parse_bytes(declared["limitedMemory"])
+    amounts: dict[tuple[str, str, str], list[int]] = {}
+    for group in ("initContainers", "containers"):
+        for container in pod.get(group, []):
+            res = container["resources"]
+            for side in ("requests", "limits"):
+                amounts.setdefault((group, side, "cpu"), []).append(quantity.parse_cpu(res[side]["cpu"]))
+                amounts.setdefault((group, side, "memory"), []).append(quantity.parse_bytes(res[side]["memory"]))
+            assert quantity.parse_cpu(res["requests"]["cpu"]) <= quantity.parse_cpu(res["limits"]["cpu"])
+            assert quantity.parse_bytes(res["requests"]["memory"]) <= quantity.parse_bytes(res["limits"]["memory"])
+
+    def pod_needs(side: str, resource: str) -> int:
+        return max(sum(amounts[("containers", side, resource)]), *amounts.get(("initContainers", side, resource), [0]))
+
+    assert pod_needs("requests", "cpu") == quantity.parse_cpu(declared["requiredCpu"])
+    assert pod_needs("limits", "cpu") == quantity.parse_cpu(declared["limitedCpu"])
+    assert pod_needs("requests", "memory") == quantity.parse_bytes(declared["requiredMemory"])
+    assert pod_needs("limits", "memory") == quantity.parse_bytes(declared["limitedMemory"])
 
     engine = pod["containers"][0]
     if generation == "current":

@@ -171,7 +171,7 @@ def test_credentials_typed_in_clear_are_refused(tmp_path: Path, key: str, value:
     data = app_data()
     data["engine"]["env"] = {key: value}
     problems = problems_for(tmp_path, data)
-    assert [(p.path, p.rule) for p in problems] == [(f"engine.env.{key}", "secret")]
+    assert [(p.path, p.rule) for p in problems] == [(f"engine.env.{key}", "secret-in-clear")]
 
 
 def test_chart_owned_env_is_refused(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ import click
 
 from olarespack import __version__
 from olarespack.cli_support import fail
-from olarespack.errors import OlaresPackError
+from olarespack.errors import OlaresPackError, Problem
+from olarespack.helm import HelmBinary
 from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.spec import AppSpec
@@ -49,6 +50,9 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
         apps = render_apps(spec_files(specs, apps_dir), generation)
     except OlaresPackError as exc:
         fail(exc)
+    for app in apps:
+        for warning in app.warnings:
+            click.echo(f"WARN {warning}", err=True)
     drifted = 0
     for app in apps:
         folder = out_dir / app.spec.name
@@ -65,6 +69,38 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
     if drifted:
         click.echo(f"{drifted} chart(s) differ from their specs: run `olarespack build` and commit", err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=2, show_default=True,
+              help="helm processes run at once.")
+@click.option("--helm4/--no-helm4", default=True, show_default=True,
+              help="Also lint with Helm 4 (Helm 3.19, what Olares embeds, always runs).")
+def lint(paths: tuple[str, ...], jobs: int, helm4: bool) -> None:
+    """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
+
+    Every problem of every input is reported with its rule id, file, field path and fix."""
+    from olarespack.validate import lint as run_lint
+
+    try:
+        targets = list(paths) or [str(p) for p in spec_files((), Path("apps"))]
+        helms = [HelmBinary(name="helm")] + ([HelmBinary(name="helm4")] if helm4 else [])
+        report = run_lint(targets, helms, jobs)
+    except OlaresPackError as exc:
+        fail(exc)
+    for problem in report.problems:
+        click.echo(f"{'ERROR' if problem.severity == 'error' else 'WARN'} {problem}")
+    for label in report.checked:
+        mine = [p for p in report.errors if _belongs(p, label)]
+        click.echo(f"FAIL {label}: {len(mine)} problem(s)" if mine else f"ok {label}")
+    if report.errors:
+        click.echo(f"{len(report.errors)} problem(s) in {len(report.checked)} input(s)", err=True)
+        sys.exit(1)
+
+
+def _belongs(problem: Problem, label: str) -> bool:
+    return problem.file == label or problem.file.startswith((f"{label}/", f"{label} ["))
 
 
 @main.command()

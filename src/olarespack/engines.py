@@ -163,3 +163,34 @@ def engine_version(engine: VllmEngine | LlamaCppEngine) -> str | None:
         return match.group(1) if match else None
     match = re.search(r"-(b\d+)$", engine.image)
     return match.group(1) if match else None
+
+
+# Flags the typed spec fields (or the chart itself) already set: an extra arg repeating one of them would
+# either be ignored or silently win, depending on the engine's parser.
+VLLM_TYPED_FLAGS = {
+    "--served-model-name": "engine.served_model_name", "--model": "engine.model", "--host": "chart",
+    "--port": "chart", "--max-model-len": "engine.max_model_len",
+    "--gpu-memory-utilization": "engine.gpu_memory_utilization", "--revision": "engine.revision",
+    "--max-num-seqs": "engine.max_num_seqs", "--max-num-batched-tokens": "engine.max_num_batched_tokens",
+    "--attention-backend": "engine.attention_backend", "--speculative-config": "engine.speculative",
+    "--kv-cache-dtype": "engine.kv_cache_dtype", "--dtype": "engine.dtype",
+    "--trust-remote-code": "engine.trust_remote_code", "--download-dir": "chart",
+    "--enable-prefix-caching": "engine.enable_prefix_caching",
+    "--no-enable-prefix-caching": "engine.enable_prefix_caching",
+    "--enable-chunked-prefill": "engine.enable_chunked_prefill",
+    "--no-enable-chunked-prefill": "engine.enable_chunked_prefill",
+    "--limit-mm-per-prompt": "engine.limit_mm_per_prompt", "--tool-call-parser": "engine.tool_call_parser",
+    "--enable-auto-tool-choice": "engine.tool_call_parser", "--reasoning-parser": "engine.reasoning_parser",
+}
+LLAMACPP_TYPED_FLAGS = {
+    "--host": "chart", "--port": "chart", "-m": "engine.model", "--model": "engine.model",
+    "-mm": "engine.model.mmproj", "--mmproj": "engine.model.mmproj", "-a": "engine.alias", "--alias": "engine.alias",
+    "-c": "engine.ctx_size", "--ctx-size": "engine.ctx_size", "-ngl": "engine.n_gpu_layers",
+    "--n-gpu-layers": "engine.n_gpu_layers", "--gpu-layers": "engine.n_gpu_layers", "-fa": "engine.flash_attn",
+    "--flash-attn": "engine.flash_attn", "-ctk": "engine.cache_type_k", "--cache-type-k": "engine.cache_type_k",
+    "-ctv": "engine.cache_type_v", "--cache-type-v": "engine.cache_type_v", "-b": "engine.batch_size",
+    "--batch-size": "engine.batch_size", "-ub": "engine.ubatch_size", "--ubatch-size": "engine.ubatch_size",
+    "-np": "engine.parallel", "--parallel": "engine.parallel", "-t": "engine.threads", "--threads": "engine.threads",
+    "--jinja": "engine.jinja", "--mlock": "engine.mlock", "--context-shift": "engine.context_shift",
+    "--no-context-shift": "engine.context_shift",
+}

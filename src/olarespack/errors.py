@@ -16,7 +16,7 @@ class Problem:
     path: str
     message: str
     fix: str = ""
-    rule: str = "spec"
+    rule: str = "spec-type"
     severity: Severity = "error"
 
     def __str__(self) -> str:

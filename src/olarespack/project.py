@@ -8,6 +8,8 @@ from pathlib import Path
 
 from olarespack.errors import Problem, ProblemsError, UsageError
 from olarespack.render import GenerationName, RenderedChart, render_chart
+from olarespack.rules_engine import engine_problems
+from olarespack.rules_olares import Chart, manifest_problems
 from olarespack.spec import AppSpec, load_spec
 
 
@@ -16,6 +18,7 @@ class App:
     file: str
     spec: AppSpec
     chart: RenderedChart
+    warnings: tuple[Problem, ...] = ()
 
 
 def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
@@ -31,7 +34,9 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
 
 
 def render_apps(files: list[Path], generation: GenerationName | None = None) -> list[App]:
-    """Load and render every spec; raise one ProblemsError listing the problems of all of them."""
+    """Load, check and render every spec; raise one ProblemsError listing the errors of all of them.
+    The checks here are the pure layers (spec, engine flags, Olares' rules on the rendered files); helm
+    and Kubernetes schemas are `olarespack lint`'s."""
     problems: list[Problem] = []
     loaded: list[tuple[str, AppSpec]] = []
     for path in files:
@@ -39,19 +44,24 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
             loaded.append((str(path), load_spec(path)))
         except ProblemsError as exc:
             problems += exc.problems
-    problems += _duplicate_names(loaded)
+    problems += duplicate_names(loaded)
     apps: list[App] = []
     for file, spec in loaded:
         try:
-            apps.append(App(file, spec, render_chart(spec, file, generation)))
+            chart = render_chart(spec, file, generation)
         except ProblemsError as exc:
             problems += exc.problems
+            continue
+        label = f"{file} [{generation or spec.olares.generation}]"
+        found = engine_problems(file, spec) + manifest_problems(Chart(label, spec.name, dict(chart)))
+        problems += [p for p in found if p.severity == "error"]
+        apps.append(App(file, spec, chart, tuple(p for p in found if p.severity != "error")))
     if problems:
         raise ProblemsError(problems)
     return apps
 
 
-def _duplicate_names(loaded: list[tuple[str, AppSpec]]) -> list[Problem]:
+def duplicate_names(loaded: list[tuple[str, AppSpec]]) -> list[Problem]:
     owners: dict[str, list[str]] = {}
     for file, spec in loaded:
         owners.setdefault(spec.name, []).append(file)

@@ -42,6 +42,12 @@ def format_bytes(amount: int) -> str:
     return str(amount)
 
 
+def pod_effective(app_containers: list[int], init_containers: list[int]) -> int:
+    """Kubernetes' effective pod request or limit: init containers run one at a time before the app
+    containers, so the pod needs the larger of the app containers' sum and the largest init container."""
+    return max(sum(app_containers), max(init_containers, default=0))
+
+
 def mib(amount: int) -> int:
     """Whole MiB, rounded down: HAMi's nvidia.com/gpumem takes a bare MiB integer."""
     return amount // 2**20

@@ -92,6 +92,7 @@ class Plan:
     configmap: dict[str, str]
     port: int
     containers: list[ContainerResources]
+    init_containers: list[ContainerResources]
     gpu_memory_request: int
     gpu_memory_limit: int
     startup_failure_threshold: int
@@ -103,12 +104,10 @@ class Plan:
 
     @property
     def sums(self) -> dict[str, int]:
-        return {
-            "cpu_request": sum(c.cpu_request for c in self.containers),
-            "cpu_limit": sum(c.cpu_limit for c in self.containers),
-            "memory_request": sum(c.memory_request for c in self.containers),
-            "memory_limit": sum(c.memory_limit for c in self.containers),
-        }
+        """What the pod needs as Kubernetes counts it; the manifest declares exactly this."""
+        return {key: quantity.pod_effective([getattr(c, key) for c in self.containers],
+                                            [getattr(c, key) for c in self.init_containers])
+                for key in ("cpu_request", "cpu_limit", "memory_request", "memory_limit")}
 
 
 RenderedChart = dict[str, str]
@@ -233,9 +232,7 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
         quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
     )
-    containers = [engine_resources]
-    if isinstance(engine, LlamaCppEngine):
-        containers.append(DOWNLOADER)
+    init_containers = [DOWNLOADER] if isinstance(engine, LlamaCppEngine) else []
     device = hardware.hami_limit_mib * 2**20
     gpu_request = quantity.parse_bytes(res.gpu_memory.request) if res.gpu_memory else device
     gpu_limit = quantity.parse_bytes(res.gpu_memory.limit) if res.gpu_memory else device
@@ -273,7 +270,6 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         command, port = ["/app/llama-server"], engines.LLAMACPP_PORT
         extra = {
             "gguf_dir": engines.gguf_dir(engine),
-            "downloader": DOWNLOADER,
             "downloads": {"MODEL_REPO": engine.model.repo, "MODEL_REVISION": engine.model.revision,
                           "MODEL_FILE": engine.model.file, **({"MMPROJ_FILE": engine.model.mmproj}
                                                             if engine.model.mmproj else {})},
@@ -285,7 +281,8 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     return Plan(
         spec=spec, generation=gen, hardware=hardware, engine_kind=engine.kind, engine_version=version,
         container_name=engine_resources.name, command=command, args=engines.container_args(args),
-        effective_args=effective, configmap=engines.configmap_data(args), port=port, containers=containers,
+        effective_args=effective, configmap=engines.configmap_data(args), port=port, containers=[engine_resources],
+        init_containers=init_containers,
         gpu_memory_request=gpu_request, gpu_memory_limit=gpu_limit,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
         startup_period_seconds=STARTUP_PERIOD_SECONDS, engine_env=engine_env,

@@ -19,6 +19,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
 )
+from pydantic_core import PydanticCustomError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -40,41 +41,53 @@ def _semver(text: str) -> str:
     try:
         semver.Version.parse(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not a SemVer 2 version like 1.0.5 (no leading 'v')") from None
+        raise PydanticCustomError(
+            "semver", "{text!r} is not a SemVer 2 version like 1.0.5 (no leading 'v')", {"text": text}
+        ) from None
     return text
 
 
 def _no_helm_markers(text: str) -> str:
     for marker in _TEMPLATE_MARKERS:
         if marker in text:
-            raise ValueError(f"contains {marker!r}, which Helm and Olares would read as a template")
+            raise PydanticCustomError(
+                "template-marker", "contains {marker!r}, which Helm and Olares would read as a template",
+                {"marker": marker})
     return text
 
 
 def _cpu(value: object) -> str:
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(text, str):
-        raise ValueError("write a CPU quantity like 4, 0.5 or 1500m")
-    quantity.parse_cpu(text)
+        raise PydanticCustomError("quantity", "write a CPU quantity like 4, 0.5 or 1500m")
+    try:
+        quantity.parse_cpu(text)
+    except ValueError as exc:
+        raise PydanticCustomError("quantity", str(exc)) from None
     return text
 
 
 def _bytes(value: object) -> str:
     if not isinstance(value, str):
-        raise ValueError("write a memory quantity as a string like 512Mi or 24Gi")
-    quantity.parse_bytes(value)
+        raise PydanticCustomError("quantity", "write a memory quantity as a string like 512Mi or 24Gi")
+    try:
+        quantity.parse_bytes(value)
+    except ValueError as exc:
+        raise PydanticCustomError("quantity", str(exc)) from None
     return value
 
 
 def _app_name(text: str) -> str:
     if text in RESERVED_APP_NAMES:
-        raise ValueError(f"{text!r} is reserved by Olares")
+        raise PydanticCustomError("reserved-name", "{text!r} is reserved by Olares", {"text": text})
     return text
 
 
 def _hardware(text: str) -> str:
     if text not in profiles():
-        raise ValueError(f"unknown hardware profile {text!r}; known: {', '.join(sorted(profiles()))}")
+        raise PydanticCustomError(
+            "hardware-profile", "unknown hardware profile {text!r}; known: {known}",
+            {"text": text, "known": ", ".join(sorted(profiles()))})
     return text
 
 
@@ -295,7 +308,7 @@ def load_spec(path: Path) -> AppSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError([Problem(shown, "", f"cannot read: {exc.strerror}", "check the path")]) from None
+        raise SpecError([Problem(shown, "", f"cannot read: {exc.strerror}", "check the path", rule="file")]) from None
     try:
         data = YAML(typ="safe", pure=True).load(text)
     except MarkedYAMLError as exc:
@@ -306,7 +319,7 @@ def load_spec(path: Path) -> AppSpec:
     except YAMLError as exc:
         raise SpecError([Problem(shown, "", f"invalid YAML: {exc}", "fix the YAML syntax", rule="yaml")]) from None
     if not isinstance(data, dict):
-        raise SpecError([Problem(shown, "", "the spec must be a YAML mapping", "start from apps/*.yaml")])
+        raise SpecError([Problem(shown, "", "the spec must be a YAML mapping", "start from apps/*.yaml", rule="yaml")])
     try:
         spec = AppSpec.model_validate(data)
     except ValidationError as exc:
@@ -331,32 +344,59 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
+_FIXES = {
+    "missing": "add the field",
+    "int_type": "write a whole number without quotes",
+    "int_from_float": "write a whole number",
+    "float_type": "write a number without quotes",
+    "bool_type": "write true or false",
+    "string_type": "write text (quote it if YAML reads it as a number, date or boolean)",
+    "dict_type": "write a mapping (key: value lines)",
+    "list_type": "write a list (- item lines)",
+    "literal_error": "use one of the values listed",
+    "union_tag_invalid": "set engine.kind to vllm or llamacpp",
+    "union_tag_not_found": "add engine.kind: vllm or llamacpp",
+    "semver": "write MAJOR.MINOR.PATCH, e.g. 1.0.5",
+    "reserved-name": "choose another name",
+    "hardware-profile": "use one of the known profiles",
+    "template-marker": "remove the {{ }} markers; cite spec values with [[ ... ]] instead",
+    "quantity": "write a Kubernetes quantity",
+}
+
+
+def _rule_for(kind: str) -> str:
+    """Rule id of a schema error: the model's own checks name themselves, pydantic's are grouped."""
+    if kind in ("semver", "reserved-name", "hardware-profile", "template-marker", "quantity"):
+        return kind
+    if kind == "extra_forbidden":
+        return "spec-unknown-key"
+    if kind == "missing":
+        return "spec-missing"
+    if kind.startswith(("greater_than", "less_than")):
+        return "spec-range"
+    if kind.startswith("string_") or kind in ("too_short", "too_long"):
+        return "spec-format"
+    if kind.startswith(("literal", "union_tag")):
+        return "spec-choice"
+    return "spec-type"
+
+
 def _problem(file: str, err: Any) -> Problem:
     loc = tuple(err["loc"])
     path = _loc_path(loc)
     kind = err["type"]
     message = str(err["msg"]).removeprefix("Value error, ")
-    fix = {
-        "missing": f"add `{path.rsplit('.', 1)[-1]}`",
-        "int_type": "write a whole number without quotes",
-        "int_from_float": "write a whole number",
-        "float_type": "write a number without quotes",
-        "bool_type": "write true or false",
-        "string_type": "write text (quote it if YAML reads it as a number, date or boolean)",
-        "dict_type": "write a mapping (key: value lines)",
-        "list_type": "write a list (- item lines)",
-        "literal_error": "use one of the values listed",
-        "union_tag_invalid": "set engine.kind to vllm or llamacpp",
-        "union_tag_not_found": "add engine.kind: vllm or llamacpp",
-    }.get(kind, "see schemas/app-spec.schema.json")
-    if kind == "extra_forbidden":
+    fix = _FIXES.get(kind, "see schemas/app-spec.schema.json")
+    if kind == "missing":
+        fix = f"add `{path.rsplit('.', 1)[-1]}`"
+    elif kind == "extra_forbidden":
         message = "unknown key"
         fix = _unknown_key_fix(loc)
     elif kind.startswith(("greater_than", "less_than")):
         fix = "use a value in the allowed range"
-    elif kind in ("string_pattern_mismatch", "string_too_long", "string_too_short"):
+    elif kind.startswith("string_"):
         fix = "change the value to match the rule above"
-    return Problem(file, path, message, fix)
+    return Problem(file, path, message, fix, rule=_rule_for(kind))
 
 
 def _unknown_key_fix(loc: tuple[int | str, ...]) -> str:
@@ -407,10 +447,16 @@ def cross_field_problems(file: str, spec: AppSpec) -> list[Problem]:
     problems += _changelog_problems(file, spec)
     problems += _resource_problems(file, spec)
     problems += _env_problems(file, spec)
+    if spec.entrance.title is None and not re.fullmatch(r"[a-zA-Z0-9 -]+", spec.metadata.title):
+        problems.append(Problem(
+            file, "metadata.title", "is also the entrance title, where Olares before 1.12.6 refuses anything but "
+            "letters, digits, spaces and dashes", "set entrance.title, or drop the dots and brackets",
+            rule="entrance-title"))
     if spec.metadata.default_locale in spec.metadata.locales:
         problems.append(Problem(
             file, f"metadata.locales.{spec.metadata.default_locale}",
-            "duplicates the default-locale texts", "remove it or change metadata.default_locale"))
+            "duplicates the default-locale texts", "remove it or change metadata.default_locale",
+            rule="locale-duplicate"))
     return problems
 
 
@@ -421,13 +467,14 @@ def _changelog_problems(file: str, spec: AppSpec) -> list[Problem]:
         problems.append(Problem(
             file, "changelog[0].version",
             f"the newest changelog entry is {spec.changelog[0].version} but version is {spec.version}",
-            f"add a changelog entry for {spec.version} at the top (or run olarespack bump)"))
+            f"add a changelog entry for {spec.version} at the top (or run olarespack bump)",
+            rule="changelog-version"))
     for i in range(1, len(versions)):
         if versions[i] >= versions[i - 1]:
             problems.append(Problem(
                 file, f"changelog[{i}].version",
                 f"{versions[i]} is not older than the entry above it ({versions[i - 1]})",
-                "list entries newest first, one per version"))
+                "list entries newest first, one per version", rule="changelog-order"))
     return problems
 
 
@@ -448,11 +495,13 @@ def _resource_problems(file: str, spec: AppSpec) -> list[Problem]:
             problems.append(Problem(
                 file, "resources.gpu_memory.limit",
                 f"exceeds the {spec.hardware} device limit of {profiles()[spec.hardware].hami_limit_mib}Mi",
-                f"use at most {profiles()[spec.hardware].hami_limit_mib}Mi or pick another hardware profile"))
+                f"use at most {profiles()[spec.hardware].hami_limit_mib}Mi or pick another hardware profile",
+                rule="gpu-memory-device"))
     for name, request, limit in pairs:
         if limit < request:
             problems.append(Problem(
-                file, f"resources.{name}.limit", "is below the request", "raise it to at least the request"))
+                file, f"resources.{name}.limit", "is below the request", "raise it to at least the request",
+                rule="resource-limit"))
     return problems
 
 
@@ -463,12 +512,12 @@ def _env_problems(file: str, spec: AppSpec) -> list[Problem]:
         if re.search(r"TOKEN|SECRET|PASSWORD", key) or value.startswith("hf_"):
             problems.append(Problem(
                 file, path, "a credential typed in clear ends up in the chart and the market",
-                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret"))
+                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
         elif key in CHART_OWNED_ENV:
-            problems.append(Problem(file, path, "is set by the chart itself", "remove it"))
+            problems.append(Problem(file, path, "is set by the chart itself", "remove it", rule="chart-owned-env"))
     for i, arg in enumerate(spec.engine.extra_args):
         if arg.startswith(("--hf-token", "--api-key")) or arg.startswith("hf_"):
             problems.append(Problem(
                 file, f"engine.extra_args[{i}]", "a credential typed in clear ends up in the chart",
-                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret"))
+                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
     return problems

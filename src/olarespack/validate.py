@@ -1,0 +1,222 @@
+"""The rule engine behind `olarespack lint` (and, for its pure layers, every build).
+
+Layers, in order: the spec (models and cross-field rules), engine flags, Olares' offline chart rules on the
+rendered chart, then helm (lint --strict with Helm 3 and Helm 4, template with Olares' values for every
+accelerator mode) and Kubernetes schemas on what helm rendered. Inputs may be specs, chart folders,
+folders of charts, or packaged .tgz charts. The helm calls run in parallel: their process start-up is
+most of a lint's time, so several charts share one `helm lint`.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from olarespack import kube
+from olarespack.errors import Problem, ProblemsError, UsageError
+from olarespack.helm import Helm, install_values, values_file
+from olarespack.project import duplicate_names, render_apps
+from olarespack.render import GENERATIONS
+from olarespack.rules_olares import (
+    Chart,
+    Rendered,
+    accelerator_modes,
+    manifest_problems,
+    rendered_problems,
+    split_rendered,
+)
+from olarespack.write import write_chart
+
+SECRET_SENTINEL = "hf_olarespack_lint_sentinel_token"
+LINT_BATCH = 16
+
+
+@dataclass
+class LintReport:
+    problems: list[Problem] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)  # labels of the specs and charts checked
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+def read_chart(folder: Path, label: str) -> Chart:
+    files = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+             for p in sorted(folder.rglob("*")) if p.is_file()}
+    return Chart(label=label, name=folder.name, files=files)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass
+class Target:
+    chart: Chart
+    folder: Path
+
+
+def _classify(paths: list[str], stack: ExitStack) -> tuple[list[Path], list[Target]]:
+    specs: list[Path] = []
+    charts: list[Target] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file() and path.suffix in (".yaml", ".yml"):
+            specs.append(path)
+        elif path.is_file() and path.name.endswith((".tgz", ".tar.gz")):
+            charts.append(_extract(path, stack))
+        elif path.is_dir() and (path / "Chart.yaml").is_file():
+            charts.append(Target(read_chart(path, raw.rstrip("/")), path))
+        elif path.is_dir() and any(p.is_file() for p in path.glob("*/Chart.yaml")):
+            charts += [Target(read_chart(p.parent, f"{raw.rstrip('/')}/{p.parent.name}"), p.parent)
+                       for p in sorted(path.glob("*/Chart.yaml"))]
+        else:
+            raise UsageError(f"{raw}: not a spec (.yaml), a chart folder, a folder of charts or a chart .tgz")
+    return specs, charts
+
+
+def _extract(archive: Path, stack: ExitStack) -> Target:
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="olarespack-tgz-")))
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise UsageError(f"{archive}: not a readable chart archive ({exc})") from None
+    folders = [p.parent for p in tmp.glob("*/Chart.yaml")]
+    if len(folders) != 1:
+        raise UsageError(f"{archive}: expected one top folder holding Chart.yaml")
+    return Target(read_chart(folders[0], str(archive)), folders[0])
+
+
+def _spec_targets(specs: list[Path], stack: ExitStack, report: LintReport) -> list[Target]:
+    """Each spec rendered for both manifest generations (the market serves either), one spec at a time so
+    one broken spec does not hide the others' problems."""
+    targets: list[Target] = []
+    names: list[tuple[str, Any]] = []
+    root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="olarespack-lint-")))
+    for spec in specs:
+        for generation in GENERATIONS:
+            try:
+                [app] = render_apps([spec], generation)
+            except ProblemsError as exc:
+                report.problems += exc.problems
+                break
+            report.problems += app.warnings
+            if generation == "current":
+                names.append((app.file, app.spec))
+            folder = root / generation / f"{len(targets)}" / app.spec.name
+            write_chart(app.chart, folder)
+            targets.append(Target(read_chart(folder, f"{app.file} [{generation}]"), folder))
+    report.problems += duplicate_names(names)
+    return targets
+
+
+# --------------------------------------------------------------------------- helm
+
+
+def _olares_env(manifest: dict[str, Any]) -> dict[str, str]:
+    """What Olares puts in .Values.olaresEnv: each env's default; token envs get a sentinel so a token that
+    leaks out of its Secret is caught."""
+    env: dict[str, str] = {}
+    for entry in manifest.get("envs") or []:
+        name = str(entry.get("envName", ""))
+        source = str((entry.get("valueFrom") or {}).get("envName", ""))
+        if "TOKEN" in name or "TOKEN" in source:
+            env[name] = SECRET_SENTINEL
+        elif entry.get("default") is not None:
+            env[name] = str(entry["default"])
+    return env
+
+
+def _entrance_names(manifest: dict[str, Any]) -> list[str]:
+    return [str(e.get("name")) for key in ("entrances", "sharedEntrances") for e in manifest.get(key) or []]
+
+
+def _values(chart: Chart, mode: str) -> dict[str, Any]:
+    return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode)
+
+
+def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[str, Any]]]:
+    """Charts whose values agree (domains aside) share one helm lint process."""
+    groups: dict[str, list[Target]] = {}
+    for target in targets:
+        values = _values(target.chart, accelerator_modes(target.chart.manifest)[0][0])
+        values.pop("domain")
+        values["userspace"] = {}
+        groups.setdefault(json.dumps(values, sort_keys=True), []).append(target)
+    for group in groups.values():
+        for start in range(0, len(group), LINT_BATCH):
+            batch = group[start:start + LINT_BATCH]
+            values = _values(batch[0].chart, accelerator_modes(batch[0].chart.manifest)[0][0])
+            values["domain"] = {k: v for t in batch for k, v in _values(t.chart, "nvidia")["domain"].items()}
+            yield batch, values
+
+
+def _lint_job(helm: Helm, batch: list[Target], values: dict[str, Any]) -> list[Problem]:
+    with values_file(values) as path:
+        findings = helm.lint_many([t.folder for t in batch], path)
+    return [Problem(target.chart.where("Chart.yaml").removesuffix("/Chart.yaml"), "", f"helm {helm.version}: {line}",
+                    "fix the template or the values it reads", rule="helm-lint")
+            for target in batch for line in findings[target.folder]]
+
+
+def _template_job(helm: Helm, target: Target, mode: str) -> list[Problem]:
+    chart = target.chart
+    namespace = f"{chart.name}-alice"
+    with values_file(_values(chart, mode)) as path:
+        out = helm.template(target.folder, chart.name, namespace, path)
+    if not out.ok:
+        return [Problem(chart.label, "", f"helm {helm.version} template ({mode}): {out.stderr.strip()}",
+                        "fix the template or the values it reads", rule="helm-template")]
+    try:
+        documents = split_rendered(out.stdout)
+    except Exception as exc:
+        return [Problem(chart.label, "", f"rendered YAML does not parse ({mode}): {exc}", "fix the template",
+                        rule="helm-template")]
+    problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
+    for source, document in documents:
+        name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
+        problems += [Problem(chart.where(source), f"{name}.{error.split(': ', 1)[0]}",
+                             f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.split(': ', 1)[-1]}",
+                             "fix the field's type or name", rule="kube-schema")
+                     for error in kube.schema_errors(document)]
+    return problems
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def lint(paths: list[str], helms: Sequence[Helm], jobs: int = 2) -> LintReport:
+    report = LintReport()
+    with ExitStack() as stack:
+        specs, targets = _classify(paths, stack)
+        if specs:
+            targets = _spec_targets(specs, stack, report) + targets
+            report.checked += [str(s) for s in specs]
+        report.checked += [t.chart.label for t in targets if " [" not in t.chart.label]
+        renderable: list[Target] = []
+        for target in targets:
+            found = manifest_problems(target.chart)
+            report.problems += found
+            if target.chart.manifest:
+                renderable.append(target)
+        work: list[Callable[[], list[Problem]]] = []
+        for helm in helms:
+            work += [partial(_lint_job, helm, batch, values) for batch, values in _lint_batches(renderable)]
+        if helms:  # Helm 3 (what Olares embeds) renders for the Olares and schema rules; Helm 4 lints
+            work += [partial(_template_job, helms[0], target, mode)
+                     for target in renderable for mode, _, _ in accelerator_modes(target.chart.manifest)]
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures: list[Future[list[Problem]]] = [pool.submit(job) for job in work]
+            for future in futures:
+                report.problems += future.result()
+    report.problems = sorted(set(report.problems))
+    return report
