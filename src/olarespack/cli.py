@@ -21,6 +21,7 @@ from olarespack.errors import OlaresPackError, Problem
 from olarespack.helm import HelmBinary
 from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
+from olarespack.rule_catalog import RULES
 from olarespack.spec import AppSpec
 from olarespack.write import changed_files, write_chart
 
@@ -77,12 +78,17 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
               help="helm processes run at once.")
 @click.option("--helm4/--no-helm4", default=True, show_default=True,
               help="Also lint with Helm 4 (Helm 3.19, what Olares embeds, always runs).")
-def lint(paths: tuple[str, ...], jobs: int, helm4: bool) -> None:
+@click.option("--rules", "list_rules", is_flag=True, help="List the rule ids and what each checks, then exit.")
+def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool) -> None:
     """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
 
     Every problem of every input is reported with its rule id, file, field path and fix."""
     from olarespack.validate import lint as run_lint
 
+    if list_rules:
+        for rule_id, (layer, text) in RULES.items():
+            click.echo(f"{rule_id:28} {layer:7} {text}")
+        return
     try:
         targets = list(paths) or [str(p) for p in spec_files((), Path("apps"))]
         helms = [HelmBinary(name="helm")] + ([HelmBinary(name="helm4")] if helm4 else [])

@@ -32,6 +32,11 @@ CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "P
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
 
 
+def load_yaml(text: str) -> Any:
+    """YAML as Helm's parser reads it, through libyaml: a lint parses thousands of documents."""
+    return yaml.load(text, Loader=yaml.CSafeLoader)
+
+
 @dataclass
 class Chart:
     """A chart folder's files as text, and where problems about them are reported."""
@@ -65,7 +70,7 @@ def parse_chart_files(chart: Chart) -> list[Problem]:
                 for n, line in enumerate(text.splitlines(), 1)
                 if "{{" in re.sub(r"'[^']*'|\"(?:[^\"\\\\]|\\\\.)*\"", "", line.split(" #")[0])]
     try:
-        manifest = yaml.safe_load(text)
+        manifest = load_yaml(text)
     except yaml.YAMLError as exc:
         return [*problems, _problem(chart, "OlaresManifest.yaml", "", f"invalid YAML: {exc}", "fix the YAML",
                                     "olares-files")]
@@ -87,7 +92,7 @@ def manifest_problems(chart: Chart) -> list[Problem]:
 
 def _chart_yaml(chart: Chart) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(chart.files.get("Chart.yaml", "")) or {}
+        data = load_yaml(chart.files.get("Chart.yaml", "")) or {}
     except yaml.YAMLError:
         return {}
     return data if isinstance(data, dict) else {}
@@ -222,9 +227,11 @@ def _generation_rules(chart: Chart) -> Iterator[Problem]:
     current = generation_of(manifest) == "current"
     expected = "0.12.0" if current else "0.10.0"
     if version != expected:
+        # a known version on the wrong generation is a mix Olares refuses; other versions it may know
+        known = version in ("0.12.0", "0.10.0")
         yield _problem(chart, "OlaresManifest.yaml", "olaresManifest.version", f"{version!r} with apiVersion "
                        f"{manifest.get('apiVersion')!r}", f"use '{expected}'", "olares-generation",
-                       severity="warning" if version.startswith("0.") else "error")
+                       severity="error" if known else "warning")
     dependencies = (manifest.get("options") or {}).get("dependencies") or []
     olares = [d for d in dependencies if d.get("name") == "olares" and d.get("type") == "system"]
     want = ">=1.12.6-0" if current else ">=1.12.3-0"
@@ -244,7 +251,7 @@ def _generation_rules(chart: Chart) -> Iterator[Problem]:
         yield _problem(chart, "OlaresManifest.yaml", "workloadReplicas", "missing", "list each Deployment: 1",
                        "olares-workload-replicas")
         return
-    values = yaml.safe_load(chart.files.get("values.yaml", "")) or {}
+    values = load_yaml(chart.files.get("values.yaml", "")) or {}
     workloads = values.get("workloads") if isinstance(values, dict) else None
     for name in replicas:
         if not isinstance(workloads, dict) or "replicaCount" not in (workloads.get(name) or {}):
@@ -261,16 +268,17 @@ class Rendered:
 
     mode: str
     namespace: str
-    documents: list[tuple[str, dict[str, Any]]]  # (template path, document)
+    documents: list[tuple[str, dict[str, Any], str]]  # (template path, document, its text)
 
 
-def split_rendered(text: str) -> list[tuple[str, dict[str, Any]]]:
-    documents: list[tuple[str, dict[str, Any]]] = []
+def split_rendered(text: str) -> list[tuple[str, dict[str, Any], str]]:
+    """helm template's output as (template path, document, its text) triples."""
+    documents: list[tuple[str, dict[str, Any], str]] = []
     for chunk in re.split(r"^---\s*$", text, flags=re.M):
         source = re.search(r"^# Source: [^/]+/(.+)$", chunk, re.M)
-        document = yaml.load(chunk, Loader=yaml.CSafeLoader)
+        document = load_yaml(chunk)
         if isinstance(document, dict):
-            documents.append((source.group(1) if source else "(rendered)", document))
+            documents.append((source.group(1) if source else "(rendered)", document, chunk))
     return documents
 
 
@@ -284,18 +292,18 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
     manifest = chart.manifest
     problems: list[Problem] = []
     app = str((manifest.get("metadata") or {}).get("name", chart.name))
-    deployments = {d["metadata"].get("name") for _, d in rendered.documents if d.get("kind") == "Deployment"}
+    deployments = {d["metadata"].get("name") for _, d, _ in rendered.documents if d.get("kind") == "Deployment"}
     if app not in deployments:
         problems.append(_problem(chart, "templates", "Deployment", f"no Deployment named {app!r} ({rendered.mode})",
                                  "name the main Deployment after the app", "olares-deployment"))
-    workloads = {d["metadata"].get("name") for _, d in rendered.documents if d.get("kind") in WORKLOAD_KINDS}
+    workloads = {d["metadata"].get("name") for _, d, _ in rendered.documents if d.get("kind") in WORKLOAD_KINDS}
     for name in manifest.get("workloadReplicas") or {}:
         if name not in workloads:
             problems.append(_problem(chart, "OlaresManifest.yaml", f"workloadReplicas.{name}", "no such Deployment "
                                      "or StatefulSet in the chart", "list the chart's workloads",
                                      "olares-workload-replicas"))
     sums: dict[str, list[int]] = {}  # "<init|app>:<resource>_<request|limit>" -> each container's amount
-    for source, document in rendered.documents:
+    for source, document, text in rendered.documents:
         kind = str(document.get("kind"))
         name = str((document.get("metadata") or {}).get("name"))
         if kind not in CLUSTER_SCOPED and (document.get("metadata") or {}).get("namespace") != rendered.namespace:
@@ -303,7 +311,7 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
                                      'set namespace: "{{ .Release.Namespace }}"', "olares-namespace"))
         if kind in WORKLOAD_KINDS:
             problems += _workload_problems(chart, source, document, sums)
-        if secret_sentinel and kind != "Secret" and secret_sentinel in yaml.safe_dump(document):
+        if secret_sentinel and kind != "Secret" and secret_sentinel in text:
             problems.append(_problem(chart, source, f"{kind}/{name}", "the Hugging Face token appears outside a "
                                      "Secret", "put it in a Secret and reference it with secretKeyRef",
                                      "secret-outside-secret"))

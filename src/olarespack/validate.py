@@ -13,16 +13,17 @@ import json
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from olarespack import kube
 from olarespack.errors import Problem, ProblemsError, UsageError
-from olarespack.helm import Helm, install_values, values_file
+from olarespack.helm import Helm, HelmResult, install_values, values_file
 from olarespack.project import duplicate_names, render_apps
 from olarespack.render import GENERATIONS
 from olarespack.rules_olares import (
@@ -160,63 +161,92 @@ def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[st
             yield batch, values
 
 
-def _lint_job(helm: Helm, batch: list[Target], values: dict[str, Any]) -> list[Problem]:
-    with values_file(values) as path:
-        findings = helm.lint_many([t.folder for t in batch], path)
-    return [Problem(target.chart.where("Chart.yaml").removesuffix("/Chart.yaml"), "", f"helm {helm.version}: {line}",
-                    "fix the template or the values it reads", rule="helm-lint")
-            for target in batch for line in findings[target.folder]]
+@dataclass(frozen=True)
+class HelmCall:
+    """One helm invocation (run) and what olarespack makes of its output (analyse), kept apart so the
+    benchmark can time the bare invocations a lint needs."""
+
+    run: Callable[[], Any]
+    analyse: Callable[[Any], list[Problem]]
 
 
-def _template_job(helm: Helm, target: Target, mode: str) -> list[Problem]:
+def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmCall:
+    def run() -> dict[Path, list[str]]:
+        with values_file(values) as path:
+            return helm.lint_many([t.folder for t in batch], path)
+
+    def analyse(findings: dict[Path, list[str]]) -> list[Problem]:
+        return [Problem(target.chart.label, "", f"helm {helm.version}: {line}",
+                        "fix the template or the values it reads", rule="helm-lint")
+                for target in batch for line in findings[target.folder]]
+
+    return HelmCall(run, analyse)
+
+
+def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
     chart = target.chart
     namespace = f"{chart.name}-alice"
-    with values_file(_values(chart, mode)) as path:
-        out = helm.template(target.folder, chart.name, namespace, path)
-    if not out.ok:
-        return [Problem(chart.label, "", f"helm {helm.version} template ({mode}): {out.stderr.strip()}",
-                        "fix the template or the values it reads", rule="helm-template")]
-    try:
-        documents = split_rendered(out.stdout)
-    except Exception as exc:
-        return [Problem(chart.label, "", f"rendered YAML does not parse ({mode}): {exc}", "fix the template",
-                        rule="helm-template")]
-    problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
-    for source, document in documents:
-        name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
-        problems += [Problem(chart.where(source), f"{name}.{error.split(': ', 1)[0]}",
-                             f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.split(': ', 1)[-1]}",
-                             "fix the field's type or name", rule="kube-schema")
-                     for error in kube.schema_errors(document)]
-    return problems
+
+    def run() -> HelmResult:
+        with values_file(_values(chart, mode)) as path:
+            return helm.template(target.folder, chart.name, namespace, path)
+
+    def analyse(out: HelmResult) -> list[Problem]:
+        if not out.ok:
+            return [Problem(chart.label, "", f"helm {helm.version} template ({mode}): {out.stderr.strip()}",
+                            "fix the template or the values it reads", rule="helm-template")]
+        try:
+            documents = split_rendered(out.stdout)
+        except yaml.YAMLError as exc:
+            return [Problem(chart.label, "", f"rendered YAML does not parse ({mode}): {exc}", "fix the template",
+                            rule="helm-template")]
+        problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
+        for source, document, _ in documents:
+            name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
+            problems += [Problem(chart.where(source), f"{name}.{error.split(': ', 1)[0]}",
+                                 f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.split(': ', 1)[-1]}",
+                                 "fix the field's type or name", rule="kube-schema")
+                         for error in kube.schema_errors(document)]
+        return problems
+
+    return HelmCall(run, analyse)
+
+
+def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
+    """Every chart through `helm lint --strict` with each helm (batched), then `helm template` with the
+    first (Helm 3, what Olares embeds) for each accelerator mode, for the Olares and schema rules."""
+    calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
+    if helms:
+        calls += [_template_call(helms[0], target, mode)
+                  for target in targets for mode, _, _ in accelerator_modes(target.chart.manifest)]
+    return calls
 
 
 # --------------------------------------------------------------------------- entry point
 
 
+def prepare(paths: list[str], stack: ExitStack, report: LintReport) -> list[Target]:
+    """Inputs to chart folders on disk, with the pure layers' problems added to the report; returns the
+    charts helm can render."""
+    specs, targets = _classify(paths, stack)
+    if specs:
+        targets = _spec_targets(specs, stack, report) + targets
+        report.checked += [str(s) for s in specs]
+    report.checked += [t.chart.label for t in targets if " [" not in t.chart.label]
+    renderable: list[Target] = []
+    for target in targets:
+        report.problems += manifest_problems(target.chart)
+        if target.chart.manifest:
+            renderable.append(target)
+    return renderable
+
+
 def lint(paths: list[str], helms: Sequence[Helm], jobs: int = 2) -> LintReport:
     report = LintReport()
     with ExitStack() as stack:
-        specs, targets = _classify(paths, stack)
-        if specs:
-            targets = _spec_targets(specs, stack, report) + targets
-            report.checked += [str(s) for s in specs]
-        report.checked += [t.chart.label for t in targets if " [" not in t.chart.label]
-        renderable: list[Target] = []
-        for target in targets:
-            found = manifest_problems(target.chart)
-            report.problems += found
-            if target.chart.manifest:
-                renderable.append(target)
-        work: list[Callable[[], list[Problem]]] = []
-        for helm in helms:
-            work += [partial(_lint_job, helm, batch, values) for batch, values in _lint_batches(renderable)]
-        if helms:  # Helm 3 (what Olares embeds) renders for the Olares and schema rules; Helm 4 lints
-            work += [partial(_template_job, helms[0], target, mode)
-                     for target in renderable for mode, _, _ in accelerator_modes(target.chart.manifest)]
+        calls = helm_calls(prepare(paths, stack, report), helms)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures: list[Future[list[Problem]]] = [pool.submit(job) for job in work]
-            for future in futures:
-                report.problems += future.result()
+            for problems in pool.map(lambda call: call.analyse(call.run()), calls):
+                report.problems += problems
     report.problems = sorted(set(report.problems))
     return report

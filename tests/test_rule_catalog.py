@@ -1,0 +1,44 @@
+"""Every rule olarespack can report is catalogued, and every catalogued rule has a test that makes it fire
+(the bad-spec corpus, the broken-chart cases, or a named test below)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from olarespack.cli import main
+from olarespack.rule_catalog import RULES
+from test_bad_specs import CASES, expected
+from test_rules_olares import CASES as CHART_CASES
+
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
+# rules shown firing by tests outside the two corpora
+FIRED_ELSEWHERE = {
+    "file": "test_spec.py (unreadable spec)",
+    "spec-mtp-alias": "test_rules_engine.py",
+    "context-window": "test_rules_engine.py",
+}
+
+
+def test_every_rule_in_the_source_is_catalogued() -> None:
+    text = "\n".join(p.read_text(encoding="utf-8") for p in SOURCE.glob("*.py") if p.name != "rule_catalog.py")
+    used = set(re.findall(r'rule="([a-z0-9-]+)"', text))
+    used |= set(re.findall(r'"((?:olares|gpumem|secret)-[a-z-]+)"[,)]', text))
+    used |= {"spec-unknown-key", "spec-missing", "spec-range", "spec-format", "spec-choice", "spec-type"}
+    assert used - set(RULES) == set()
+
+
+def test_every_catalogued_rule_has_a_failing_test() -> None:
+    fired = {rule for case in CASES for _, rule, _ in expected(case)}
+    fired |= {case[0] for case in CHART_CASES}
+    fired |= set(FIRED_ELSEWHERE)
+    assert set(RULES) - fired == set()
+
+
+def test_lint_lists_the_rules() -> None:
+    result = CliRunner().invoke(main, ["lint", "--rules"])
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) == len(RULES)
+    assert "gemma4-flash-attn" in result.stdout
