@@ -56,7 +56,7 @@ def test_check_reports_drift_and_writes_nothing(project: Path, run) -> None:  # 
     before = tree_bytes(project / "charts")
     code, out, err = run("build", "--check")
     assert code == 1
-    assert "DRIFT vllmgemma426ba4bvisionone" in out and "templates/configmap.yaml" in out
+    assert "DRIFT vllmgemma426ba4bvisionone" in out and "templates/deployment.yaml" in out
     assert "DRIFT vllmgemma4dflashone" in out and "templates/stray.yaml" in out
     assert "ok llamacppgemma4audione: up to date" in out
     assert "olarespack build" in err

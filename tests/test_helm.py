@@ -73,7 +73,8 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
     app = chart.name
     docs = template(helm, chart, olares_env(manifest, with_token))
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert ("Deployment", app) in kinds and ("Service", app) in kinds and ("ConfigMap", f"{app}-config") in kinds
+    assert ("Deployment", app) in kinds and ("Service", app) in kinds
+    assert not any(kind == "ConfigMap" for kind, _ in kinds)  # args are literal: a change restarts the pod
     assert (("Secret", f"{app}-hf") in kinds) is with_token
     for doc in docs:
         assert doc["metadata"]["namespace"] == f"{app}-alice", doc["kind"]
@@ -152,12 +153,13 @@ def test_vision_container_runs_the_seed_configuration(tmp_path: Path, helm: Helm
     spec_file = next(p for p in APP_FILES if p.stem == "gemma4-vision")
     chart, manifest = rendered(tmp_path, spec_file, "current")
     docs = template(helm, chart, olares_env(manifest, True))
-    [configmap] = [d for d in docs if d["kind"] == "ConfigMap"]
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     [engine] = deployment["spec"]["template"]["spec"]["containers"]
     assert engine["image"] == "vllm/vllm-openai:v0.21.0-cu129"
-    assert engine["envFrom"] == [{"configMapRef": {"name": configmap["metadata"]["name"]}}]
-    # Kubernetes' expansion of $(VAR) from the container's environment
-    expanded = [re.sub(r"\$\((\w+)\)", lambda m: configmap["data"][m.group(1)], a) for a in engine["args"]]
+    # what Kubernetes runs: command + args, after its $(VAR) expansion (no variable is referenced)
+    names = {e["name"] for e in engine.get("env", [])}
+    expanded = [re.sub(r"\$\((\w+)\)", lambda m: "<unexpanded>" if m.group(1) in names else m.group(0), a)
+                for a in engine["args"]]
     assert engine["command"] + expanded[:1] == ["vllm", "serve", SEED_VISION_ARGS[0]]
     assert as_pairs(expanded[1:]) == as_pairs(SEED_VISION_ARGS[1:])
+    assert "<unexpanded>" not in expanded

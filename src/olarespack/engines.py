@@ -1,8 +1,8 @@
 """Engine command lines built from a spec (pure).
 
-Each setting is an Arg; settings that other containers or operators read are also published through the
-app's ConfigMap and referenced as $(VAR), which Kubernetes expands before the process starts. The
-effective command line (after expansion) is what the descriptions cite, so text and args cannot drift.
+The values go straight into the container's args, not through a ConfigMap: a changed arg changes the pod
+template, so `helm upgrade` restarts the engine with it (a ConfigMap edit would not), and a rendered diff
+shows the change where it runs. The same list is what the descriptions cite, so text and args cannot drift.
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ class Arg:
 
     flag: str | None = None
     value: str | None = None
-    env: str | None = None  # ConfigMap key the value is published under
 
     def container_items(self) -> list[str]:
-        """As written in the Deployment: values behind a ConfigMap key become $(KEY)."""
-        value = f"$({self.env})" if self.env else _escape(self.value)
-        return [x for x in (self.flag, value) if x is not None]
+        """As written in the Deployment, where Kubernetes would expand a literal $(NAME)."""
+        return [x for x in (self.flag, _escape(self.value)) if x is not None]
 
     def effective_items(self) -> list[str]:
         """As the process receives them, after Kubernetes expanded $(KEY)."""
@@ -54,12 +52,12 @@ def _switch(flag: str, enabled: bool | None) -> list[Arg]:
 
 def vllm_args(engine: VllmEngine) -> list[Arg]:
     args = [
-        Arg(value=engine.model, env="MODEL_NAME"),
-        Arg("--served-model-name", engine.served_model_name, env="MODEL_ALIAS"),
+        Arg(value=engine.model),
+        Arg("--served-model-name", engine.served_model_name),
         Arg("--host", "0.0.0.0"),
         Arg("--port", str(VLLM_PORT)),
-        Arg("--max-model-len", str(engine.max_model_len), env="MAX_MODEL_LEN"),
-        Arg("--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}", env="GPU_MEMORY_UTILIZATION"),
+        Arg("--max-model-len", str(engine.max_model_len)),
+        Arg("--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"),
     ]
     if engine.revision:
         args.append(Arg("--revision", engine.revision))
@@ -71,7 +69,7 @@ def vllm_args(engine: VllmEngine) -> list[Arg]:
         args.append(Arg("--attention-backend", engine.attention_backend))
     if engine.speculative:
         config = engine.speculative.model_dump(exclude_none=True)
-        args.append(Arg("--speculative-config", _compact_json(config), env="SPEC_CONFIG"))
+        args.append(Arg("--speculative-config", _compact_json(config)))
     args += [
         Arg("--kv-cache-dtype", engine.kv_cache_dtype),
         Arg("--dtype", engine.dtype),
@@ -106,9 +104,9 @@ def llamacpp_args(engine: LlamaCppEngine) -> list[Arg]:
     if engine.model.mmproj:
         args.append(Arg("--mmproj", f"{folder}/{engine.model.mmproj}"))
     args += [
-        Arg("--alias", engine.alias, env="MODEL_ALIAS"),
-        Arg("--ctx-size", str(engine.ctx_size), env="CONTEXT_SIZE"),
-        Arg("--n-gpu-layers", str(engine.n_gpu_layers), env="N_GPU_LAYERS"),
+        Arg("--alias", engine.alias),
+        Arg("--ctx-size", str(engine.ctx_size)),
+        Arg("--n-gpu-layers", str(engine.n_gpu_layers)),
     ]
     if engine.threads is not None:
         args.append(Arg("--threads", str(engine.threads)))
@@ -135,10 +133,6 @@ def llamacpp_args(engine: LlamaCppEngine) -> list[Arg]:
 
 def engine_args(engine: VllmEngine | LlamaCppEngine) -> list[Arg]:
     return vllm_args(engine) if isinstance(engine, VllmEngine) else llamacpp_args(engine)
-
-
-def configmap_data(args: list[Arg]) -> dict[str, str]:
-    return {a.env: a.value for a in args if a.env and a.value is not None}
 
 
 def container_args(args: list[Arg]) -> list[str]:

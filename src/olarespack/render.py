@@ -2,7 +2,7 @@
 
 All Jinja goes through make_env(): delimiters that cannot collide with Helm's {{ }}, StrictUndefined,
 and a check that no Jinja marker survives. What the templates print is computed here once (the plan),
-so a number typed once in the spec reaches args, ConfigMap, manifest, descriptions and resource sums.
+so a number typed once in the spec reaches args, manifest, descriptions and resource sums.
 """
 
 from __future__ import annotations
@@ -89,7 +89,6 @@ class Plan:
     command: list[str]
     args: list[str]
     effective_args: list[str]
-    configmap: dict[str, str]
     port: int
     containers: list[ContainerResources]
     init_containers: list[ContainerResources]
@@ -281,7 +280,7 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     return Plan(
         spec=spec, generation=gen, hardware=hardware, engine_kind=engine.kind, engine_version=version,
         container_name=engine_resources.name, command=command, args=engines.container_args(args),
-        effective_args=effective, configmap=engines.configmap_data(args), port=port, containers=[engine_resources],
+        effective_args=effective, port=port, containers=[engine_resources],
         init_containers=init_containers,
         gpu_memory_request=gpu_request, gpu_memory_limit=gpu_limit,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
@@ -298,7 +297,6 @@ _CHART_FILES = {
     "values.yaml": "chart/values.yaml.j2",
     "owners": "chart/owners.j2",
     ".helmignore": "chart/helmignore.j2",
-    "templates/configmap.yaml": "chart/configmap.yaml.j2",
     "templates/secret.yaml": "chart/secret.yaml.j2",
     "templates/service.yaml": "chart/service.yaml.j2",
 }

@@ -1,0 +1,79 @@
+"""Engine-flag rules on specs: the seed apps pass, and the warnings (which the bad-spec corpus, made of
+errors, cannot show) fire where they should."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import APP_FILES, APPS
+from olarespack.errors import SpecError
+from olarespack.rules_engine import engine_problems, vllm_release
+from olarespack.spec import AppSpec, VllmEngine, load_spec
+from specs import app_data, write_spec
+
+
+def load_with(tmp_path: Path, app: str, change: dict[str, object]) -> AppSpec:
+    data = app_data(app)
+    data["engine"].update(change)
+    return load_spec(write_spec(tmp_path, data))
+
+
+@pytest.mark.parametrize("path", APP_FILES, ids=lambda p: p.stem)
+def test_seed_apps_have_no_engine_errors(path: Path) -> None:
+    problems = engine_problems(str(path), load_spec(path))
+    assert [p for p in problems if p.severity == "error"] == []
+
+
+def test_gemma4_mtp_is_reported_as_an_alias() -> None:
+    problems = engine_problems("v.yaml", load_spec(APPS / "gemma4-vision.yaml"))
+    assert [(p.rule, p.path, p.severity) for p in problems] == [
+        ("spec-mtp-alias", "engine.speculative.method", "warning")]
+
+
+def test_mtp_as_written_by_vllm_is_not_an_alias(tmp_path: Path) -> None:
+    spec = load_with(tmp_path, "gemma4-vision", {"speculative": {
+        "method": "mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3}})
+    assert engine_problems("v.yaml", spec) == []
+
+
+def test_unknown_vllm_version_is_a_warning_for_version_bound_methods(tmp_path: Path) -> None:
+    spec = load_with(tmp_path, "gemma4-dflash", {})
+    assert isinstance(spec.engine, VllmEngine)
+    assert vllm_release(spec.engine) == (0, 20, 2)  # from engine.version: the tag says nothing
+    data = app_data("gemma4-dflash")
+    del data["engine"]["version"]
+    unknown = load_spec(write_spec(tmp_path, data, "unknown.yaml"))
+    assert [(p.rule, p.severity) for p in engine_problems("d.yaml", unknown)] == [("spec-method-version", "warning")]
+
+
+@pytest.mark.parametrize(("image", "release"), [
+    ("vllm/vllm-openai:v0.21.0-cu129", (0, 21, 0)), ("vllm/vllm-openai:v0.20.1", (0, 20, 1)),
+    ("vllm/vllm-openai:nightly-abc", None)])
+def test_vllm_release_from_the_tag(tmp_path: Path, image: str, release: tuple[int, int, int] | None) -> None:
+    spec = load_with(tmp_path, "gemma4-vision", {"image": image})
+    assert isinstance(spec.engine, VllmEngine)
+    assert vllm_release(spec.engine) == release
+
+
+def test_dflash_at_the_limit_passes(tmp_path: Path) -> None:
+    spec = load_with(tmp_path, "gemma4-dflash", {"speculative": {
+        "method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 15}})
+    assert engine_problems("d.yaml", spec) == []
+
+
+def test_digest_pinned_images_pass(tmp_path: Path) -> None:
+    spec = load_with(tmp_path, "gemma4-audio", {"downloader_image": "docker.io/alpine@sha256:" + "a" * 64})
+    assert engine_problems("a.yaml", spec) == []
+
+
+def test_unknown_extra_args_pass_through(tmp_path: Path) -> None:
+    spec = load_with(tmp_path, "gemma4-vision", {"extra_args": ["--max-logprobs", "5", "--enable-log-requests"]})
+    assert [p.rule for p in engine_problems("v.yaml", spec)] == ["spec-mtp-alias"]
+
+
+def test_an_unreadable_spec_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path / "missing.yaml")
+    assert [(p.rule, p.path) for p in caught.value.problems] == [("file", "")]
