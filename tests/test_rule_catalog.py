@@ -18,7 +18,6 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
 FIRED_ELSEWHERE = {
     "file": "test_spec.py (unreadable spec)",
     "spec-mtp-alias": "test_rules_engine.py",
-    "context-window": "test_rules_engine.py",
 }
 
 

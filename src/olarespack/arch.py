@@ -94,6 +94,14 @@ class ModelInfo:
     weights_exact: bool = False
     files: Mapping[str, GgufFile] = field(default_factory=dict)  # GGUF repositories: per file
     sources: tuple[str, ...] = ()
+    native_context: int | None = None  # the context the model was trained for, when below its positions
+
+    @property
+    def trained_context(self) -> int | None:
+        """Past this, quality degrades even where the engine accepts the length."""
+        if self.native_context is not None:
+            return self.native_context
+        return self.arch.max_position_embeddings if self.arch else None
 
 
 # --------------------------------------------------------------------------- Hugging Face config
@@ -227,6 +235,7 @@ class _ModelFile(_Strict):
     weights: _Weights | None = None
     files: dict[str, _Weights] = Field(default_factory=dict)
     config: dict[str, Any] | None = None
+    native_context: int | None = Field(None, gt=0)
     sources: list[str] = Field(min_length=1)
 
 
@@ -242,7 +251,7 @@ def _model_info(name: str, text: str) -> ModelInfo:
     return ModelInfo(repo=raw.repo, title=raw.title, arch=arch, kv=raw.kv,
                      weights_bytes=raw.weights.bytes if raw.weights else 0,
                      weights_exact=raw.weights.exact if raw.weights else False,
-                     files=files, sources=tuple(raw.sources))
+                     files=files, sources=tuple(raw.sources), native_context=raw.native_context)
 
 
 @cache

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,7 +23,7 @@ from olarespack.helm import HelmBinary
 from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.rule_catalog import RULES
-from olarespack.spec import AppSpec
+from olarespack.spec import AppSpec, VllmEngine, load_spec
 from olarespack.write import changed_files, write_chart
 
 SCHEMA_PATH = Path("schemas/app-spec.schema.json")
@@ -107,6 +108,52 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool) -> No
 
 def _belongs(problem: Problem, label: str) -> bool:
     return problem.file == label or problem.file.startswith((f"{label}/", f"{label} ["))
+
+
+@main.command()
+@click.argument("spec_file", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.option("--max-model-len", type=click.IntRange(min=1), help="Context to check instead of the spec's.")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True),
+              help="Utilization to check instead of the spec's (vLLM).")
+@click.option("--kv-available-bytes", type=click.IntRange(min=1),
+              help="KV cache budget as a vLLM boot reported it (replaces the estimate and any calibration).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A local Hugging Face config.json for a model olarespack has no data for.")
+@click.option("--weights-bytes", type=click.IntRange(min=0), default=0,
+              help="With --config: the model's weights on the GPU, in bytes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the budget as a JSON object.")
+def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float | None,
+        kv_available_bytes: int | None, config_file: Path | None, weights_bytes: int, as_json: bool) -> None:
+    """Will the model, its context and its drafter fit the GPU? vLLM's own KV-cache arithmetic.
+
+    Exits 0 when it fits, 1 when it does not."""
+    from olarespack import arch
+    from olarespack.fit import fit_report
+
+    try:
+        spec = load_spec(Path(spec_file))
+        options: dict[str, Any] = {"max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization}
+        engine = spec.engine
+        if kv_available_bytes is not None:
+            options["kv_available_bytes"] = kv_available_bytes
+        elif isinstance(engine, VllmEngine) and engine.calibration:
+            options["calibrated_kv_available_bytes"] = round(engine.calibration.available_kv_cache_gib * 2**30)
+            options["calibrated_at_utilization"] = (engine.calibration.gpu_memory_utilization
+                                                    or engine.gpu_memory_utilization)
+        if config_file is not None:
+            repo = engine.model if isinstance(engine, VllmEngine) else engine.model.repo
+            local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
+            options["registry"] = {**arch.models(), repo: local}
+        report = fit_report(spec, **options)
+    except OlaresPackError as exc:
+        fail(exc)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        for line in report.table():
+            click.echo(line)
+    if not report.fits:
+        sys.exit(1)
 
 
 @main.command()

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from olarespack import quantity
 from olarespack.arch import AttentionKind, KvLayer, ModelArch, ModelDataError, ModelInfo, find_model
-from olarespack.errors import UsageError
+from olarespack.errors import Problem, UsageError
 from olarespack.hardware import profiles
 from olarespack.spec import AppSpec, LlamaCppEngine, VllmEngine
 
@@ -436,7 +436,9 @@ def _vllm_report(spec: AppSpec, engine: VllmEngine, total: int, asked: int | Non
         drafter = find_model(engine.speculative.model, registry)
         if drafter.arch is None:
             notes.append(f"drafter {drafter.repo} reads the target's KV cache and adds none")
-    length = asked or engine.max_model_len
+    length = asked or (engine.max_model_len if engine.max_model_len != "auto" else arch.max_position_embeddings)
+    if length is None:
+        raise ModelDataError(f"{engine.model}: max_model_len auto needs the model's max_position_embeddings")
     utilization = util or engine.gpu_memory_utilization
     kv_bytes = vllm_kv_dtype_bytes(engine.kv_cache_dtype, engine.dtype, arch)
     mnbt = engine.max_num_batched_tokens
@@ -563,3 +565,63 @@ def _llamacpp_report(spec: AppSpec, engine: LlamaCppEngine, total: int, asked: i
                   "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},
         notes=tuple(notes),
     )
+
+
+def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
+    """What the build checks: the context fits the GPU (else an error naming the largest that does and the
+    utilization that would be needed), `max_model_len: auto` becomes that largest context, and a context
+    past the model's trained window is a warning."""
+    engine = spec.engine
+    path = "engine.max_model_len" if isinstance(engine, VllmEngine) else "engine.ctx_size"
+    auto = isinstance(engine, VllmEngine) and engine.max_model_len == "auto"
+    calibration: dict[str, Any] = {}
+    if isinstance(engine, VllmEngine) and engine.calibration:
+        calibration = {
+            "calibrated_kv_available_bytes": round(engine.calibration.available_kv_cache_gib * 2**30),
+            "calibrated_at_utilization": engine.calibration.gpu_memory_utilization or engine.gpu_memory_utilization,
+        }
+    try:
+        report = fit_report(spec, **calibration)
+    except ModelDataError as exc:
+        problem = Problem(file, path, f"cannot check that the context fits the GPU: {exc}",
+                          "add the model's architecture to olarespack's model data", rule="context-fit",
+                          severity="error" if auto else "warning")
+        return spec, [problem]
+    if auto and isinstance(engine, VllmEngine):
+        if report.max_model_len_fit < 1:
+            return spec, [Problem(file, path, "no context fits: the weights alone exceed the GPU budget",
+                                  "raise gpu_memory_utilization or pick a smaller model", rule="context-fit")]
+        resolved = engine.model_copy(update={"max_model_len": report.max_model_len_fit})
+        return (spec.model_copy(update={"engine": resolved}),
+                _window_problems(file, path, spec, report.max_model_len_fit))
+    problems = _window_problems(file, path, spec, report.max_model_len)
+    if not report.fits:
+        fix = f"use at most {report.max_model_len_fit} tokens"
+        if report.utilization_needed is not None and isinstance(engine, VllmEngine):
+            fix += f", or gpu_memory_utilization {report.utilization_needed:g}"
+        if isinstance(engine, VllmEngine):
+            fix += ", or max_model_len: auto"
+        problems.append(Problem(
+            file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
+            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}",
+            fix, rule="context-fit"))
+    return spec, problems
+
+
+def _window_problems(file: str, path: str, spec: AppSpec, asked: int) -> list[Problem]:
+    engine = spec.engine
+    repo = engine.model if isinstance(engine, VllmEngine) else engine.model.repo
+    try:
+        info = find_model(repo)
+    except ModelDataError:
+        return []
+    positions = info.arch.max_position_embeddings if info.arch else None
+    if positions is not None and asked > positions:
+        return [Problem(file, path, f"{asked} is past {repo}'s {positions} positions: vLLM refuses to boot",
+                        f"use at most {positions}", rule="context-window")]
+    trained = info.trained_context
+    if trained is not None and asked > trained:
+        return [Problem(file, path, f"{asked} is past the {trained} tokens {repo} was trained for: it runs, "
+                        "but recall past that is unreliable", f"use {trained} unless you need more",
+                        rule="context-window", severity="warning")]
+    return []

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from olarespack.errors import Problem, ProblemsError, UsageError
+from olarespack.fit import resolve_context
 from olarespack.render import GenerationName, RenderedChart, render_chart
 from olarespack.rules_engine import engine_problems
 from olarespack.rules_olares import Chart, manifest_problems
@@ -39,11 +40,16 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
     and Kubernetes schemas are `olarespack lint`'s."""
     problems: list[Problem] = []
     loaded: list[tuple[str, AppSpec]] = []
+    context_warnings: dict[str, list[Problem]] = {}
     for path in files:
         try:
-            loaded.append((str(path), load_spec(path)))
+            spec, found = resolve_context(str(path), load_spec(path))
         except ProblemsError as exc:
             problems += exc.problems
+            continue
+        problems += [p for p in found if p.severity == "error"]
+        context_warnings[str(path)] = [p for p in found if p.severity != "error"]
+        loaded.append((str(path), spec))
     problems += duplicate_names(loaded)
     apps: list[App] = []
     for file, spec in loaded:
@@ -55,7 +61,8 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
         label = f"{file} [{generation or spec.olares.generation}]"
         found = engine_problems(file, spec) + manifest_problems(Chart(label, spec.name, dict(chart)))
         problems += [p for p in found if p.severity == "error"]
-        apps.append(App(file, spec, chart, tuple(p for p in found if p.severity != "error")))
+        warnings = context_warnings[file] + [p for p in found if p.severity != "error"]
+        apps.append(App(file, spec, chart, tuple(warnings)))
     if problems:
         raise ProblemsError(problems)
     return apps

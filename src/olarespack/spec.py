@@ -193,6 +193,17 @@ class Speculative(StrictModel):
     num_speculative_tokens: int = Field(gt=0, description="Tokens drafted per step.")
 
 
+class Calibration(StrictModel):
+    """What vLLM printed at one boot, so fit checks use this app's real non-KV memory."""
+
+    available_kv_cache_gib: float = Field(
+        gt=0, description="From the boot log line `Available KV cache memory: X GiB`."
+    )
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="The utilization of that boot; defaults to engine.gpu_memory_utilization."
+    )
+
+
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "float16"]
 AttentionBackend = Literal[
     "triton_attn", "flash_attn", "flashinfer", "flex_attention", "tree_attn", "xformers", "rocm_attn",
@@ -209,7 +220,10 @@ class VllmEngine(StrictModel):
     model: HfRepo = Field(description="Hugging Face repository of the served model.")
     revision: str | None = Field(None, description="Model revision (branch, tag or commit).")
     served_model_name: str = Field(min_length=1, description="Name clients use in the OpenAI API.")
-    max_model_len: int = Field(gt=0, description="Context length (--max-model-len).")
+    max_model_len: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        description="Context length (--max-model-len), or auto: the largest that fits the GPU, which the "
+        "build computes with vLLM's own KV-cache arithmetic."
+    )
     gpu_memory_utilization: float = Field(gt=0, le=1, description="Fraction of device memory vLLM may use.")
     kv_cache_dtype: KvCacheDtype = Field("auto", description="--kv-cache-dtype.")
     attention_backend: AttentionBackend | None = Field(None, description="--attention-backend.")
@@ -229,6 +243,15 @@ class VllmEngine(StrictModel):
     reasoning_parser: str | None = Field(None, description="--reasoning-parser.")
     extra_args: list[str] = Field(default_factory=list, description="Further vLLM arguments, passed as given.")
     env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment of the engine.")
+    calibration: Calibration | None = Field(
+        None, description="One boot's measured KV budget; replaces the estimated non-KV memory in fit checks."
+    )
+
+    @property
+    def context_length(self) -> int:
+        if self.max_model_len == "auto":
+            raise ValueError("max_model_len: auto is resolved by the build before it is read")
+        return self.max_model_len
 
 
 class GgufModel(StrictModel):
@@ -323,11 +346,14 @@ def load_spec(path: Path) -> AppSpec:
     try:
         spec = AppSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_problem(shown, err) for err in exc.errors()]) from None
+        raise SpecError(_merge_union_problems([_problem(shown, err) for err in exc.errors()])) from None
     problems = cross_field_problems(shown, spec)
     if problems:
         raise SpecError(problems)
     return spec
+
+
+_UNION_MEMBER_TAGS = ("function-", "constrained-", "literal[", "lax-", "json-or-python")
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:
@@ -337,8 +363,8 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
             continue  # the discriminator tag pydantic adds for the union branch
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item.startswith("function-") or item in ("str", "int", "float", "bool"):
-            continue
+        elif item.startswith(_UNION_MEMBER_TAGS) or item in ("str", "int", "float", "bool"):
+            continue  # which member of a union pydantic tried: not a field the user wrote
         else:
             parts.append(("." if parts else "") + item)
     return "".join(parts)
@@ -362,6 +388,21 @@ _FIXES = {
     "template-marker": "remove the {{ }} markers; cite spec values with [[ ... ]] instead",
     "quantity": "write a Kubernetes quantity",
 }
+
+
+def _merge_union_problems(problems: list[Problem]) -> list[Problem]:
+    """A value that matches no member of a union (a number or auto) is one problem, not one per member."""
+    by_path: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_path.setdefault(problem.path, []).append(problem)
+    merged = []
+    for group in by_path.values():
+        first = group[0]
+        if len(group) > 1:
+            messages = " or ".join(dict.fromkeys(p.message.removeprefix("Input should be ") for p in group))
+            first = Problem(first.file, first.path, f"Input should be {messages}", first.fix, rule=first.rule)
+        merged.append(first)
+    return merged
 
 
 def _rule_for(kind: str) -> str:

@@ -1,0 +1,81 @@
+"""The fit arithmetic as users meet it: `olarespack fit`, and the build's context check."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import APP_FILES, APPS
+from olarespack.cli import main
+from olarespack.fit import fit_report, resolve_context
+from olarespack.render import plan_chart
+from olarespack.spec import load_spec
+from specs import app_data, write_spec
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("path", APP_FILES, ids=lambda p: p.stem)
+def test_seed_apps_fit(path: Path) -> None:
+    code, out, _ = invoke("fit", str(path))
+    assert code == 0, out
+    assert "fits: largest context" in out
+
+
+def test_fit_json_reproduces_the_vllm_refusal() -> None:
+    code, out, _ = invoke("fit", str(APPS / "gemma4-vision.yaml"), "--max-model-len", "262144",
+                          "--kv-available-bytes", "3030200000", "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["kv_cache_needed_bytes"] == 3_629_711_360
+    assert report["kv_cache_available_bytes"] == 3_030_200_000
+    assert (report["max_model_len_fit"], report["fits"]) == (203_584, False)
+
+
+def test_fit_with_a_local_config(tmp_path: Path) -> None:
+    config = Path(__file__).parent / "fixtures" / "gemma4-26b-a4b-config.json"
+    data = app_data()
+    data["engine"]["model"] = "someone/unknown-gemma-4-finetune"
+    data["engine"].pop("speculative")
+    spec = write_spec(tmp_path, data)
+    code, _, err = invoke("fit", str(spec))
+    assert code == 1 and "no architecture data" in err
+    code, out, _ = invoke("fit", str(spec), "--config", str(config), "--weights-bytes", "17500000000", "--json")
+    assert code == 0
+    assert json.loads(out)["model"] == "someone/unknown-gemma-4-finetune"
+
+
+def test_auto_context_resolves_to_the_largest_fit(tmp_path: Path) -> None:
+    data = app_data()
+    data["engine"]["max_model_len"] = "auto"
+    path = write_spec(tmp_path, data)
+    spec = load_spec(path)
+    resolved, problems = resolve_context(str(path), spec)
+    expected = fit_report(spec, calibrated_kv_available_bytes=round(2.82 * 2**30),
+                          calibrated_at_utilization=0.94).max_model_len_fit
+    assert resolved.engine.max_model_len == expected > 131072  # type: ignore[union-attr]
+    assert [p.rule for p in problems] == ["context-window"]  # past the 128K Gemma 4 was trained for
+    plan = plan_chart(resolved, str(path))
+    assert plan.effective_args[plan.effective_args.index("--max-model-len") + 1] == str(expected)
+
+
+def test_build_renders_auto_and_warns_past_the_trained_window(tmp_path: Path) -> None:
+    data = app_data()
+    data["engine"]["max_model_len"] = 196608  # booted in seed post 2, past the native 128K
+    path = write_spec(tmp_path, data)
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, _, err = invoke("build", str(path), "--out", "charts")
+    finally:
+        os.chdir(old)
+    assert code == 0, err
+    assert "[context-window]" in err and "WARN" in err
+    assert "196608" in (tmp_path / "charts/vllmgemma426ba4bvisionone/templates/deployment.yaml").read_text()
