@@ -56,7 +56,7 @@ def vllm_args(engine: VllmEngine) -> list[Arg]:
         Arg("--served-model-name", engine.served_model_name),
         Arg("--host", "0.0.0.0"),
         Arg("--port", str(VLLM_PORT)),
-        Arg("--max-model-len", str(engine.max_model_len)),
+        Arg("--max-model-len", str(engine.context_length)),
         Arg("--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"),
     ]
     if engine.revision:

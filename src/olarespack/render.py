@@ -203,7 +203,7 @@ def _preset_section(spec: AppSpec, plan_args: list[str], hardware: HardwareProfi
         if engine.speculative and engine.speculative.model:
             lines.append(f"- Drafter: `{engine.speculative.model}` ({engine.speculative.method}, "
                          f"num_speculative_tokens={engine.speculative.num_speculative_tokens})")
-        lines.append(f"- Served model name: `{engine.served_model_name}`, context {engine.max_model_len} tokens")
+        lines.append(f"- Served model name: `{engine.served_model_name}`, context {engine.context_length} tokens")
     else:
         lines.append(f"- Model: `{engine.model.repo}` file `{engine.model.file}`"
                      + (f" + projector `{engine.model.mmproj}`" if engine.model.mmproj else ""))

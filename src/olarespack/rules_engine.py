@@ -128,9 +128,9 @@ def batched_tokens(file: str, spec: AppSpec) -> Iterator[Problem]:
                       f"{engine.max_num_batched_tokens} cannot schedule {seqs} sequence(s) x {slots} token(s) "
                       "per step (decode plus speculative slots)", f"use at least {seqs * slots}",
                       rule="batched-tokens")
-    if engine.enable_chunked_prefill is False and engine.max_num_batched_tokens < engine.max_model_len:
+    if engine.enable_chunked_prefill is False and engine.max_num_batched_tokens < engine.context_length:
         yield Problem(file, "engine.max_num_batched_tokens",
-                      f"with chunked prefill off it must be >= max_model_len ({engine.max_model_len}); vLLM "
+                      f"with chunked prefill off it must be >= max_model_len ({engine.context_length}); vLLM "
                       "refuses to boot", "raise it, or drop enable_chunked_prefill: false", rule="chunked-prefill")
 
 

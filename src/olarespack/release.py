@@ -1,0 +1,111 @@
+"""Comparing the apps with a git base: rendered diffs, the version gate, and bumps (plan, then apply)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from olarespack import gitref
+from olarespack.bump import SpecEdit, edit_spec, write_spec
+from olarespack.diff import AppDiff, diff_apps, summary
+from olarespack.errors import Problem, ProblemsError
+from olarespack.helm import Helm
+from olarespack.project import App, render_apps
+from olarespack.render import RenderedChart
+from olarespack.version import Part, is_higher
+from olarespack.write import read_folder, write_chart
+
+
+@dataclass(frozen=True)
+class Repo:
+    root: Path
+    base: str  # a commit id
+    charts_dir: Path
+
+    @classmethod
+    def at(cls, cwd: Path, base: str | None, charts_dir: Path) -> Repo:
+        root = gitref.repo_root(cwd)
+        commit = gitref.resolve(root, base) if base else gitref.default_base(root)
+        return cls(root, commit, charts_dir)
+
+    def base_chart(self, name: str) -> dict[str, str]:
+        folder = (self.charts_dir / name).resolve().relative_to(self.root.resolve()).as_posix()
+        return gitref.folder_at(self.root, self.base, folder)
+
+
+def diffs(helm: Helm, repo: Repo, files: list[Path]) -> tuple[list[App], list[AppDiff]]:
+    apps = render_apps(files)
+    bases = {app.spec.name: repo.base_chart(app.spec.name) for app in apps}
+    found = diff_apps(helm, [(app.file, app.spec.version, dict(app.chart)) for app in apps], bases)
+    return apps, found
+
+
+def gate_problems(found: list[AppDiff]) -> list[Problem]:
+    return [problem for diff in found if (problem := diff.gate_problem()) is not None]
+
+
+@dataclass(frozen=True)
+class Bump:
+    edit: SpecEdit
+    name: str
+    chart: RenderedChart
+    note: str
+
+
+def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: Part, note: str | None,
+               today: dt.date) -> tuple[list[Bump], list[str]]:
+    """Every bump validated and rendered in memory before anything is written; messages for apps left alone."""
+    apps, found = diffs(helm, repo, files)
+    bumps: list[Bump] = []
+    skipped: list[str] = []
+    problems: list[Problem] = []
+    for app, diff in zip(apps, found, strict=True):
+        if not explicit and not diff.changed:
+            continue
+        if not explicit and diff.base_version and is_higher(diff.version, diff.base_version):
+            skipped.append(f"{app.spec.name}: already {diff.version} (base {diff.base_version}), left alone")
+            continue
+        dirty = _hand_edited(repo, app, diff)
+        if dirty:
+            problems.append(dirty)
+            continue
+        text = note or (summary(diff) if diff.changed else None)
+        if not text:
+            problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
+                                    "say what this release is with --note", rule="bump"))
+            continue
+        path = Path(app.file)
+        try:
+            edit = edit_spec(path, path.read_text(encoding="utf-8"), part, text, today)
+            bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text))
+        except ProblemsError as exc:
+            problems += exc.problems
+    if problems:
+        raise ProblemsError(problems)
+    return bumps, skipped
+
+
+def _hand_edited(repo: Repo, app: App, diff: AppDiff) -> Problem | None:
+    """A chart folder that is neither the base's chart nor what the spec renders has edits a bump would lose."""
+    folder = repo.charts_dir / app.spec.name
+    on_disk = {path: data.decode("utf-8", errors="replace") for path, data in read_folder(folder).items()}
+    if not on_disk or on_disk == dict(app.chart) or on_disk == repo.base_chart(app.spec.name):
+        return None
+    return Problem(str(folder), "", "has edits that are not in the spec (a bump re-renders it and would lose "
+                   "them)", f"move the change into {app.file}, or restore the folder with git", rule="bump")
+
+
+def _render_edit(edit: SpecEdit) -> RenderedChart:
+    with tempfile.TemporaryDirectory(prefix="olarespack-bump-") as tmp:
+        candidate = Path(tmp) / edit.file.name
+        candidate.write_text(edit.text, encoding="utf-8")
+        [app] = render_apps([candidate])
+    return app.chart
+
+
+def apply_bumps(bumps: list[Bump], charts_dir: Path) -> None:
+    for planned in bumps:
+        write_spec(planned.edit)
+        write_chart(planned.chart, charts_dir / planned.name)
