@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: build test lint drift unit clean
+.PHONY: build test lint drift unit bench clean
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
@@ -17,11 +17,17 @@ drift: $(STAMP)
 	$(BIN)/olarespack build --check
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff check src tests tools benchmarks
 	$(BIN)/mypy
 
 unit: $(STAMP) $(BIN)/helm
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest
+
+# Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
+# market server's requests/s on loopback.
+bench: $(STAMP) $(BIN)/helm
+	$(BIN)/python benchmarks/bench_lint.py
+	$(BIN)/python benchmarks/bench_serve.py --check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

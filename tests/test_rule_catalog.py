@@ -18,6 +18,11 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
 FIRED_ELSEWHERE = {
     "file": "test_spec.py (unreadable spec)",
     "spec-mtp-alias": "test_rules_engine.py",
+    "published-version": "test_package.py",
+    "icon-file": "test_package.py",
+    "version-gate": "test_release.py",
+    "bump": "test_release.py",
+    "context-fit": "bad-specs (context-too-long)",
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -24,6 +24,7 @@ from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.rule_catalog import RULES
 from olarespack.spec import AppSpec, VllmEngine, load_spec
+from olarespack.version import Part
 from olarespack.write import changed_files, write_chart
 
 SCHEMA_PATH = Path("schemas/app-spec.schema.json")
@@ -80,7 +81,11 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
 @click.option("--helm4/--no-helm4", default=True, show_default=True,
               help="Also lint with Helm 4 (Helm 3.19, what Olares embeds, always runs).")
 @click.option("--rules", "list_rules", is_flag=True, help="List the rule ids and what each checks, then exit.")
-def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool) -> None:
+@click.option("--base", help="Also run the version gate on the specs against this git ref.")
+@click.option("--charts-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("charts"),
+              show_default=True, help="With --base: where the base's charts are.")
+def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base: str | None,
+         charts_dir: Path) -> None:
     """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
 
     Every problem of every input is reported with its rule id, file, field path and fix."""
@@ -94,6 +99,12 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool) -> No
         targets = list(paths) or [str(p) for p in spec_files((), Path("apps"))]
         helms = [HelmBinary(name="helm")] + ([HelmBinary(name="helm4")] if helm4 else [])
         report = run_lint(targets, helms, jobs)
+        specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
+        if base is not None and specs and not report.errors:
+            from olarespack.release import Repo, diffs, gate_problems
+
+            _, found = diffs(helms[0], Repo.at(Path.cwd(), base, charts_dir), specs)
+            report.problems += gate_problems(found)
     except OlaresPackError as exc:
         fail(exc)
     for problem in report.problems:
@@ -106,8 +117,91 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool) -> No
         sys.exit(1)
 
 
+def _register_market_commands() -> None:
+    from olarespack.cli_market import package, publish, serve
+
+    for command in (package, publish, serve):
+        main.add_command(command)
+
+
 def _belongs(problem: Problem, label: str) -> bool:
     return problem.file == label or problem.file.startswith((f"{label}/", f"{label} ["))
+
+
+@main.command("bump")
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--major", "part", flag_value="major", help="X.0.0: an incompatible change.")
+@click.option("--minor", "part", flag_value="minor", help="x.Y.0: a new feature or setting.")
+@click.option("--patch", "part", flag_value="patch", help="x.y.Z: a fix.")
+@click.option("--prerelease", "part", flag_value="prerelease", help="x.y.z-rc.N: never below the current version.")
+@click.option("--note", help="The changelog entry (default: a summary of what changed in the rendered chart).")
+@click.option("--base", help="Git ref to compare with (default: merge base with main, or HEAD on main).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("charts"),
+              show_default=True, help="The charts folder to re-render into.")
+@click.option("--apps-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("apps"),
+              show_default=True)
+def bump_command(specs: tuple[str, ...], part: str | None, note: str | None, base: str | None, out_dir: Path,
+                 apps_dir: Path) -> None:
+    """Raise versions (SemVer): edit each spec in place, add a changelog entry, re-render its chart.
+
+    With no SPEC, bumps exactly the apps whose rendered chart differs from the base."""
+    import datetime as dt
+
+    from olarespack.release import Repo, apply_bumps, plan_bumps
+
+    if part is None:
+        click.echo("error: say which part to raise: --major, --minor, --patch or --prerelease", err=True)
+        sys.exit(2)
+    try:
+        repo = Repo.at(Path.cwd(), base, out_dir)
+        files = spec_files(specs, apps_dir)
+        bumps, skipped = plan_bumps(HelmBinary(name="helm"), repo, files, bool(specs), cast(Part, part), note,
+                                    dt.date.today())
+        apply_bumps(bumps, out_dir)
+    except OlaresPackError as exc:
+        fail(exc)
+    for line in skipped:
+        click.echo(f"skip {line}")
+    for planned in bumps:
+        click.echo(f"bumped {planned.name} {planned.edit.old_version} -> {planned.edit.new_version}: {planned.note}")
+    if not bumps:
+        click.echo(f"nothing to bump: no rendered chart differs from {repo.base[:12]}")
+
+
+@main.command("diff")
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--base", help="Git ref to compare with (default: merge base with main, or HEAD on main).")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--exit-code", is_flag=True, help="Exit 1 when something changed.")
+@click.option("--charts-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("charts"),
+              show_default=True, help="Where the base's charts are (as committed).")
+@click.option("--apps-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("apps"),
+              show_default=True)
+def diff_command(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: bool, charts_dir: Path,
+                 apps_dir: Path) -> None:
+    """What the cluster would run differently: each app rendered at the base and now, per resource.
+
+    Also the version gate: an app whose rendered chart changed without a version increase is an error."""
+    from olarespack import diff as formats
+    from olarespack.release import Repo, diffs, gate_problems
+
+    try:
+        repo = Repo.at(Path.cwd(), base, charts_dir)
+        _, found = diffs(HelmBinary(name="helm"), repo, spec_files(specs, apps_dir))
+    except OlaresPackError as exc:
+        fail(exc)
+    if fmt == "json":
+        click.echo(formats.as_json(found))
+    elif fmt == "markdown":
+        click.echo(formats.as_markdown(found))
+    else:
+        text = formats.as_text(found, color=sys.stdout.isatty())
+        click.echo(text if text else f"no rendered change since {repo.base[:12]}")
+    gate = gate_problems(found)
+    for problem in gate:
+        click.echo(f"ERROR {problem}", err=True)
+    if gate or (exit_code and any(d.changed for d in found)):
+        sys.exit(1)
 
 
 @main.command()
@@ -183,3 +277,6 @@ def app_spec_schema() -> str:
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["$id"] = "https://olarespack.invalid/app-spec.schema.json"
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+_register_market_commands()

@@ -69,6 +69,11 @@ RULES: dict[str, tuple[str, str]] = {
     "olares-privileged": ("olares", "non-beclab images do not run privileged or as root"),
     "gpumem-bare-mib": ("olares", "nvidia.com/gpumem is a bare integer of MiB"),
     "secret-outside-secret": ("olares", "the Hugging Face token only travels through a Secret"),
+    # releases
+    "version-gate": ("release", "a chart whose rendered content changed carries a higher version than at the base"),
+    "bump": ("release", "a bump only edits a valid spec whose chart has no hand edits"),
+    "published-version": ("release", "a published version never changes content"),
+    "icon-file": ("release", "icons the market serves exist as local files"),
     # helm and Kubernetes
     "helm-lint": ("helm", "helm lint --strict passes with Helm 3.19 and Helm 4"),
     "helm-template": ("helm", "helm template renders with Olares' values for every accelerator mode"),

@@ -1,0 +1,273 @@
+"""The market catalog an Olares box syncs, built in memory from rendered charts (pure: no I/O).
+
+One catalog holds both manifest generations, because one market serves boxes on both sides of Olares
+1.12.6: `generations.current` for 1.12.6 and later, `generations.legacy` for 1.12.3-1.12.5. Each
+generation has its own summaries, detail entries and hash, built from that generation's rendered
+manifest, so the catalog can never disagree with the chart a box downloads.
+
+Every value is derived from content: ids are md5(name)[:8], times come from changelog dates (an entry
+without a date takes the nearest older dated entry's, else EPOCH), and the hash covers the entries and
+the archives' sha256 only. Publishing the same specs twice therefore gives the same bytes and the same
+hash, and boxes do not re-sync for nothing.
+
+On-disk layout of a market folder (written by package.py, read by serve.py):
+  catalog.json                          this catalog; written last, atomically (serve reloads on change)
+  charts/<generation>/<name>-<version>.tgz
+                                        the two generations' archives share file names, so each generation
+                                        has its own folder; old versions are kept
+  charts/SHA256SUMS                     digests of every archive (sha256sum -c format)
+  icons/<file>                          icons published from local files
+  static/<generation>/api/v{1,2}/appstore/{hash,info}
+                                        the GET answers as files, with a _headers file (JSON content type,
+                                        CORS) for static hosts and CDNs; each static/<generation>/ is one
+                                        site root pinned to that generation
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from olarespack import quantity
+from olarespack.render import GENERATIONS, GenerationName, RenderedChart
+from olarespack.spec import AppSpec
+
+CATALOG_FILE: Final = "catalog.json"
+CHARTS_DIR: Final = "charts"
+ICONS_DIR: Final = "icons"
+STATIC_DIR: Final = "static"
+DIGESTS_FILE: Final = "SHA256SUMS"
+FORMAT: Final = "olarespack-market/1"
+# The time of anything that has no dated changelog entry: fixed, so output never depends on the clock.
+EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# The Olares version the static files answer with (the box adopts the `version` of the info answer for
+# its detail requests, so it must stay inside the generation the file was built for).
+STATIC_OLARES_VERSION: Final[dict[GenerationName, str]] = {"current": "1.12.6", "legacy": "1.12.5"}
+GENERATION_NAMES: Final[tuple[GenerationName, ...]] = tuple(GENERATIONS)
+# libyaml when present: a catalog of many apps parses thousands of manifests
+_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class MarketApp:
+    """One app as one generation publishes it."""
+
+    file: str
+    spec: AppSpec
+    chart: RenderedChart
+    archive_sha256: str
+    icon: str  # URL as the catalog shows it
+
+    @functools.cached_property
+    def manifest(self) -> dict[str, Any]:
+        return _manifest(self.chart)
+
+
+def app_id(name: str) -> str:
+    """Olares' app id: the first 8 hex digits of md5(name)."""
+    return hashlib.md5(name.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+
+
+def chart_file_name(name: str, version: str) -> str:
+    return f"{name}-{version}.tgz"
+
+
+def timestamp(moment: dt.datetime) -> str:
+    """RFC 3339 in UTC with 9 fractional digits: newer Olares parses nanoseconds."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond * 1000:09d}Z"
+
+
+def release_times(spec: AppSpec) -> list[dt.datetime]:
+    """One time per changelog entry (newest first): its date, else the nearest older dated entry's, else
+    EPOCH. Never decreasing from old to new, and derived from the spec alone."""
+    times: list[dt.datetime] = []
+    known = EPOCH
+    for entry in reversed(spec.changelog):
+        if entry.date is not None:
+            known = dt.datetime.combine(entry.date, dt.time(), tzinfo=dt.UTC)
+        times.append(known)
+    return times[::-1]
+
+
+def release_epoch(spec: AppSpec) -> int:
+    """Seconds since 1970 of the current release: the mtime stamped on every file of its archive."""
+    return int(release_times(spec)[0].timestamp())
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def served_json(value: Any) -> bytes:
+    """The bytes the server and the static files send (compact; key order as built)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _manifest(chart: RenderedChart, path: str = "OlaresManifest.yaml") -> dict[str, Any]:
+    data: dict[str, Any] = yaml.load(chart[path], Loader=_LOADER)  # _LOADER is a safe loader
+    return data
+
+
+def _cores(millicores: int) -> str:
+    """'4', '2.1', '0.25': Olares reads requiredCPU as a number of cores."""
+    whole, frac = divmod(millicores, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def _resources(manifest: dict[str, Any]) -> dict[str, str]:
+    spec = manifest["spec"]
+    # current manifests declare one accelerator entry (nvidia); legacy ones use flat fields
+    source = spec["accelerator"][0] if spec.get("accelerator") else spec
+    gpu = source.get("requiredGPUMemory") or source.get("requiredGpu")
+    return {
+        "requiredCPU": _cores(quantity.parse_cpu(str(source["requiredCpu"]))),
+        "requiredMemory": str(quantity.parse_bytes(str(source["requiredMemory"]))),
+        "requiredDisk": str(quantity.parse_bytes(str(source["requiredDisk"]))),
+        "requiredGPU": str(quantity.parse_bytes(str(gpu))) if gpu else "0",
+    }
+
+
+def _i18n(chart: RenderedChart, locales: list[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for locale in locales:
+        texts = _manifest(chart, f"i18n/{locale}/OlaresManifest.yaml")
+        result[locale] = {
+            "metadata": {"title": texts["metadata"]["title"], "description": texts["metadata"]["description"]},
+            "entrances": None,
+            "spec": {"fullDescription": texts["spec"]["fullDescription"],
+                     "upgradeDescription": texts["spec"]["upgradeDescription"]},
+        }
+    return result
+
+
+def _entrances(manifest: dict[str, Any], icon: str) -> list[dict[str, Any]]:
+    return [{
+        "name": e["name"], "host": e["host"], "port": e["port"], "title": e["title"], "icon": icon,
+        "authLevel": e.get("authLevel", "private"), "invisible": bool(e.get("invisible", False)),
+        "openMethod": e.get("openMethod", "default"), "disablePreload": bool(e.get("disablePreload", False)),
+    } for e in manifest.get("entrances", [])]
+
+
+def _version_history(spec: AppSpec) -> list[dict[str, str]]:
+    return [{
+        "appName": spec.name, "version": entry.version, "versionName": entry.version,
+        "mergedAt": timestamp(moment), "upgradeDescription": entry.note.strip(),
+    } for entry, moment in zip(spec.changelog, release_times(spec), strict=True)]
+
+
+def summary_entry(app: MarketApp) -> dict[str, Any]:
+    meta = app.manifest["metadata"]
+    return {
+        "id": app_id(app.spec.name), "name": app.spec.name, "version": str(meta["version"]),
+        "category": meta["categories"][0], "description": meta["description"], "icon": app.icon,
+        "screenshots": None, "tags": None, "metadata": None, "source": 1,
+        "updated_at": timestamp(release_times(app.spec)[0]),
+    }
+
+
+def detail_entry(app: MarketApp) -> dict[str, Any]:
+    """An ApplicationInfoEntry with every field of the reference catalog, read from the rendered manifest."""
+    manifest = app.manifest
+    meta, spec = manifest["metadata"], manifest["spec"]
+    times = release_times(app.spec)
+    ident = app_id(app.spec.name)
+    version = str(meta["version"])
+    entry: dict[str, Any] = {
+        "id": ident, "name": app.spec.name, "cfgType": manifest.get("olaresManifest.type", "app"),
+        "chartName": chart_file_name(app.spec.name, version), "icon": app.icon,
+        "description": meta["description"], "appID": ident, "title": meta["title"], "version": version,
+        "categories": list(meta["categories"]), "versionName": str(spec.get("versionName", version)),
+        "fullDescription": spec["fullDescription"], "upgradeDescription": spec["upgradeDescription"],
+        "promoteImage": None, "promoteVideo": "", "subCategory": "", "locale": list(spec["locale"]),
+        "developer": spec["developer"], **_resources(manifest), "supportClient": {},
+        "supportArch": list(spec["supportArch"]), "rating": 0, "target": "",
+        "permission": manifest.get("permission", {}), "entrances": _entrances(manifest, app.icon),
+        "middleware": None, "options": manifest.get("options", {}), "envs": manifest.get("envs", []),
+        "submitter": spec["submitter"], "doc": "", "website": spec.get("website", ""), "featuredImage": "",
+        "sourceCode": spec.get("sourceCode", ""), "license": spec.get("license", []), "legal": None,
+        "i18n": _i18n(app.chart, list(spec["locale"])), "namespace": "", "onlyAdmin": False,
+        "lastCommitHash": "", "createTime": int(times[-1].timestamp()), "updateTime": int(times[0].timestamp()),
+        "count": None, "versionHistory": _version_history(app.spec), "screenshots": None, "tags": None,
+        "metadata": None, "updated_at": timestamp(times[0]),
+    }
+    return entry
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+def build_generation(apps: list[MarketApp], generation: GenerationName) -> dict[str, Any]:
+    ordered = sorted(apps, key=lambda a: a.spec.name)
+    summaries = {app_id(a.spec.name): summary_entry(a) for a in ordered}
+    details = {app_id(a.spec.name): detail_entry(a) for a in ordered}
+    archives = {chart_file_name(a.spec.name, a.spec.version): a.archive_sha256 for a in ordered}
+    newest_first = sorted(summaries.values(), key=lambda s: s["name"])
+    newest_first.sort(key=lambda s: s["updated_at"], reverse=True)  # stable: names ascend within a time
+    content = {"generation": generation, "apps": summaries, "details": details, "archives": archives}
+    return {
+        "hash": hashlib.md5(canonical_json(content), usedforsecurity=False).hexdigest(),
+        "last_updated": max((s["updated_at"] for s in summaries.values()), default=timestamp(EPOCH)),
+        "olares_version": STATIC_OLARES_VERSION[generation],
+        "apps": summaries,
+        "details": details,
+        "latest": [s["name"] for s in newest_first],
+        "tops": [{"appId": s["id"], "appid": s["id"], "rank": rank} for rank, s in enumerate(newest_first, 1)],
+        "charts": {a.spec.name: chart_file_name(a.spec.name, a.spec.version) for a in ordered},
+        "archives": archives,
+    }
+
+
+def build_catalog(apps: dict[GenerationName, list[MarketApp]]) -> dict[str, Any]:
+    return {"format": FORMAT,
+            "generations": {gen: build_generation(apps[gen], gen) for gen in GENERATION_NAMES if gen in apps}}
+
+
+def hash_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
+    return {"hash": generation["hash"], "last_updated": generation["last_updated"], "version": version}
+
+
+def info_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
+    count = len(generation["apps"])
+    return {
+        "version": version, "hash": generation["hash"], "last_updated": generation["last_updated"],
+        "data": {"apps": generation["apps"], "recommends": {}, "pages": {}, "topics": {}, "topic_lists": {},
+                 "tops": generation["tops"], "latest": generation["latest"], "tags": {}},
+        "stats": {"totalApps": count, "totalItems": count, "hash": generation["hash"]},
+    }
+
+
+STATIC_HEADERS: Final = """\
+# Cloudflare Pages / Netlify header rules: the market's GET answers are JSON files without an extension.
+/api/*
+  Content-Type: application/json
+  Access-Control-Allow-Origin: *
+  Access-Control-Allow-Methods: GET, POST, OPTIONS
+  Access-Control-Allow-Headers: Content-Type
+"""
+
+
+def static_files(catalog: dict[str, Any]) -> dict[str, bytes]:
+    """Market-relative path -> bytes of the GET answers, one site root per generation."""
+    files: dict[str, bytes] = {}
+    for gen, generation in catalog["generations"].items():
+        root = f"{STATIC_DIR}/{gen}"
+        version = generation["olares_version"]
+        files[f"{root}/_headers"] = STATIC_HEADERS.encode("utf-8")
+        for api in ("v1", "v2"):
+            files[f"{root}/api/{api}/appstore/hash"] = served_json(hash_answer(generation, version))
+            files[f"{root}/api/{api}/appstore/info"] = served_json(info_answer(generation, version))
+    return files
+
+
+def catalog_bytes(catalog: dict[str, Any]) -> bytes:
+    """catalog.json: indented so a republish shows a readable diff; key order as built (deterministic)."""
+    return (json.dumps(catalog, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

@@ -1,0 +1,153 @@
+"""Byte-reproducible chart archives, and the market folder on disk.
+
+A RenderedChart is written to a scratch folder with fixed modes and mtimes (the release date), then
+packaged with Helm 4: it keeps file mtimes and writes a zero gzip time, so the same chart gives the same
+bytes on every run. Helm 3.19 stamps the current time instead; every archive is checked (gzip header
+time, tar member times, top folder) so a packager that breaks reproducibility is caught, not shipped.
+
+Market files are written through a temporary sibling and a rename, so a reader (the server, a static
+host's sync) sees either the old file or the new one. catalog.json is written last: once it is replaced,
+every archive and icon it names is already in place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import struct
+import tarfile
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from olarespack import market
+from olarespack.errors import OlaresPackError
+from olarespack.helm import Helm
+from olarespack.render import GenerationName, RenderedChart
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+Status = Literal["created", "updated", "unchanged"]
+
+
+class PackageError(OlaresPackError):
+    """helm could not package a chart, or produced an archive that is not reproducible."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    file_name: str  # <chart>-<version>.tgz
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def materialize(chart: RenderedChart, folder: Path, mtime: int) -> None:
+    """Write a chart folder whose bytes, modes and times depend on the chart and `mtime` only."""
+    for path, text in sorted(chart.items()):
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(text.encode("utf-8"))
+        os.chmod(target, FILE_MODE)
+    for item in sorted(folder.rglob("*"), reverse=True):
+        if item.is_dir():
+            os.chmod(item, DIR_MODE)
+        os.utime(item, (mtime, mtime), follow_symlinks=False)
+    os.chmod(folder, DIR_MODE)
+    os.utime(folder, (mtime, mtime))
+
+
+def package_chart(chart: RenderedChart, name: str, version: str, helm: Helm, mtime: int) -> Archive:
+    """Package one chart with `helm` (use helm4) and check that the archive is reproducible."""
+    with tempfile.TemporaryDirectory(prefix="olarespack-package-") as tmp:
+        source, out = Path(tmp) / "src" / name, Path(tmp) / "out"
+        materialize(chart, source, mtime)
+        out.mkdir()
+        result = helm.package(source, out)
+        produced = out / f"{name}-{version}.tgz"
+        if not result.ok or not produced.is_file():
+            detail = (result.stderr or result.stdout).strip() or f"no {produced.name} was written"
+            raise PackageError(f"{name} {version}: helm {helm.version} package failed: {detail}")
+        archive = Archive(produced.name, produced.read_bytes())
+    check_archive(archive, name, mtime, helm.version)
+    return archive
+
+
+def check_archive(archive: Archive, name: str, mtime: int, packager: str) -> None:
+    """Refuse an archive whose bytes would change from run to run, or that a box could not unpack."""
+    data = archive.data
+    if data[:2] != b"\x1f\x8b":
+        raise PackageError(f"{archive.file_name}: not a gzip file")
+    (gzip_time,) = struct.unpack("<I", data[4:8])
+    if gzip_time != 0:
+        raise PackageError(f"{archive.file_name}: helm {packager} stamped gzip time {gzip_time}; the archive "
+                           "would differ on every run (package with helm4, which writes 0)")
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data)), mode="r:") as tar:
+        members = tar.getmembers()
+    for member in members:
+        if member.name.split("/", 1)[0] != name:
+            raise PackageError(f"{archive.file_name}: {member.name} is outside the top folder {name}/")
+        if member.mtime != mtime:
+            raise PackageError(f"{archive.file_name}: helm {packager} stamped {member.name} with time "
+                               f"{member.mtime} instead of {mtime}; package with helm4, which keeps file times")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_bytes(path: Path, data: bytes) -> Status:
+    """Atomically replace `path` with `data` unless it already holds exactly that."""
+    existed = path.is_file()
+    if existed and path.read_bytes() == data:
+        return "unchanged"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return "updated" if existed else "created"
+
+
+def digest_list(archives: Iterable[Path], root: Path) -> bytes:
+    """`sha256sum -c` input for the archives, paths relative to `root`, sorted."""
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
+             for p in sorted(archives, key=lambda p: p.relative_to(root).as_posix())]
+    return "".join(lines).encode("utf-8")
+
+
+def write_digests(folder: Path, pattern: str = "*.tgz") -> Path:
+    """Write folder/SHA256SUMS over every archive below it (old versions included)."""
+    target = folder / "SHA256SUMS"
+    write_bytes(target, digest_list(folder.rglob(pattern), folder))
+    return target
+
+
+def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Archive]], icons: dict[str, bytes],
+                 catalog: dict[str, Any]) -> dict[tuple[str, str], Status]:
+    """Archives, icons, static answers and digests first, catalog.json last: once the server sees the new
+    catalog, everything it names is in place."""
+    written: dict[tuple[str, str], Status] = {}
+    for gen, by_app in archives.items():
+        for name, archive in by_app.items():
+            target = market_dir / market.CHARTS_DIR / gen / archive.file_name
+            written[gen, name] = write_bytes(target, archive.data)
+    for file_name, data in icons.items():
+        write_bytes(market_dir / market.ICONS_DIR / file_name, data)
+    for path, data in market.static_files(catalog).items():
+        write_bytes(market_dir / path, data)
+    write_digests(market_dir / market.CHARTS_DIR)
+    written["catalog", ""] = write_bytes(market_dir / market.CATALOG_FILE, market.catalog_bytes(catalog))
+    return written
