@@ -5,16 +5,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: build test lint drift unit bench clean
+.PHONY: build test lint drift gate unit bench clean
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
 
-test: lint drift unit
+test: lint drift gate unit
 
 # charts/ must be exactly what apps/ renders (writes nothing; exit 1 on drift).
 drift: $(STAMP)
 	$(BIN)/olarespack build --check
+
+# The version gate: an app whose rendered chart changed since the base (the merge base with main, or HEAD
+# on main) must carry a higher version. Override the base with `make gate BASE=<ref>`.
+gate: $(STAMP) $(BIN)/helm
+	$(BIN)/olarespack diff $(if $(BASE),--base $(BASE)) --format markdown > /dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks

@@ -45,48 +45,46 @@ def _compact_json(value: object) -> str:
 
 
 def _switch(flag: str, enabled: bool | None) -> list[Arg]:
+    """--flag / --no-flag for a tri-state setting; nothing when the spec leaves it to the engine."""
     if enabled is None:
         return []
     return [Arg(flag if enabled else flag.replace("--", "--no-", 1))]
 
 
+def _given(flag: str, value: object) -> list[Arg]:
+    """The flag when the spec sets the value: with it for a value, alone for `true`."""
+    if value is None or value is False or value == "":
+        return []
+    return [Arg(flag)] if value is True else [Arg(flag, str(value))]
+
+
 def vllm_args(engine: VllmEngine) -> list[Arg]:
-    args = [
+    speculative = engine.speculative.model_dump(exclude_none=True) if engine.speculative else None
+    modalities = dict(sorted(engine.limit_mm_per_prompt.items())) if engine.limit_mm_per_prompt else None
+    return [
         Arg(value=engine.model),
         Arg("--served-model-name", engine.served_model_name),
         Arg("--host", "0.0.0.0"),
         Arg("--port", str(VLLM_PORT)),
         Arg("--max-model-len", str(engine.context_length)),
         Arg("--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"),
-    ]
-    if engine.revision:
-        args.append(Arg("--revision", engine.revision))
-    if engine.max_num_seqs is not None:
-        args.append(Arg("--max-num-seqs", str(engine.max_num_seqs)))
-    if engine.max_num_batched_tokens is not None:
-        args.append(Arg("--max-num-batched-tokens", str(engine.max_num_batched_tokens)))
-    if engine.attention_backend:
-        args.append(Arg("--attention-backend", engine.attention_backend))
-    if engine.speculative:
-        config = engine.speculative.model_dump(exclude_none=True)
-        args.append(Arg("--speculative-config", _compact_json(config)))
-    args += [
+        *_given("--revision", engine.revision),
+        *_given("--max-num-seqs", engine.max_num_seqs),
+        *_given("--max-num-batched-tokens", engine.max_num_batched_tokens),
+        *_given("--attention-backend", engine.attention_backend),
+        *_given("--speculative-config", speculative and _compact_json(speculative)),
         Arg("--kv-cache-dtype", engine.kv_cache_dtype),
         Arg("--dtype", engine.dtype),
+        *_given("--trust-remote-code", engine.trust_remote_code),
+        Arg("--download-dir", HF_HOME),
+        *_switch("--enable-prefix-caching", engine.enable_prefix_caching),
+        *_switch("--enable-chunked-prefill", engine.enable_chunked_prefill),
+        *_given("--limit-mm-per-prompt", modalities and _compact_json(modalities)),
+        *_given("--enable-auto-tool-choice", bool(engine.tool_call_parser)),
+        *_given("--tool-call-parser", engine.tool_call_parser),
+        *_given("--reasoning-parser", engine.reasoning_parser),
+        *(Arg(value=extra) for extra in engine.extra_args),
     ]
-    if engine.trust_remote_code:
-        args.append(Arg("--trust-remote-code"))
-    args.append(Arg("--download-dir", HF_HOME))
-    args += _switch("--enable-prefix-caching", engine.enable_prefix_caching)
-    args += _switch("--enable-chunked-prefill", engine.enable_chunked_prefill)
-    if engine.limit_mm_per_prompt:
-        args.append(Arg("--limit-mm-per-prompt", _compact_json(dict(sorted(engine.limit_mm_per_prompt.items())))))
-    if engine.tool_call_parser:
-        args += [Arg("--enable-auto-tool-choice"), Arg("--tool-call-parser", engine.tool_call_parser)]
-    if engine.reasoning_parser:
-        args.append(Arg("--reasoning-parser", engine.reasoning_parser))
-    args += [Arg(value=extra) for extra in engine.extra_args]
-    return args
 
 
 def gguf_dir(engine: LlamaCppEngine) -> str:
@@ -96,39 +94,26 @@ def gguf_dir(engine: LlamaCppEngine) -> str:
 
 def llamacpp_args(engine: LlamaCppEngine) -> list[Arg]:
     folder = gguf_dir(engine)
-    args = [
+    return [
         Arg("--host", "0.0.0.0"),
         Arg("--port", str(LLAMACPP_PORT)),
         Arg("--model", f"{folder}/{engine.model.file}"),
-    ]
-    if engine.model.mmproj:
-        args.append(Arg("--mmproj", f"{folder}/{engine.model.mmproj}"))
-    args += [
+        *_given("--mmproj", engine.model.mmproj and f"{folder}/{engine.model.mmproj}"),
         Arg("--alias", engine.alias),
         Arg("--ctx-size", str(engine.ctx_size)),
         Arg("--n-gpu-layers", str(engine.n_gpu_layers)),
+        *_given("--threads", engine.threads),
+        *_given("--batch-size", engine.batch_size),
+        *_given("--ubatch-size", engine.ubatch_size),
+        *_given("--parallel", engine.parallel),
+        *_given("--cache-type-k", engine.cache_type_k),
+        *_given("--cache-type-v", engine.cache_type_v),
+        *_given("--mlock", engine.mlock),
+        Arg("--flash-attn", engine.flash_attn),
+        *_given("--jinja", engine.jinja),
+        *_switch("--context-shift", engine.context_shift),
+        *(Arg(value=extra) for extra in engine.extra_args),
     ]
-    if engine.threads is not None:
-        args.append(Arg("--threads", str(engine.threads)))
-    if engine.batch_size is not None:
-        args.append(Arg("--batch-size", str(engine.batch_size)))
-    if engine.ubatch_size is not None:
-        args.append(Arg("--ubatch-size", str(engine.ubatch_size)))
-    if engine.parallel is not None:
-        args.append(Arg("--parallel", str(engine.parallel)))
-    if engine.cache_type_k:
-        args.append(Arg("--cache-type-k", engine.cache_type_k))
-    if engine.cache_type_v:
-        args.append(Arg("--cache-type-v", engine.cache_type_v))
-    if engine.mlock:
-        args.append(Arg("--mlock"))
-    args.append(Arg("--flash-attn", engine.flash_attn))
-    if engine.jinja:
-        args.append(Arg("--jinja"))
-    if engine.context_shift is not None:
-        args.append(Arg("--context-shift" if engine.context_shift else "--no-context-shift"))
-    args += [Arg(value=extra) for extra in engine.extra_args]
-    return args
 
 
 def engine_args(engine: VllmEngine | LlamaCppEngine) -> list[Arg]:

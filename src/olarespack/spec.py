@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
@@ -56,25 +57,21 @@ def _no_helm_markers(text: str) -> str:
     return text
 
 
-def _cpu(value: object) -> str:
-    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(text, str):
-        raise PydanticCustomError("quantity", "write a CPU quantity like 4, 0.5 or 1500m")
-    try:
-        quantity.parse_cpu(text)
-    except ValueError as exc:
-        raise PydanticCustomError("quantity", str(exc)) from None
-    return text
+def _quantity(parse: Callable[[str], int], example: str, numbers_too: bool) -> Callable[[object], str]:
+    """A validator keeping the spec's own spelling of a quantity once Kubernetes would accept it."""
 
+    def check(value: object) -> str:
+        if numbers_too and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise PydanticCustomError("quantity", "write a quantity like {example}", {"example": example})
+        try:
+            parse(value)
+        except ValueError as exc:
+            raise PydanticCustomError("quantity", str(exc)) from None
+        return value
 
-def _bytes(value: object) -> str:
-    if not isinstance(value, str):
-        raise PydanticCustomError("quantity", "write a memory quantity as a string like 512Mi or 24Gi")
-    try:
-        quantity.parse_bytes(value)
-    except ValueError as exc:
-        raise PydanticCustomError("quantity", str(exc)) from None
-    return value
+    return check
 
 
 def _app_name(text: str) -> str:
@@ -102,8 +99,8 @@ _IMAGE_PATTERN = r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[A-Za-z0-9._-]+)?(@sha256:
 Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 LocaleName = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
-CpuQuantity = Annotated[str, BeforeValidator(_cpu)]
-ByteQuantity = Annotated[str, BeforeValidator(_bytes)]
+CpuQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_cpu, "4, 0.5 or 1500m", numbers_too=True))]
+ByteQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_bytes, "512Mi or 24Gi", numbers_too=False))]
 GithubUser = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,39}$")]
 
 
