@@ -222,7 +222,7 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
 
     Exits 0 when it fits, 1 when it does not."""
     from olarespack import arch
-    from olarespack.fit import fit_report
+    from olarespack.fit import fit_report, spec_calibration
 
     try:
         spec = load_spec(Path(spec_file))
@@ -230,10 +230,8 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
         engine = spec.engine
         if kv_available_bytes is not None:
             options["kv_available_bytes"] = kv_available_bytes
-        elif isinstance(engine, VllmEngine) and engine.calibration:
-            options["calibrated_kv_available_bytes"] = round(engine.calibration.available_kv_cache_gib * 2**30)
-            options["calibrated_at_utilization"] = (engine.calibration.gpu_memory_utilization
-                                                    or engine.gpu_memory_utilization)
+        else:
+            options.update(spec_calibration(spec))
         if config_file is not None:
             repo = engine.model if isinstance(engine, VllmEngine) else engine.model.repo
             local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 Severity = Literal["error", "warning"]
@@ -16,8 +16,8 @@ class Problem:
     path: str
     message: str
     fix: str = ""
-    rule: str = "spec-type"
-    severity: Severity = "error"
+    rule: str = field(kw_only=True)  # an id from rule_catalog.RULES
+    severity: Severity = field(default="error", kw_only=True)
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file

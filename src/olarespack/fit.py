@@ -567,6 +567,17 @@ def _llamacpp_report(spec: AppSpec, engine: LlamaCppEngine, total: int, asked: i
     )
 
 
+def spec_calibration(spec: AppSpec) -> dict[str, Any]:
+    """fit_report's calibration arguments from the boot measurement a spec carries (none: {})."""
+    engine = spec.engine
+    if not isinstance(engine, VllmEngine) or engine.calibration is None:
+        return {}
+    return {
+        "calibrated_kv_available_bytes": round(engine.calibration.available_kv_cache_gib * 2**30),
+        "calibrated_at_utilization": engine.calibration.gpu_memory_utilization or engine.gpu_memory_utilization,
+    }
+
+
 def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     """What the build checks: the context fits the GPU (else an error naming the largest that does and the
     utilization that would be needed), `max_model_len: auto` becomes that largest context, and a context
@@ -574,14 +585,8 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     engine = spec.engine
     path = "engine.max_model_len" if isinstance(engine, VllmEngine) else "engine.ctx_size"
     auto = isinstance(engine, VllmEngine) and engine.max_model_len == "auto"
-    calibration: dict[str, Any] = {}
-    if isinstance(engine, VllmEngine) and engine.calibration:
-        calibration = {
-            "calibrated_kv_available_bytes": round(engine.calibration.available_kv_cache_gib * 2**30),
-            "calibrated_at_utilization": engine.calibration.gpu_memory_utilization or engine.gpu_memory_utilization,
-        }
     try:
-        report = fit_report(spec, **calibration)
+        report = fit_report(spec, **spec_calibration(spec))
     except ModelDataError as exc:
         problem = Problem(file, path, f"cannot check that the context fits the GPU: {exc}",
                           "add the model's architecture to olarespack's model data", rule="context-fit",
