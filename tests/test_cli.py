@@ -131,3 +131,14 @@ def test_spec_files_point_editors_at_the_schema() -> None:
     for spec in sorted((ROOT / "apps").glob("*.yaml")):
         first = spec.read_text(encoding="utf-8").splitlines()[0]
         assert first == "# yaml-language-server: $schema=../schemas/app-spec.schema.json", spec
+
+
+@pytest.mark.parametrize("command", [["lint", "apps/gemma4-audio.yaml"], ["publish", "--market-dir", "m"],
+                                     ["package", "--out", "dist"]])
+def test_missing_helm_exits_3(run, monkeypatch: pytest.MonkeyPatch, project: Path,  # type: ignore[no-untyped-def]
+                              command: list[str]) -> None:
+    monkeypatch.setenv("OLARESPACK_HELM", str(project / "no-such-helm"))
+    monkeypatch.setenv("OLARESPACK_HELM4", str(project / "no-such-helm"))
+    code, _, err = run(*command)
+    assert code == 3, err
+    assert "cannot run helm" in err

@@ -17,9 +17,8 @@ from typing import Any, cast
 import click
 
 from olarespack import __version__
-from olarespack.cli_support import fail
+from olarespack.cli_support import fail, helm_binary
 from olarespack.errors import OlaresPackError, Problem
-from olarespack.helm import HelmBinary
 from olarespack.project import render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.rule_catalog import RULES
@@ -97,7 +96,7 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
         return
     try:
         targets = list(paths) or [str(p) for p in spec_files((), Path("apps"))]
-        helms = [HelmBinary(name="helm")] + ([HelmBinary(name="helm4")] if helm4 else [])
+        helms = [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
         report = run_lint(targets, helms, jobs)
         specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
         if base is not None and specs and not report.errors:
@@ -155,7 +154,7 @@ def bump_command(specs: tuple[str, ...], part: str | None, note: str | None, bas
     try:
         repo = Repo.at(Path.cwd(), base, out_dir)
         files = spec_files(specs, apps_dir)
-        bumps, skipped = plan_bumps(HelmBinary(name="helm"), repo, files, bool(specs), cast(Part, part), note,
+        bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
                                     dt.date.today())
         apply_bumps(bumps, out_dir)
     except OlaresPackError as exc:
@@ -187,7 +186,7 @@ def diff_command(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: 
 
     try:
         repo = Repo.at(Path.cwd(), base, charts_dir)
-        _, found = diffs(HelmBinary(name="helm"), repo, spec_files(specs, apps_dir))
+        _, found = diffs(helm_binary("helm"), repo, spec_files(specs, apps_dir))
     except OlaresPackError as exc:
         fail(exc)
     if fmt == "json":

@@ -15,9 +15,9 @@ import click
 from olarespack import market
 from olarespack import package as packaging
 from olarespack import serve as http_server
-from olarespack.cli_support import fail
+from olarespack.cli_support import fail, helm_binary
 from olarespack.errors import OlaresPackError, Problem, ProblemsError, UsageError
-from olarespack.helm import Helm, HelmBinary
+from olarespack.helm import Helm
 from olarespack.project import App, render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 
@@ -43,7 +43,7 @@ def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, olares_versio
     try:
         generation = generation_for_olares(olares_version) if olares_version else None
         apps = render_apps(spec_files(specs, apps_dir), generation)
-        helm = HelmBinary(name="helm4")
+        helm = helm_binary("helm4")
         archives = [(app, _package(app, helm)) for app in apps]
         for app, archive in archives:
             status = packaging.write_bytes(out_dir / archive.file_name, archive.data)
@@ -75,7 +75,7 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
         problems = lint_apps(files)
         if problems:
             raise ProblemsError(problems)
-        packager = HelmBinary(name="helm4")
+        packager = helm_binary("helm4")
         archives: Archives = {gen: {app.spec.name: _package(app, packager) for app in apps}
                               for gen, apps in rendered.items()}
         icons, problems = local_icons(rendered["current"], base)
@@ -127,7 +127,7 @@ def lint_apps(files: list[Path]) -> list[Problem]:
     """The publish gate: `olarespack lint` of every spec, both manifest generations, Helm 3 and Helm 4."""
     from olarespack.validate import lint
 
-    return lint([str(f) for f in files], [HelmBinary(name="helm"), HelmBinary(name="helm4")]).errors
+    return lint([str(f) for f in files], [helm_binary("helm"), helm_binary("helm4")]).errors
 
 
 def _package(app: App, helm: Helm) -> packaging.Archive:
