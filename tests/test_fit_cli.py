@@ -79,3 +79,13 @@ def test_build_renders_auto_and_warns_past_the_trained_window(tmp_path: Path) ->
     assert code == 0, err
     assert "[context-window]" in err and "WARN" in err
     assert "196608" in (tmp_path / "charts/vllmgemma426ba4bvisionone/templates/deployment.yaml").read_text()
+
+
+def test_an_unknown_model_with_a_fixed_context_only_warns(tmp_path: Path) -> None:
+    data = app_data()
+    data["engine"]["model"] = "someone/unknown-model"
+    del data["engine"]["speculative"]
+    del data["engine"]["calibration"]
+    spec, problems = resolve_context("app.yaml", load_spec(write_spec(tmp_path, data)))
+    assert [(p.rule, p.severity) for p in problems] == [("context-fit", "warning")]
+    assert spec.engine.max_model_len == 131072  # type: ignore[union-attr]

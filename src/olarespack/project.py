@@ -40,6 +40,7 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
     and Kubernetes schemas are `olarespack lint`'s."""
     problems: list[Problem] = []
     loaded: list[tuple[str, AppSpec]] = []
+    named: list[tuple[str, AppSpec]] = []
     context_warnings: dict[str, list[Problem]] = {}
     for path in files:
         try:
@@ -47,10 +48,13 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
         except ProblemsError as exc:
             problems += exc.problems
             continue
-        problems += [p for p in found if p.severity == "error"]
+        named.append((str(path), spec))
+        errors = [p for p in found if p.severity == "error"]
+        problems += errors
         context_warnings[str(path)] = [p for p in found if p.severity != "error"]
-        loaded.append((str(path), spec))
-    problems += duplicate_names(loaded)
+        if not errors:  # an unresolved `max_model_len: auto` cannot be rendered
+            loaded.append((str(path), spec))
+    problems += duplicate_names(named)
     apps: list[App] = []
     for file, spec in loaded:
         try:
