@@ -20,7 +20,7 @@ from conftest import APPS, tree_bytes
 from olarespack import market
 from olarespack.cli_market import lint_apps, package, publish, serve
 from olarespack.helm import HelmBinary
-from olarespack.package import PackageError, package_chart, write_bytes
+from olarespack.package import PackageError, package_chart
 from olarespack.project import render_apps
 from specs import app_data, write_spec
 
@@ -192,13 +192,3 @@ def test_publish_gate_is_the_full_lint() -> None:
     assert lint_apps([APPS / "gemma4-vision.yaml"]) == []
     bad = Path(__file__).parent / "bad-specs" / "gemma4-flash-attn.yaml"
     assert [(p.file, p.rule) for p in lint_apps([bad])] == [(str(bad), "gemma4-flash-attn")]
-
-
-def test_write_bytes_replaces_atomically(tmp_path: Path) -> None:
-    target = tmp_path / "deep" / "file.json"
-    assert write_bytes(target, b"one") == "created"
-    assert write_bytes(target, b"one") == "unchanged"
-    assert write_bytes(target, b"two") == "updated"
-    assert [p.name for p in target.parent.iterdir()] == ["file.json"] and target.read_bytes() == b"two"
-    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
-

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,16 +70,3 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date) -> S
     if after != expected:
         raise refuse("changelog", "the changelog layout defeats an in-place edit", "edit the spec by hand")
     return SpecEdit(file, old_version, new_version, new_text)
-
-
-def write_spec(edit: SpecEdit) -> None:
-    """Replace the spec in one rename, so a crash leaves the old file or the new one, never half."""
-    handle, tmp = tempfile.mkstemp(dir=edit.file.parent, prefix=f".{edit.file.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(edit.text)
-        os.chmod(tmp, edit.file.stat().st_mode & 0o777)
-        os.replace(tmp, edit.file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

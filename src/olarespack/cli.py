@@ -24,7 +24,7 @@ from olarespack.render import GenerationName, generation_for_olares
 from olarespack.rule_catalog import RULES
 from olarespack.spec import AppSpec, VllmEngine, load_spec
 from olarespack.version import Part
-from olarespack.write import changed_files, write_chart
+from olarespack.write import changed_files, write_chart, write_file
 
 SCHEMA_PATH = Path("schemas/app-spec.schema.json")
 
@@ -261,11 +261,7 @@ def schema(check: bool, out_file: Path) -> None:
             sys.exit(1)
         click.echo(f"ok {out_file}: up to date")
         return
-    if current != text:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_file.with_name(out_file.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out_file)
+    write_file(out_file, text.encode("utf-8"))
     click.echo(f"ok {out_file}: {'unchanged' if current == text else 'written'}")
 
 

@@ -20,6 +20,7 @@ from olarespack.errors import OlaresPackError, Problem, ProblemsError, UsageErro
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps, spec_files
 from olarespack.render import GenerationName, generation_for_olares
+from olarespack.write import write_file
 
 Archives = dict[GenerationName, dict[str, packaging.Archive]]
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
@@ -46,7 +47,7 @@ def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, olares_versio
         helm = helm_binary("helm4")
         archives = [(app, _package(app, helm)) for app in apps]
         for app, archive in archives:
-            status = packaging.write_bytes(out_dir / archive.file_name, archive.data)
+            status = write_file(out_dir / archive.file_name, archive.data)
             click.echo(f"ok {app.spec.name} {app.spec.version}: {out_dir / archive.file_name} "
                        f"sha256 {archive.sha256} ({status})")
         click.echo(f"digests: {packaging.write_digests(out_dir)}")

@@ -15,8 +15,9 @@ from typing import Any, Literal
 from olarespack import version as semver_rules
 from olarespack.errors import Problem, ToolMissingError
 from olarespack.helm import Helm, olares_values_file
-from olarespack.rules_olares import load_yaml, split_rendered
+from olarespack.rules_olares import split_rendered
 from olarespack.write import write_chart
+from olarespack.yamltext import load_yaml
 
 Change = Literal["added", "removed", "changed"]
 

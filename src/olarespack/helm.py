@@ -18,9 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from olarespack.errors import ToolMissingError
+from olarespack.yamltext import load_yaml
 
 MINIMUM_VERSION = (3, 19, 0)
 
@@ -118,7 +117,7 @@ def _olares_values_text() -> str:
 
 
 def olares_values(app: str) -> dict[str, Any]:
-    values: dict[str, Any] = yaml.load(_olares_values_text().replace("APP", app), Loader=yaml.CSafeLoader)
+    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app))
     return values
 
 

@@ -32,11 +32,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
-
 from olarespack import quantity
 from olarespack.render import GENERATIONS, GenerationName, RenderedChart
 from olarespack.spec import AppSpec
+from olarespack.yamltext import load_yaml
 
 CATALOG_FILE: Final = "catalog.json"
 CHARTS_DIR: Final = "charts"
@@ -50,8 +49,6 @@ EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # its detail requests, so it must stay inside the generation the file was built for).
 STATIC_OLARES_VERSION: Final[dict[GenerationName, str]] = {"current": "1.12.6", "legacy": "1.12.5"}
 GENERATION_NAMES: Final[tuple[GenerationName, ...]] = tuple(GENERATIONS)
-# libyaml when present: a catalog of many apps parses thousands of manifests
-_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ def served_json(value: Any) -> bytes:
 
 
 def _manifest(chart: RenderedChart, path: str = "OlaresManifest.yaml") -> dict[str, Any]:
-    data: dict[str, Any] = yaml.load(chart[path], Loader=_LOADER)  # _LOADER is a safe loader
+    data: dict[str, Any] = load_yaml(chart[path])
     return data
 
 

@@ -22,16 +22,15 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from olarespack import market
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm
 from olarespack.render import GenerationName, RenderedChart
+from olarespack.write import Status, write_file, write_files
 
-FILE_MODE = 0o644
 DIR_MODE = 0o755
-Status = Literal["created", "updated", "unchanged"]
 
 
 class PackageError(OlaresPackError):
@@ -50,11 +49,7 @@ class Archive:
 
 def materialize(chart: RenderedChart, folder: Path, mtime: int) -> None:
     """Write a chart folder whose bytes, modes and times depend on the chart and `mtime` only."""
-    for path, text in sorted(chart.items()):
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(text.encode("utf-8"))
-        os.chmod(target, FILE_MODE)
+    write_files(chart, folder)
     for item in sorted(folder.rglob("*"), reverse=True):
         if item.is_dir():
             os.chmod(item, DIR_MODE)
@@ -101,26 +96,6 @@ def check_archive(archive: Archive, name: str, mtime: int, packager: str) -> Non
 # --------------------------------------------------------------------------- files
 
 
-def write_bytes(path: Path, data: bytes) -> Status:
-    """Atomically replace `path` with `data` unless it already holds exactly that."""
-    existed = path.is_file()
-    if existed and path.read_bytes() == data:
-        return "unchanged"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return "updated" if existed else "created"
-
-
 def digest_list(archives: Iterable[Path], root: Path) -> bytes:
     """`sha256sum -c` input for the archives, paths relative to `root`, sorted."""
     lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
@@ -131,7 +106,7 @@ def digest_list(archives: Iterable[Path], root: Path) -> bytes:
 def write_digests(folder: Path, pattern: str = "*.tgz") -> Path:
     """Write folder/SHA256SUMS over every archive below it (old versions included)."""
     target = folder / "SHA256SUMS"
-    write_bytes(target, digest_list(folder.rglob(pattern), folder))
+    write_file(target, digest_list(folder.rglob(pattern), folder))
     return target
 
 
@@ -143,11 +118,11 @@ def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Arch
     for gen, by_app in archives.items():
         for name, archive in by_app.items():
             target = market_dir / market.CHARTS_DIR / gen / archive.file_name
-            written[gen, name] = write_bytes(target, archive.data)
+            written[gen, name] = write_file(target, archive.data)
     for file_name, data in icons.items():
-        write_bytes(market_dir / market.ICONS_DIR / file_name, data)
+        write_file(market_dir / market.ICONS_DIR / file_name, data)
     for path, data in market.static_files(catalog).items():
-        write_bytes(market_dir / path, data)
+        write_file(market_dir / path, data)
     write_digests(market_dir / market.CHARTS_DIR)
-    written["catalog", ""] = write_bytes(market_dir / market.CATALOG_FILE, market.catalog_bytes(catalog))
+    written["catalog", ""] = write_file(market_dir / market.CATALOG_FILE, market.catalog_bytes(catalog))
     return written

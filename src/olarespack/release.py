@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from olarespack import gitref
-from olarespack.bump import SpecEdit, edit_spec, write_spec
+from olarespack.bump import SpecEdit, edit_spec
 from olarespack.diff import AppDiff, diff_apps, summary
 from olarespack.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps
 from olarespack.render import RenderedChart
 from olarespack.version import Part, is_higher
-from olarespack.write import read_folder, write_chart
+from olarespack.write import read_folder, write_chart, write_file
 
 
 @dataclass(frozen=True)
@@ -107,5 +107,5 @@ def _render_edit(edit: SpecEdit) -> RenderedChart:
 
 def apply_bumps(bumps: list[Bump], charts_dir: Path) -> None:
     for planned in bumps:
-        write_spec(planned.edit)
+        write_file(planned.edit.file, planned.edit.text.encode("utf-8"))
         write_chart(planned.chart, charts_dir / planned.name)

@@ -14,6 +14,7 @@ import yaml
 from olarespack import quantity
 from olarespack.errors import Problem
 from olarespack.spec import RESERVED_APP_NAMES
+from olarespack.yamltext import load_yaml
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,30}$")
 ENTRANCE_NAME_RE = re.compile(r"^[a-z0-9A-Z-]*$")
@@ -30,11 +31,6 @@ CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "P
                             "CustomResourceDefinition", "PriorityClass", "MutatingWebhookConfiguration",
                             "ValidatingWebhookConfiguration", "APIService", "IngressClass", "RuntimeClass"})
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
-
-
-def load_yaml(text: str) -> Any:
-    """YAML as Helm's parser reads it, through libyaml: a lint parses thousands of documents."""
-    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
 @dataclass
