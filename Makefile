@@ -29,10 +29,11 @@ unit: $(STAMP) $(BIN)/helm
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest
 
 # Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
-# market server's requests/s on loopback.
+# market server's requests/s on loopback; then a fuzz run of 1000 mutated specs with a fresh seed.
 bench: $(STAMP) $(BIN)/helm
 	$(BIN)/python benchmarks/bench_lint.py
 	$(BIN)/python benchmarks/bench_serve.py --check
+	$(BIN)/python benchmarks/fuzz_specs.py --examples 1000
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -25,7 +25,7 @@ def expected(case: Path) -> set[tuple[str, str, str]]:
     """(file, rule, field path) for every `# expect: RULE PATH` line."""
     found = set()
     for spec in case_files(case):
-        for line in spec.read_text(encoding="utf-8").splitlines():
+        for line in spec.read_text(encoding="utf-8", errors="replace").splitlines():
             match = re.match(r"# expect: (\S+) ?(.*)$", line)
             if match:
                 found.add((str(spec), match[1], match[2].strip()))

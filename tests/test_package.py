@@ -11,14 +11,14 @@ import time
 import zlib
 from pathlib import Path
 
-import click
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from conftest import APPS, tree_bytes
 from olarespack import market
-from olarespack.cli_market import lint_apps, package, publish, serve
+from olarespack.cli import main
+from olarespack.cli_market import lint_apps
 from olarespack.helm import HelmBinary
 from olarespack.package import PackageError, package_chart
 from olarespack.project import render_apps
@@ -30,9 +30,8 @@ helm_test = pytest.mark.helm
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    """The commands as `olarespack` will offer them once cli.py registers them."""
-    group = click.Group("olarespack", commands=[package, publish, serve])
-    result = CliRunner().invoke(group, list(args), catch_exceptions=False)
+    """The commands as `olarespack` offers them: through the group that maps errors to exit codes."""
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
 
 

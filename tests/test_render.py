@@ -10,7 +10,7 @@ import yaml
 
 from conftest import APPS
 from olarespack import engines
-from olarespack.errors import RenderError, UsageError
+from olarespack.errors import RenderError, SpecError, UsageError
 from olarespack.render import (
     generation_for_olares,
     helm_scalar,
@@ -227,9 +227,17 @@ def test_locales_fall_back_to_the_default_texts() -> None:
     assert fr["spec"]["upgradeDescription"] == en["spec"]["upgradeDescription"]
 
 
-def test_jinja_markers_that_survive_are_caught(tmp_path: Path) -> None:
+def test_template_markers_outside_descriptions_are_refused_at_load(tmp_path: Path) -> None:
     data = app_data()
     data["engine"]["extra_args"] = ["--x=[[y]]"]
+    with pytest.raises(SpecError) as caught:
+        load_spec(write_spec(tmp_path, data))
+    assert [(p.path, p.rule) for p in caught.value.problems] == [("engine.extra_args[0]", "template-marker")]
+
+
+def test_jinja_markers_that_survive_are_caught(tmp_path: Path) -> None:
+    data = app_data()
+    data["metadata"]["full_description"] = "Cited: [[ metadata.description ]]"  # a text holding a citation
     with pytest.raises(RenderError, match="survived rendering"):
         render_chart(load_spec(write_spec(tmp_path, data)), "app.yaml")
 

@@ -23,6 +23,8 @@ FIRED_ELSEWHERE = {
     "version-gate": "test_release.py",
     "bump": "test_release.py",
     "context-fit": "bad-specs (context-too-long)",
+    "orphan-chart": "test_project_checks.py",
+    "chart-input": "test_lint_inputs.py",
 }
 
 

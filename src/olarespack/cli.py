@@ -5,6 +5,7 @@ Exit codes:
   1  problems found in the input, or --check found charts that differ from their specs
   2  usage error (unknown option, missing file, bad option value)
   3  a required external tool (helm) is missing or too old
+  4  an internal error: a bug in olarespack (one line says what to report; never a traceback)
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any, cast
 import click
 
 from olarespack import __version__
-from olarespack.cli_support import fail, helm_binary
-from olarespack.errors import OlaresPackError, Problem
-from olarespack.project import render_apps, spec_files
+from olarespack.cli_support import CatchingGroup, helm_binary, output_folder
+from olarespack.errors import Problem, UsageError
+from olarespack.project import orphan_charts, render_apps, sibling_names, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.rule_catalog import RULES
 from olarespack.spec import AppSpec, VllmEngine, load_spec
@@ -29,7 +30,7 @@ from olarespack.write import changed_files, write_chart, write_file
 SCHEMA_PATH = Path("schemas/app-spec.schema.json")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CatchingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="olarespack")
 def main() -> None:
     """Turn one typed spec per app into a versioned, validated Olares Helm chart."""
@@ -47,15 +48,18 @@ def main() -> None:
                    "0.10.0; 1.12.6 and later: current 0.12.0) instead of the spec's choice.")
 def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, olares_version: str | None) -> None:
     """Render charts/<app>/ from each SPEC (default: every apps/*.yaml)."""
-    try:
-        generation: GenerationName | None = generation_for_olares(olares_version) if olares_version else None
-        apps = render_apps(spec_files(specs, apps_dir), generation)
-    except OlaresPackError as exc:
-        fail(exc)
+    output_folder(out_dir, "--out")
+    generation: GenerationName | None = generation_for_olares(olares_version) if olares_version else None
+    files = spec_files(specs, apps_dir)
+    others = sibling_names(apps_dir, files) if specs else None
+    apps = render_apps(files, generation, others)
     for app in apps:
         for warning in app.warnings:
             click.echo(f"WARN {warning}", err=True)
-    drifted = 0
+    orphans = [] if specs else orphan_charts(out_dir, {app.spec.name for app in apps})
+    for orphan in orphans:
+        click.echo(f"{'ORPHAN' if check else 'WARN'} {orphan}", err=True)
+    drifted = len(orphans) if check else 0
     for app in apps:
         folder = out_dir / app.spec.name
         if check:
@@ -82,9 +86,11 @@ def build(specs: tuple[str, ...], check: bool, out_dir: Path, apps_dir: Path, ol
 @click.option("--rules", "list_rules", is_flag=True, help="List the rule ids and what each checks, then exit.")
 @click.option("--base", help="Also run the version gate on the specs against this git ref.")
 @click.option("--charts-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("charts"),
-              show_default=True, help="With --base: where the base's charts are.")
+              show_default=True, help="Where the rendered charts are (orphan check; with --base: the base's).")
+@click.option("--apps-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("apps"),
+              show_default=True, help="Where to find specs when no PATH is given.")
 def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base: str | None,
-         charts_dir: Path) -> None:
+         charts_dir: Path, apps_dir: Path) -> None:
     """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
 
     Every problem of every input is reported with its rule id, file, field path and fix."""
@@ -94,18 +100,17 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
         for rule_id, (layer, text) in RULES.items():
             click.echo(f"{rule_id:28} {layer:7} {text}")
         return
-    try:
-        targets = list(paths) or [str(p) for p in spec_files((), Path("apps"))]
-        helms = [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
-        report = run_lint(targets, helms, jobs)
-        specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
-        if base is not None and specs and not report.errors:
-            from olarespack.release import Repo, diffs, gate_problems
+    targets = list(paths) or [str(p) for p in spec_files((), apps_dir)]
+    helms = [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
+    report = run_lint(targets, helms, jobs)
+    specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
+    if not paths:
+        report.problems += orphan_charts(charts_dir, set(report.spec_names))
+    if base is not None and specs and not report.errors:
+        from olarespack.release import Repo, diffs, gate_problems
 
-            _, found = diffs(helms[0], Repo.at(Path.cwd(), base, charts_dir), specs)
-            report.problems += gate_problems(found)
-    except OlaresPackError as exc:
-        fail(exc)
+        _, found = diffs(helms[0], Repo.at(Path.cwd(), base, charts_dir), specs)
+        report.problems += gate_problems(found)
     for problem in report.problems:
         click.echo(f"{'ERROR' if problem.severity == 'error' else 'WARN'} {problem}")
     for label in report.checked:
@@ -149,16 +154,13 @@ def bump_command(specs: tuple[str, ...], part: str | None, note: str | None, bas
     from olarespack.release import Repo, apply_bumps, plan_bumps
 
     if part is None:
-        click.echo("error: say which part to raise: --major, --minor, --patch or --prerelease", err=True)
-        sys.exit(2)
-    try:
-        repo = Repo.at(Path.cwd(), base, out_dir)
-        files = spec_files(specs, apps_dir)
-        bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
-                                    dt.date.today())
-        apply_bumps(bumps, out_dir)
-    except OlaresPackError as exc:
-        fail(exc)
+        raise UsageError("say which part to raise: --major, --minor, --patch or --prerelease")
+    output_folder(out_dir, "--out")
+    repo = Repo.at(Path.cwd(), base, out_dir)
+    files = spec_files(specs, apps_dir)
+    bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
+                                dt.date.today())
+    apply_bumps(bumps, out_dir)
     for line in skipped:
         click.echo(f"skip {line}")
     for planned in bumps:
@@ -184,11 +186,8 @@ def diff_command(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: 
     from olarespack import diff as formats
     from olarespack.release import Repo, diffs, gate_problems
 
-    try:
-        repo = Repo.at(Path.cwd(), base, charts_dir)
-        _, found = diffs(helm_binary("helm"), repo, spec_files(specs, apps_dir))
-    except OlaresPackError as exc:
-        fail(exc)
+    repo = Repo.at(Path.cwd(), base, charts_dir)
+    apps, found = diffs(helm_binary("helm"), repo, spec_files(specs, apps_dir))
     if fmt == "json":
         click.echo(formats.as_json(found))
     elif fmt == "markdown":
@@ -196,7 +195,7 @@ def diff_command(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: 
     else:
         text = formats.as_text(found, color=sys.stdout.isatty())
         click.echo(text if text else f"no rendered change since {repo.base[:12]}")
-    gate = gate_problems(found)
+    gate = gate_problems(found) + ([] if specs else orphan_charts(charts_dir, {app.spec.name for app in apps}))
     for problem in gate:
         click.echo(f"ERROR {problem}", err=True)
     if gate or (exit_code and any(d.changed for d in found)):
@@ -223,21 +222,18 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
     from olarespack import arch
     from olarespack.fit import fit_report, spec_calibration
 
-    try:
-        spec = load_spec(Path(spec_file))
-        options: dict[str, Any] = {"max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization}
-        engine = spec.engine
-        if kv_available_bytes is not None:
-            options["kv_available_bytes"] = kv_available_bytes
-        else:
-            options.update(spec_calibration(spec))
-        if config_file is not None:
-            repo = engine.model if isinstance(engine, VllmEngine) else engine.model.repo
-            local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
-            options["registry"] = {**arch.models(), repo: local}
-        report = fit_report(spec, **options)
-    except OlaresPackError as exc:
-        fail(exc)
+    spec = load_spec(Path(spec_file))
+    options: dict[str, Any] = {"max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization}
+    engine = spec.engine
+    if kv_available_bytes is not None:
+        options["kv_available_bytes"] = kv_available_bytes
+    else:
+        options.update(spec_calibration(spec))
+    if config_file is not None:
+        repo = engine.model if isinstance(engine, VllmEngine) else engine.model.repo
+        local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
+        options["registry"] = {**arch.models(), repo: local}
+    report = fit_report(spec, **options)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
     else:

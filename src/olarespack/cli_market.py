@@ -15,15 +15,16 @@ import click
 from olarespack import market
 from olarespack import package as packaging
 from olarespack import serve as http_server
-from olarespack.cli_support import fail, helm_binary
-from olarespack.errors import OlaresPackError, Problem, ProblemsError, UsageError
+from olarespack.cli_support import helm_binary, output_folder
+from olarespack.errors import Problem, ProblemsError, UsageError
 from olarespack.helm import Helm
-from olarespack.project import App, render_apps, spec_files
+from olarespack.project import App, render_apps, sibling_names, spec_files
 from olarespack.render import GenerationName, generation_for_olares
 from olarespack.write import write_file
 
 Archives = dict[GenerationName, dict[str, packaging.Archive]]
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+MAX_ICON_BYTES = 2 * 2**20
 
 _specs = click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 _apps_dir = click.option("--apps-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("apps"),
@@ -41,18 +42,16 @@ _market_dir = click.option("--market-dir", type=click.Path(file_okay=False, path
               help="Package the manifest generation this Olares release installs instead of the spec's choice.")
 def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, olares_version: str | None) -> None:
     """Package each SPEC (default: every apps/*.yaml) into a byte-reproducible chart archive."""
-    try:
-        generation = generation_for_olares(olares_version) if olares_version else None
-        apps = render_apps(spec_files(specs, apps_dir), generation)
-        helm = helm_binary("helm4")
-        archives = [(app, _package(app, helm)) for app in apps]
-        for app, archive in archives:
-            status = write_file(out_dir / archive.file_name, archive.data)
-            click.echo(f"ok {app.spec.name} {app.spec.version}: {out_dir / archive.file_name} "
-                       f"sha256 {archive.sha256} ({status})")
-        click.echo(f"digests: {packaging.write_digests(out_dir)}")
-    except OlaresPackError as exc:
-        fail(exc)
+    output_folder(out_dir, "--out")
+    generation = generation_for_olares(olares_version) if olares_version else None
+    apps = render_apps(spec_files(specs, apps_dir), generation)
+    helm = helm_binary("helm4")
+    archives = [(app, _package(app, helm)) for app in apps]
+    for app, archive in archives:
+        status = write_file(out_dir / archive.file_name, archive.data)
+        click.echo(f"ok {app.spec.name} {app.spec.version}: {out_dir / archive.file_name} "
+                   f"sha256 {archive.sha256} ({status})")
+    click.echo(f"digests: {packaging.write_digests(out_dir)}")
 
 
 @click.command("publish")
@@ -69,27 +68,26 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
     Writes charts/<generation>/<name>-<version>.tgz (old versions stay), charts/SHA256SUMS, icons/,
     static/<generation>/ (the GET answers as files, for static hosts) and catalog.json, last.
     A published version never changes: republishing it with other content is refused."""
-    try:
-        base = _base_url(base_url)
-        files = spec_files(specs, apps_dir)
-        rendered = {gen: render_apps(files, gen) for gen in market.GENERATION_NAMES}
-        problems = lint_apps(files)
-        if problems:
-            raise ProblemsError(problems)
-        packager = helm_binary("helm4")
-        archives: Archives = {gen: {app.spec.name: _package(app, packager) for app in apps}
-                              for gen, apps in rendered.items()}
-        icons, problems = local_icons(rendered["current"], base)
-        problems += conflicts(market_dir, rendered, archives)
-        if problems:
-            raise ProblemsError(problems)
-        catalog = market.build_catalog({
-            gen: [market.MarketApp(app.file, app.spec, app.chart, archives[gen][app.spec.name].sha256,
-                                   app.spec.metadata.icon) for app in apps]
-            for gen, apps in rendered.items()})
-        written = packaging.write_market(market_dir, archives, icons, catalog)
-    except OlaresPackError as exc:
-        fail(exc)
+    output_folder(market_dir, "--market-dir")
+    base = _base_url(base_url)
+    files = spec_files(specs, apps_dir)
+    others = sibling_names(apps_dir, files) if specs else None
+    rendered = {gen: render_apps(files, gen, others) for gen in market.GENERATION_NAMES}
+    problems = lint_apps(files)
+    if problems:
+        raise ProblemsError(problems)
+    packager = helm_binary("helm4")
+    archives: Archives = {gen: {app.spec.name: _package(app, packager) for app in apps}
+                          for gen, apps in rendered.items()}
+    icons, problems = local_icons(rendered["current"], base)
+    problems += conflicts(market_dir, rendered, archives)
+    if problems:
+        raise ProblemsError(problems)
+    catalog = market.build_catalog({
+        gen: [market.MarketApp(app.file, app.spec, app.chart, archives[gen][app.spec.name].sha256,
+                               app.spec.metadata.icon) for app in apps]
+        for gen, apps in rendered.items()})
+    written = packaging.write_market(market_dir, archives, icons, catalog, http_server.load_state)
     for warning in sorted({w for apps in rendered.values() for app in apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in rendered["current"]:
@@ -115,10 +113,7 @@ def serve(market_dir: Path, host: str, port: int, poll_seconds: float) -> None:
     charts, 1.12.6 and later (or no version) the current ones. /legacy/... and /current/... serve one
     generation whatever the box sends. One log line per request goes to stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        http_server.run(market_dir, host, port, poll_seconds)
-    except OlaresPackError as exc:
-        fail(exc)
+    http_server.run(market_dir, host, port, poll_seconds)
 
 
 # --------------------------------------------------------------------------- steps
@@ -155,7 +150,14 @@ def local_icons(apps: list[App], base_url: str | None) -> tuple[dict[str, bytes]
         file_name = Path(urlparse(url).path).name
         local = Path(app.file).parent / "icons" / file_name
         ours = base_url is not None and url.startswith(f"{base_url}/{market.ICONS_DIR}/")
-        if _SAFE_FILE.match(file_name) and local.is_file():
+        if _SAFE_FILE.match(file_name) and local.is_symlink():
+            problems.append(Problem(app.file, "metadata.icon", f"{local} is a symbolic link", "make it a regular "
+                                    "file: a link could publish any file of the machine", rule="icon-file"))
+        elif _SAFE_FILE.match(file_name) and local.is_file():
+            if local.stat().st_size > MAX_ICON_BYTES:
+                problems.append(Problem(app.file, "metadata.icon", f"{local} is over {MAX_ICON_BYTES // 2**20} MiB",
+                                        "use a smaller image (icons show at 256 pixels)", rule="icon-file"))
+                continue
             data = local.read_bytes()
             if icons.setdefault(file_name, data) != data:
                 problems.append(Problem(app.file, "metadata.icon", f"another app publishes a different {file_name}",

@@ -1,15 +1,22 @@
-"""What every command module shares: turning an OlaresPackError into messages and an exit code."""
+"""What every command module shares: the group that turns every error into a message and an exit code
+(caught once, here), and the checks of options that name folders."""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
-from olarespack.errors import OlaresPackError, ProblemsError
+from olarespack.errors import OlaresPackError, ProblemsError, UsageError
 from olarespack.helm import HelmBinary
+from olarespack.textguard import redact
+
+# Exit code of an olarespack bug: no traceback reaches the user (it may hold paths or values from CI), only
+# what to report.
+EXIT_INTERNAL = 4
 
 
 def fail(exc: OlaresPackError) -> NoReturn:
@@ -18,8 +25,44 @@ def fail(exc: OlaresPackError) -> NoReturn:
             click.echo(f"FAIL {problem}", err=True)
         click.echo(f"{len(exc.problems)} problem(s); nothing was written", err=True)
     else:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(redact(f"error: {exc}"), err=True)
     sys.exit(exc.exit_code)
+
+
+class CatchingGroup(click.Group):
+    """Runs a command and maps what it raises: OlaresPackError to its message and exit code, an OSError
+    (disk full, permission denied) to one line and exit 1, anything else to an internal-error line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OlaresPackError as exc:
+            fail(exc)
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(redact(f"error: {where}{exc.strerror or exc}"), err=True)
+            sys.exit(1)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, SystemExit):
+            raise
+        except Exception as exc:
+            if os.environ.get("OLARESPACK_DEBUG"):
+                raise
+            click.echo(redact(f"internal error (a bug in olarespack; please report it): {type(exc).__name__}: "
+                              f"{str(exc)[:300]} (set OLARESPACK_DEBUG=1 for the traceback)"), err=True)
+            sys.exit(EXIT_INTERNAL)
+
+
+def output_folder(path: Path, option: str) -> Path:
+    """A folder option that olarespack writes into: it, or the nearest part of it that exists, is a folder."""
+    for candidate in (path, *path.parents):
+        if candidate.is_symlink() and candidate == path:
+            raise UsageError(f"{option}: {path} is a symbolic link; give a real folder")
+        if candidate.exists():
+            if not candidate.is_dir():
+                shown = "it" if candidate == path else str(candidate)
+                raise UsageError(f"{option}: {path} cannot be a folder: {shown} is a file")
+            break
+    return path
 
 
 def helm_binary(name: str = "helm") -> HelmBinary:

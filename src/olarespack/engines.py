@@ -28,16 +28,18 @@ class Arg:
 
     def container_items(self) -> list[str]:
         """As written in the Deployment, where Kubernetes would expand a literal $(NAME)."""
-        return [x for x in (self.flag, _escape(self.value)) if x is not None]
+        return [x for x in (self.flag, None if self.value is None else kubernetes_literal(self.value))
+                if x is not None]
 
     def effective_items(self) -> list[str]:
         """As the process receives them, after Kubernetes expanded $(KEY)."""
         return [x for x in (self.flag, self.value) if x is not None]
 
 
-def _escape(value: str | None) -> str | None:
-    # Kubernetes expands $(NAME) in args; a literal one must be written $$(NAME).
-    return None if value is None else value.replace("$(", "$$(")
+def kubernetes_literal(value: str) -> str:
+    """Kubernetes expands $(NAME) in args and env values (from the container's other env vars, the HF token
+    among them); a spec's text is literal, so every $( is written $$(."""
+    return value.replace("$(", "$$(")
 
 
 def _compact_json(value: object) -> str:

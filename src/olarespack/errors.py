@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from olarespack.rule_catalog import RULES
+from olarespack.textguard import redact
+
 Severity = Literal["error", "warning"]
 
 
@@ -19,12 +22,16 @@ class Problem:
     rule: str = field(kw_only=True)  # an id from rule_catalog.RULES
     severity: Severity = field(default="error", kw_only=True)
 
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule {self.rule!r} is not in rule_catalog.RULES")
+
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
         text = f"{where}: {self.message}"
         if self.fix:
             text += f" (fix: {self.fix})"
-        return f"{text} [{self.rule}]"
+        return redact(f"{text} [{self.rule}]")
 
 
 class OlaresPackError(Exception):

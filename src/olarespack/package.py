@@ -5,9 +5,9 @@ packaged with Helm 4: it keeps file mtimes and writes a zero gzip time, so the s
 bytes on every run. Helm 3.19 stamps the current time instead; every archive is checked (gzip header
 time, tar member times, top folder) so a packager that breaks reproducibility is caught, not shipped.
 
-Market files are written through a temporary sibling and a rename, so a reader (the server, a static
-host's sync) sees either the old file or the new one. catalog.json is written last: once it is replaced,
-every archive and icon it names is already in place.
+A market is assembled whole in a hidden sibling folder (what is published carried over by hard links) and
+swapped in at once, so a reader (the server, a static host's sync) sees the old market or the new one,
+and a killed publish leaves the old one intact.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import struct
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from olarespack import market
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm
 from olarespack.render import GenerationName, RenderedChart
-from olarespack.write import Status, write_file, write_files
+from olarespack.write import Status, is_leftover, staging_folder, swap_in, write_file, write_files
 
 DIR_MODE = 0o755
 
@@ -110,19 +111,45 @@ def write_digests(folder: Path, pattern: str = "*.tgz") -> Path:
     return target
 
 
+def _carry_over(source: Path, target: Path) -> None:
+    """Everything already published, into the staging folder: hard links (no copy, no extra disk), or copies
+    where links are not possible. A linked file is never written in place: write_file replaces by rename."""
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink() or is_leftover(path):
+            continue
+        destination = target / path.relative_to(source)
+        if path.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+        elif path.is_file():
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, destination)
+            except OSError:
+                shutil.copy2(path, destination)
+
+
 def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Archive]], icons: dict[str, bytes],
-                 catalog: dict[str, Any]) -> dict[tuple[str, str], Status]:
-    """Archives, icons, static answers and digests first, catalog.json last: once the server sees the new
-    catalog, everything it names is in place."""
-    written: dict[tuple[str, str], Status] = {}
-    for gen, by_app in archives.items():
-        for name, archive in by_app.items():
-            target = market_dir / market.CHARTS_DIR / gen / archive.file_name
-            written[gen, name] = write_file(target, archive.data)
-    for file_name, data in icons.items():
-        write_file(market_dir / market.ICONS_DIR / file_name, data)
-    for path, data in market.static_files(catalog).items():
-        write_file(market_dir / path, data)
-    write_digests(market_dir / market.CHARTS_DIR)
-    written["catalog", ""] = write_file(market_dir / market.CATALOG_FILE, market.catalog_bytes(catalog))
+                 catalog: dict[str, Any], verify: Callable[[Path], object]) -> dict[tuple[str, str], Status]:
+    """The whole market (published archives, new archives and icons, static answers, digests, catalog.json)
+    assembled in a sibling folder, checked with `verify` (the server's own loader), then swapped in at once:
+    a kill at any moment leaves the previous market whole, and readers never see a mix."""
+    staging = staging_folder(market_dir)
+    try:
+        if market_dir.is_dir():
+            _carry_over(market_dir, staging)
+        written: dict[tuple[str, str], Status] = {}
+        for gen, by_app in archives.items():
+            for name, archive in by_app.items():
+                written[gen, name] = write_file(staging / market.CHARTS_DIR / gen / archive.file_name, archive.data)
+        for file_name, data in icons.items():
+            write_file(staging / market.ICONS_DIR / file_name, data)
+        for path, data in market.static_files(catalog).items():
+            write_file(staging / path, data)
+        write_digests(staging / market.CHARTS_DIR)
+        written["catalog", ""] = write_file(staging / market.CATALOG_FILE, market.catalog_bytes(catalog))
+        verify(staging)
+        swap_in(staging, market_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return written

@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.errors import Problem, ProblemsError, UsageError
+from olarespack.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.fit import resolve_context
+from olarespack.market import app_id
 from olarespack.render import GenerationName, RenderedChart, render_chart
 from olarespack.rules_engine import engine_problems
 from olarespack.rules_olares import Chart, manifest_problems
 from olarespack.spec import AppSpec, load_spec
+from olarespack.specfile import load_spec_data
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
     return found
 
 
-def render_apps(files: list[Path], generation: GenerationName | None = None) -> list[App]:
+def render_apps(files: list[Path], generation: GenerationName | None = None,
+                others: dict[str, str] | None = None) -> list[App]:
     """Load, check and render every spec; raise one ProblemsError listing the errors of all of them.
     The checks here are the pure layers (spec, engine flags, Olares' rules on the rendered files); helm
     and Kubernetes schemas are `olarespack lint`'s."""
@@ -54,7 +57,7 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
         context_warnings[str(path)] = [p for p in found if p.severity != "error"]
         if not errors:  # an unresolved `max_model_len: auto` cannot be rendered
             loaded.append((str(path), spec))
-    problems += duplicate_names(named)
+    problems += duplicate_names(named, others)
     apps: list[App] = []
     for file, spec in loaded:
         try:
@@ -72,12 +75,62 @@ def render_apps(files: list[Path], generation: GenerationName | None = None) -> 
     return apps
 
 
-def duplicate_names(loaded: list[tuple[str, AppSpec]]) -> list[Problem]:
-    owners: dict[str, list[str]] = {}
+def duplicate_names(loaded: list[tuple[str, AppSpec]], others: dict[str, str] | None = None) -> list[Problem]:
+    """Two apps that would share a chart folder (one name) or a market entry (one id: md5(name)[:8], so
+    distinct names can collide). `others` maps further app names to their files, e.g. the specs beside
+    the ones given, so a build of one spec still sees its neighbours."""
+    names: dict[str, list[str]] = {}
     for file, spec in loaded:
-        owners.setdefault(spec.name, []).append(file)
-    return [
+        names.setdefault(spec.name, []).append(file)
+    for name, file in (others or {}).items():
+        if file not in names.get(name, []):
+            names.setdefault(name, []).append(file)
+    problems = [
         Problem(file, "name", f"{name!r} is also the name in {', '.join(f for f in files if f != file)}; both "
                 "would render the same chart folder", "give each app its own name", rule="duplicate-name")
-        for name, files in owners.items() if len(files) > 1 for file in files
+        for name, files in names.items() if len(files) > 1 for file in files if file in dict(loaded)
     ]
+    ids: dict[str, list[str]] = {}
+    for name in names:
+        ids.setdefault(app_id(name), []).append(name)
+    for ident, clashing in ids.items():
+        if len(clashing) < 2:
+            continue
+        for name in clashing:
+            for file in names[name]:
+                if file not in dict(loaded):
+                    continue
+                rivals = ", ".join(f"{other!r} ({', '.join(names[other])})" for other in clashing if other != name)
+                problems.append(Problem(
+                    file, "name", f"{name!r} has the Olares app id {ident} (md5 of the name), as {rivals} does: "
+                    "the market would show only one of them", "rename one of the apps", rule="duplicate-id"))
+    return problems
+
+
+def sibling_names(folder: Path, given: list[Path]) -> dict[str, str]:
+    """name -> file of the other specs in the apps folder, when the given specs live there (a spec kept
+    elsewhere is an ad-hoc build); a spec that does not parse names nobody."""
+    chosen = {p.resolve() for p in given}
+    found: dict[str, str] = {}
+    if not any(p.parent == folder.resolve() for p in chosen):
+        return found
+    for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+        if path.resolve() in chosen:
+            continue
+        try:
+            data = load_spec_data(path)
+        except SpecError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            found.setdefault(data["name"], str(path))
+    return found
+
+
+def orphan_charts(charts_dir: Path, names: set[str]) -> list[Problem]:
+    """Chart folders no spec renders any more: a removed or renamed spec leaves its chart behind."""
+    if not charts_dir.is_dir():
+        return []
+    return [Problem(str(folder), "", "no spec renders this chart (its spec was removed or renamed)",
+                    f"remove it (git rm -r {folder}) or restore its spec", rule="orphan-chart")
+            for folder in sorted(charts_dir.iterdir())
+            if folder.is_dir() and not folder.name.startswith(".") and folder.name not in names]

@@ -8,6 +8,13 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 _BYTES_RE = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _CPU_RE = re.compile(r"^([0-9]+)(m)?$|^([0-9]+\.[0-9]{1,3})$")
+MAX_QUANTITY = 2**63 - 1  # Kubernetes holds quantities in an int64
+
+
+def _bounded(value: int, text: str) -> int:
+    if value > MAX_QUANTITY:
+        raise ValueError(f"{text!r} is larger than a Kubernetes quantity can be")
+    return value
 
 
 def parse_bytes(text: str) -> int:
@@ -16,7 +23,7 @@ def parse_bytes(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a memory quantity like 512Mi, 24Gi or 1073741824")
     number, unit = match.groups()
-    return int(number) * (_BINARY.get(unit or "") or _DECIMAL.get(unit or "") or 1)
+    return _bounded(int(number) * (_BINARY.get(unit or "") or _DECIMAL.get(unit or "") or 1), text)
 
 
 def parse_cpu(text: str) -> int:
@@ -27,8 +34,8 @@ def parse_cpu(text: str) -> int:
     whole, milli, decimal = match.groups()
     if decimal is not None:
         cores, frac = decimal.split(".")
-        return int(cores) * 1000 + int(frac.ljust(3, "0"))
-    return int(whole) if milli else int(whole) * 1000
+        return _bounded(int(cores) * 1000 + int(frac.ljust(3, "0")), text)
+    return _bounded(int(whole) if milli else int(whole) * 1000, text)
 
 
 def format_cpu(millicores: int) -> str:

@@ -7,6 +7,7 @@ so a number typed once in the spec reaches args, manifest, descriptions and reso
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -17,7 +18,7 @@ from typing import Any, Literal
 import jinja2
 import semver
 
-from olarespack import engines, quantity
+from olarespack import citations, engines, quantity
 from olarespack.errors import Problem, RenderError, UsageError
 from olarespack.hardware import HardwareProfile, profiles
 from olarespack.spec import AppSpec, LlamaCppEngine, VllmEngine
@@ -174,6 +175,13 @@ def make_env(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
     return env
 
 
+@functools.cache
+def chart_env() -> jinja2.Environment:
+    """The environment of the chart templates, made once: Jinja compiles each template on first use and
+    caches it in the environment, so a fresh one per chart would recompile every template every time."""
+    return make_env()
+
+
 # --------------------------------------------------------------------------- plan
 
 
@@ -187,12 +195,13 @@ def _text_context(
     return context
 
 
-def _render_text(env: jinja2.Environment, source: str, context: dict[str, Any], file: str, path: str) -> str:
+def _render_text(source: str, context: dict[str, Any], file: str, path: str) -> str:
+    """Spec text with its citations filled in: data only, never a template (see citations.py)."""
     try:
-        return env.from_string(source).render(context)
-    except jinja2.TemplateError as exc:
+        return citations.render(source, context)
+    except citations.CitationError as exc:
         fix = "cite an existing spec field, e.g. [[ engine.max_model_len ]]"
-        raise RenderError([Problem(file, path, f"template error: {exc}", fix, rule="render")]) from None
+        raise RenderError([Problem(file, path, str(exc), fix, rule="render")]) from None
 
 
 def _preset_section(spec: AppSpec, plan_args: list[str], hardware: HardwareProfile, gpu_limit: int) -> str:
@@ -236,7 +245,6 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     gpu_request = quantity.parse_bytes(res.gpu_memory.request) if res.gpu_memory else device
     gpu_limit = quantity.parse_bytes(res.gpu_memory.limit) if res.gpu_memory else device
 
-    env = make_env(jinja2.DictLoader({}))
     context = _text_context(spec, hardware, effective, version)
     preset = _preset_section(spec, effective[1:] if isinstance(engine, VllmEngine) else effective,
                              hardware, gpu_limit)
@@ -244,8 +252,8 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     meta = spec.metadata
     default_texts = {
         "title": meta.title,
-        "description": _render_text(env, meta.description, context, file, "metadata.description").strip(),
-        "full_description": _render_text(env, meta.full_description, context, file,
+        "description": _render_text(meta.description, context, file, "metadata.description").strip(),
+        "full_description": _render_text(meta.full_description, context, file,
                                          "metadata.full_description").strip() + "\n\n" + preset,
         "upgrade_description": upgrade,
     }
@@ -254,9 +262,9 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         base = f"metadata.locales.{locale}"
         texts[locale] = {
             "title": translated.title or meta.title,
-            "description": _render_text(env, translated.description, context, file, f"{base}.description").strip()
+            "description": _render_text(translated.description, context, file, f"{base}.description").strip()
             if translated.description else default_texts["description"],
-            "full_description": _render_text(env, translated.full_description, context, file,
+            "full_description": _render_text(translated.full_description, context, file,
                                              f"{base}.full_description").strip() + "\n\n" + preset
             if translated.full_description else default_texts["full_description"],
             "upgrade_description": upgrade,
@@ -273,7 +281,7 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
                           "MODEL_FILE": engine.model.file, **({"MMPROJ_FILE": engine.model.mmproj}
                                                             if engine.model.mmproj else {})},
         }
-    engine_env = sorted(engine.env.items())
+    engine_env = sorted((name, engines.kubernetes_literal(value)) for name, value in engine.env.items())
     if gen.name == "legacy":
         # HAMi-core reads Olares' default CUDA_DEVICE_MEMORY_LIMIT_0=0m as zero bytes.
         engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_limit)}m"))
@@ -306,7 +314,7 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
                  env: jinja2.Environment | None = None) -> RenderedChart:
     """Render one app's chart folder into memory. Pure: reads only templates."""
     plan = plan_chart(spec, file, generation)
-    env = env or make_env()
+    env = env or chart_env()
     sources = dict(_CHART_FILES)
     sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
     sources["templates/deployment.yaml"] = f"engine/{plan.engine_kind}.yaml.j2"

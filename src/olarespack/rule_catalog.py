@@ -4,8 +4,10 @@ from __future__ import annotations
 
 RULES: dict[str, tuple[str, str]] = {
     # spec: the file and its models
-    "yaml": ("spec", "the file is valid YAML, a mapping, without duplicate keys"),
-    "file": ("spec", "the spec file can be read"),
+    "yaml": ("spec", "the file is valid YAML, a mapping, without duplicate keys, anchors or deep nesting"),
+    "file": ("spec", "the spec file is a regular file of at most 1 MiB that can be read"),
+    "encoding": ("spec", "the spec file is UTF-8"),
+    "control-character": ("spec", "no control or hidden characters in spec text (newlines only in prose)"),
     "spec-unknown-key": ("spec", "no unknown or misspelt keys"),
     "spec-missing": ("spec", "required fields are present"),
     "spec-type": ("spec", "values have the right type (a number is not quoted, a list is a list)"),
@@ -15,18 +17,19 @@ RULES: dict[str, tuple[str, str]] = {
     "semver": ("spec", "versions are strict SemVer 2"),
     "reserved-name": ("spec", "the app name is not reserved by Olares"),
     "hardware-profile": ("spec", "the hardware profile exists"),
-    "template-marker": ("spec", "texts carry no {{ }} that Helm or Olares would execute"),
+    "template-marker": ("spec", "no {{ }} anywhere; [[ ]] citations only in descriptions"),
     "quantity": ("spec", "resources are Kubernetes quantities"),
     "changelog-version": ("spec", "the version has a changelog entry at the top"),
     "changelog-order": ("spec", "the changelog is newest first, one entry per version"),
     "resource-limit": ("spec", "limits are not below requests"),
     "gpu-memory-device": ("spec", "GPU memory fits the hardware profile's device"),
     "chart-owned-env": ("spec", "the spec does not set env vars the chart owns"),
-    "secret-in-clear": ("spec", "no token or secret typed in the spec"),
+    "secret-in-clear": ("spec", "no token or secret typed in the spec (token shapes in any field)"),
     "entrance-title": ("spec", "a title used as entrance title has no dots or brackets"),
     "locale-duplicate": ("spec", "translations do not repeat the default locale"),
     "duplicate-name": ("spec", "two specs never render the same chart folder"),
-    "render": ("spec", "descriptions cite existing spec fields; no Jinja marker survives"),
+    "duplicate-id": ("spec", "two apps never share an Olares app id (md5 of the name)"),
+    "render": ("spec", "description citations parse and cite existing spec fields; no marker survives"),
     # engine flags
     "image-floating-tag": ("engine", "images are pinned (no latest, no missing tag)"),
     "extra-arg-duplicate": ("engine", "extra args do not repeat a typed field"),
@@ -46,6 +49,7 @@ RULES: dict[str, tuple[str, str]] = {
     "gemma4-mmproj-bf16": ("engine", "Gemma 4 audio uses the BF16 projector"),
     # Olares' chart rules
     "olares-files": ("olares", "OlaresManifest.yaml exists and parses"),
+    "chart-input": ("olares", "a chart to lint is a folder or archive of bounded size, without symbolic links"),
     "olares-manifest-template": ("olares", "no {{ }} outside quoted strings in the manifest"),
     "olares-name": ("olares", "folder, Chart.yaml name and metadata.name agree and are valid"),
     "olares-version": ("olares", "Chart.yaml version == metadata.version, both SemVer"),
@@ -73,7 +77,8 @@ RULES: dict[str, tuple[str, str]] = {
     "version-gate": ("release", "a chart whose rendered content changed carries a higher version than at the base"),
     "bump": ("release", "a bump only edits a valid spec whose chart has no hand edits"),
     "published-version": ("release", "a published version never changes content"),
-    "icon-file": ("release", "icons the market serves exist as local files"),
+    "icon-file": ("release", "icons the market serves exist as local regular files"),
+    "orphan-chart": ("release", "every chart folder is rendered by a spec (no chart left behind by a removed spec)"),
     # helm and Kubernetes
     "helm-lint": ("helm", "helm lint --strict passes with Helm 3.19 and Helm 4"),
     "helm-template": ("helm", "helm template renders with Olares' values for every accelerator mode"),

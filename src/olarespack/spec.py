@@ -21,12 +21,12 @@ from pydantic import (
     ValidationError,
 )
 from pydantic_core import PydanticCustomError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from olarespack import quantity
 from olarespack.errors import Problem, SpecError
 from olarespack.hardware import profiles
+from olarespack.specfile import load_spec_data
+from olarespack.textguard import string_problems
 
 RESERVED_APP_NAMES = frozenset({
     "user", "system", "space", "default", "os", "kubesphere", "kube", "kubekey", "kubernetes", "gpu", "tapr",
@@ -34,8 +34,10 @@ RESERVED_APP_NAMES = frozenset({
 })
 # Names the rendered chart sets itself; a spec that set them too would silently lose or win.
 CHART_OWNED_ENV = frozenset({"HF_HOME", "HF_ENDPOINT", "HF_TOKEN", "CUDA_DEVICE_MEMORY_LIMIT_0"})
-# Go templates (Helm, Olares) start an action at "{{"; a lone "}}" is plain text.
-_TEMPLATE_MARKERS = ("{{",)
+# Bounds on what a spec may ask for: far above any real app, low enough that no arithmetic on them
+# overflows or takes long (contexts of 16M tokens, 2**63-byte quantities).
+MAX_TOKENS = 2**24
+MAX_ITEMS = 64
 
 
 def _semver(text: str) -> str:
@@ -45,15 +47,6 @@ def _semver(text: str) -> str:
         raise PydanticCustomError(
             "semver", "{text!r} is not a SemVer 2 version like 1.0.5 (no leading 'v')", {"text": text}
         ) from None
-    return text
-
-
-def _no_helm_markers(text: str) -> str:
-    for marker in _TEMPLATE_MARKERS:
-        if marker in text:
-            raise PydanticCustomError(
-                "template-marker", "contains {marker!r}, which Helm and Olares would read as a template",
-                {"marker": marker})
     return text
 
 
@@ -88,16 +81,25 @@ def _hardware(text: str) -> str:
     return text
 
 
-SemVer = Annotated[str, AfterValidator(_semver)]
-Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_helm_markers)]
-Title = Annotated[str, StringConstraints(min_length=1, max_length=30), AfterValidator(_no_helm_markers)]
+SemVer = Annotated[str, StringConstraints(max_length=128), AfterValidator(_semver)]
+# Spec text is bounded per field; control characters, {{ }} and token shapes are refused for every string
+# by textguard before the models see the data.
+Text = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Description = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
+LongText = Annotated[str, StringConstraints(min_length=1, max_length=50_000)]
+Note = Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+ArgText = Annotated[str, StringConstraints(max_length=4_096)]
+Title = Annotated[str, StringConstraints(min_length=1, max_length=30)]
 EntranceTitle = Annotated[str, StringConstraints(min_length=1, max_length=30, pattern=r"^[a-zA-Z0-9 -]+$")]
-Url = Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")]
+Url = Annotated[str, StringConstraints(max_length=2_048, pattern=r"^https?://[^\s]+$")]
 AppName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{1,30}$"), AfterValidator(_app_name)]
-HfRepo = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+HfRepo = Annotated[str, StringConstraints(max_length=200,
+                                           pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
 _IMAGE_PATTERN = r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$"
-Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")]
+Image = Annotated[str, StringConstraints(max_length=512, pattern=_IMAGE_PATTERN)]
+EnvName = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Z_][A-Z0-9_]*$")]
+Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._/-]+$")]
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 LocaleName = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
 CpuQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_cpu, "4, 0.5 or 1500m", numbers_too=True))]
 ByteQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_bytes, "512Mi or 24Gi", numbers_too=False))]
@@ -105,7 +107,7 @@ GithubUser = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,39}$")]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class License(StrictModel):
@@ -117,30 +119,32 @@ class LocaleText(StrictModel):
     """Translated texts for one locale; anything left out falls back to the default-locale text."""
 
     title: Title | None = Field(None, description="Translated market title (1-30 characters).")
-    description: Text | None = Field(None, description="Translated one-line description.")
-    full_description: Text | None = Field(
+    description: Description | None = Field(None, description="Translated one-line description.")
+    full_description: LongText | None = Field(
         None, description="Translated long description; may cite spec values as [[ engine.max_model_len ]]."
     )
 
 
 class Metadata(StrictModel):
     title: Title = Field(description="Market title, 1-30 characters.")
-    description: Text = Field(description="One-line description; may cite spec values as [[ ... ]].")
-    full_description: Text = Field(
+    description: Description = Field(description="One-line description; may cite spec values as [[ ... ]].")
+    full_description: LongText = Field(
         description="Long description (Markdown). May cite spec values as [[ engine.max_model_len ]] so "
         "the text cannot drift from the configuration; a preset-configuration section is appended."
     )
     icon: Url = Field(description="http(s) URL of the app icon.")
-    categories: list[Text] = Field(default_factory=lambda: ["AI"], min_length=1, description="Market categories.")
+    categories: list[Text] = Field(default_factory=lambda: ["AI"], min_length=1, max_length=10,
+                                   description="Market categories.")
     developer: Text = Field(description="Who made the model or the software.")
     submitter: Text = Field(description="Who publishes this app.")
     website: Url | None = Field(None, description="Project or model homepage.")
     source_code: Url | None = Field(None, description="Where the chart's source lives.")
-    license: list[License] = Field(min_length=1, description="Licenses of what the app runs.")
-    owners: list[GithubUser] = Field(min_length=1, description="GitHub users written to the chart's owners file.")
+    license: list[License] = Field(min_length=1, max_length=10, description="Licenses of what the app runs.")
+    owners: list[GithubUser] = Field(min_length=1, max_length=20,
+                                     description="GitHub users written to the chart's owners file.")
     default_locale: LocaleName = Field("en-US", description="Locale of the texts above.")
     locales: dict[LocaleName, LocaleText] = Field(
-        default_factory=dict, description="Translations, keyed by locale (e.g. fr-FR)."
+        default_factory=dict, max_length=32, description="Translations, keyed by locale (e.g. fr-FR)."
     )
 
 
@@ -187,14 +191,14 @@ class Speculative(StrictModel):
         "ernie_mtp", "longcat_flash_mtp",
     ] = Field(description="vLLM speculative method (MTP aliases such as gemma4_mtp are rewritten to mtp).")
     model: HfRepo | None = Field(None, description="Draft model repository (required for MTP, DFlash, EAGLE).")
-    num_speculative_tokens: int = Field(gt=0, description="Tokens drafted per step.")
+    num_speculative_tokens: int = Field(gt=0, le=128, description="Tokens drafted per step.")
 
 
 class Calibration(StrictModel):
     """What vLLM printed at one boot, so fit checks use this app's real non-KV memory."""
 
     available_kv_cache_gib: float = Field(
-        gt=0, description="From the boot log line `Available KV cache memory: X GiB`."
+        gt=0, le=4096, description="From the boot log line `Available KV cache memory: X GiB`."
     )
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="The utilization of that boot; defaults to engine.gpu_memory_utilization."
@@ -211,13 +215,14 @@ AttentionBackend = Literal[
 class VllmEngine(StrictModel):
     kind: Literal["vllm"]
     image: Image = Field(description="Container image with a pinned tag, e.g. vllm/vllm-openai:v0.21.0-cu129.")
-    version: Annotated[str, StringConstraints(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$")] | None = Field(
+    version: Annotated[str, StringConstraints(max_length=64,
+                                              pattern=r"^[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$")] | None = Field(
         None, description="vLLM version inside the image (e.g. 0.20.2rc1); needed only when the tag does not say it."
     )
     model: HfRepo = Field(description="Hugging Face repository of the served model.")
-    revision: str | None = Field(None, description="Model revision (branch, tag or commit).")
-    served_model_name: str = Field(min_length=1, description="Name clients use in the OpenAI API.")
-    max_model_len: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+    revision: Revision | None = Field(None, description="Model revision (branch, tag or commit).")
+    served_model_name: Text = Field(description="Name clients use in the OpenAI API.")
+    max_model_len: Tokens | Literal["auto"] = Field(
         description="Context length (--max-model-len), or auto: the largest that fits the GPU, which the "
         "build computes with vLLM's own KV-cache arithmetic."
     )
@@ -226,20 +231,24 @@ class VllmEngine(StrictModel):
     attention_backend: AttentionBackend | None = Field(None, description="--attention-backend.")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("auto", description="--dtype.")
     trust_remote_code: bool = Field(False, description="--trust-remote-code.")
-    max_num_seqs: int | None = Field(None, gt=0, description="--max-num-seqs.")
-    max_num_batched_tokens: int | None = Field(None, gt=0, description="--max-num-batched-tokens.")
+    max_num_seqs: int | None = Field(None, gt=0, le=65_536, description="--max-num-seqs.")
+    max_num_batched_tokens: Tokens | None = Field(None, description="--max-num-batched-tokens.")
     enable_prefix_caching: bool | None = Field(None, description="--enable-prefix-caching / --no-...")
     enable_chunked_prefill: bool | None = Field(None, description="--enable-chunked-prefill / --no-...")
     speculative: Speculative | None = Field(None, description="--speculative-config.")
-    limit_mm_per_prompt: dict[str, int] | None = Field(
-        None, description="--limit-mm-per-prompt, e.g. {image: 1}."
+    limit_mm_per_prompt: dict[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,32}$")],
+                              Annotated[int, Field(ge=0, le=1_000)]] | None = Field(
+        None, max_length=8, description="--limit-mm-per-prompt, e.g. {image: 1}."
     )
-    tool_call_parser: str | None = Field(
+    tool_call_parser: Text | None = Field(
         None, description="--tool-call-parser; also turns on --enable-auto-tool-choice."
     )
-    reasoning_parser: str | None = Field(None, description="--reasoning-parser.")
-    extra_args: list[str] = Field(default_factory=list, description="Further vLLM arguments, passed as given.")
-    env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment of the engine.")
+    reasoning_parser: Text | None = Field(None, description="--reasoning-parser.")
+    extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
+                                  description="Further vLLM arguments, passed as given.")
+    env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
+                                    description="Extra environment of the engine (values are literal: $(VAR) is "
+                                    "not expanded).")
     calibration: Calibration | None = Field(
         None, description="One boot's measured KV budget; replaces the estimated non-KV memory in fit checks."
     )
@@ -253,13 +262,13 @@ class VllmEngine(StrictModel):
 
 class GgufModel(StrictModel):
     repo: HfRepo = Field(description="Hugging Face repository holding the GGUF files.")
-    file: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+\.gguf$")] = Field(
+    file: Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z0-9._-]+\.gguf$")] = Field(
         description="Model GGUF file name."
     )
-    mmproj: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+\.gguf$")] | None = Field(
+    mmproj: Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z0-9._-]+\.gguf$")] | None = Field(
         None, description="Multimodal projector GGUF file name."
     )
-    revision: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")] = Field(
+    revision: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")] = Field(
         "main", description="Branch, tag or commit to download from."
     )
 
@@ -274,21 +283,24 @@ class LlamaCppEngine(StrictModel):
         "docker.io/alpine:3.20", description="Image of the init container that downloads the GGUF files."
     )
     model: GgufModel
-    alias: str = Field(min_length=1, description="--alias: the model name clients use.")
-    ctx_size: int = Field(gt=0, description="-c / --ctx-size.")
-    n_gpu_layers: int = Field(99, ge=0, description="-ngl / --n-gpu-layers.")
+    alias: Text = Field(description="--alias: the model name clients use.")
+    ctx_size: Tokens = Field(description="-c / --ctx-size.")
+    n_gpu_layers: int = Field(99, ge=0, le=10_000, description="-ngl / --n-gpu-layers.")
     flash_attn: Literal["on", "off", "auto"] = Field("auto", description="-fa.")
     cache_type_k: CacheType | None = Field(None, description="-ctk.")
     cache_type_v: CacheType | None = Field(None, description="-ctv (a quantized V cache needs flash_attn on).")
-    batch_size: int | None = Field(None, gt=0, description="-b / --batch-size.")
-    ubatch_size: int | None = Field(None, gt=0, description="-ub / --ubatch-size.")
-    parallel: int | None = Field(None, gt=0, description="--parallel.")
-    threads: int | None = Field(None, gt=0, description="--threads.")
+    batch_size: Tokens | None = Field(None, description="-b / --batch-size.")
+    ubatch_size: Tokens | None = Field(None, description="-ub / --ubatch-size.")
+    parallel: int | None = Field(None, gt=0, le=1_024, description="--parallel.")
+    threads: int | None = Field(None, gt=0, le=1_024, description="--threads.")
     jinja: bool = Field(False, description="--jinja (use the model's chat template).")
     mlock: bool = Field(False, description="--mlock.")
     context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
-    extra_args: list[str] = Field(default_factory=list, description="Further llama-server arguments.")
-    env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment of the engine.")
+    extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
+                                  description="Further llama-server arguments.")
+    env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
+                                    description="Extra environment of the engine (values are literal: $(VAR) is "
+                                    "not expanded).")
 
 
 Engine = Annotated[Union[VllmEngine, LlamaCppEngine], Field(discriminator="kind")]  # noqa: UP007
@@ -297,7 +309,7 @@ Engine = Annotated[Union[VllmEngine, LlamaCppEngine], Field(discriminator="kind"
 class ChangelogEntry(StrictModel):
     version: SemVer
     date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
-    note: Text = Field(description="What changed, as published in upgradeDescription.")
+    note: Note = Field(description="What changed, as published in upgradeDescription.")
 
 
 class AppSpec(StrictModel):
@@ -316,7 +328,8 @@ class AppSpec(StrictModel):
     startup_timeout_minutes: int = Field(
         45, gt=30, le=240, description="Startup probe budget; a first boot downloads the model (> 30 min)."
     )
-    changelog: list[ChangelogEntry] = Field(min_length=1, description="One entry per release, newest first.")
+    changelog: list[ChangelogEntry] = Field(min_length=1, max_length=1_000,
+                                            description="One entry per release, newest first.")
 
 
 # --------------------------------------------------------------------------- loading
@@ -325,28 +338,20 @@ class AppSpec(StrictModel):
 def load_spec(path: Path) -> AppSpec:
     """Read and validate one spec file; raises SpecError with every problem found."""
     shown = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError([Problem(shown, "", f"cannot read: {exc.strerror}", "check the path", rule="file")]) from None
-    try:
-        data = YAML(typ="safe", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        message = f"invalid YAML: {exc.problem or exc}"
-        raise SpecError([Problem(shown, where, message, "fix the YAML syntax", rule="yaml")]) from None
-    except YAMLError as exc:
-        raise SpecError([Problem(shown, "", f"invalid YAML: {exc}", "fix the YAML syntax", rule="yaml")]) from None
+    data = load_spec_data(path)
     if not isinstance(data, dict):
         raise SpecError([Problem(shown, "", "the spec must be a YAML mapping", "start from apps/*.yaml", rule="yaml")])
+    guarded = [Problem(shown, where, message, fix, rule=rule)
+               for where, message, fix, rule in string_problems(data)]
     try:
         spec = AppSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_merge_union_problems([_problem(shown, err) for err in exc.errors()])) from None
-    problems = cross_field_problems(shown, spec)
+        found = _merge_union_problems([_problem(shown, err) for err in exc.errors()])
+        raise SpecError(guarded + [p for p in found if p.path not in {g.path for g in guarded}]) from None
+    problems = guarded + cross_field_problems(shown, spec)
     if problems:
-        raise SpecError(problems)
+        # one finding per field and rule: a token in an env value trips both the generic and the env check
+        raise SpecError(list({(p.path, p.rule): p for p in problems}.values()))
     return spec
 
 
@@ -382,7 +387,6 @@ _FIXES = {
     "semver": "write MAJOR.MINOR.PATCH, e.g. 1.0.5",
     "reserved-name": "choose another name",
     "hardware-profile": "use one of the known profiles",
-    "template-marker": "remove the {{ }} markers; cite spec values with [[ ... ]] instead",
     "quantity": "write a Kubernetes quantity",
 }
 
@@ -404,7 +408,7 @@ def _merge_union_problems(problems: list[Problem]) -> list[Problem]:
 
 def _rule_for(kind: str) -> str:
     """Rule id of a schema error: the model's own checks name themselves, pydantic's are grouped."""
-    if kind in ("semver", "reserved-name", "hardware-profile", "template-marker", "quantity"):
+    if kind in ("semver", "reserved-name", "hardware-profile", "quantity"):
         return kind
     if kind == "extra_forbidden":
         return "spec-unknown-key"
@@ -545,16 +549,16 @@ def _resource_problems(file: str, spec: AppSpec) -> list[Problem]:
 
 def _env_problems(file: str, spec: AppSpec) -> list[Problem]:
     problems: list[Problem] = []
-    for key, value in spec.engine.env.items():
+    for key in spec.engine.env:
         path = f"engine.env.{key}"
-        if re.search(r"TOKEN|SECRET|PASSWORD", key) or value.startswith("hf_"):
+        if re.search(r"TOKEN|SECRET|PASSWORD|API_KEY", key) or spec.engine.env[key].startswith("hf_"):
             problems.append(Problem(
                 file, path, "a credential typed in clear ends up in the chart and the market",
                 "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
         elif key in CHART_OWNED_ENV:
             problems.append(Problem(file, path, "is set by the chart itself", "remove it", rule="chart-owned-env"))
     for i, arg in enumerate(spec.engine.extra_args):
-        if arg.startswith(("--hf-token", "--api-key")) or arg.startswith("hf_"):
+        if arg.startswith(("--hf-token", "--api-key", "hf_")):
             problems.append(Problem(
                 file, f"engine.extra_args[{i}]", "a credential typed in clear ends up in the chart",
                 "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))

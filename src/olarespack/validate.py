@@ -9,9 +9,11 @@ most of a lint's time, so several charts share one `helm lint`.
 
 from __future__ import annotations
 
+import functools
 import json
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -34,25 +36,55 @@ from olarespack.rules_olares import (
     rendered_problems,
     split_rendered,
 )
-from olarespack.write import write_chart
+from olarespack.write import is_leftover, write_chart
 
 SECRET_SENTINEL = "hf_olarespack_lint_sentinel_token"
 LINT_BATCH = 16
+# What lint reads of a chart (folder or archive): Helm's own loader refuses charts over 100 MiB unpacked and
+# files over 5 MiB; a chart holds a few dozen files.
+MAX_CHART_BYTES = 100 * 2**20
+MAX_FILE_BYTES = 5 * 2**20
+MAX_CHART_FILES = 2_000
+MAX_ARCHIVE_BYTES = 20 * 2**20
 
 
 @dataclass
 class LintReport:
     problems: list[Problem] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)  # labels of the specs and charts checked
+    spec_names: list[str] = field(default_factory=list)  # app names of the specs that loaded
 
     @property
     def errors(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "error"]
 
 
+class ChartInputError(Exception):
+    """A chart lint refuses to read: too big, too many files, or links. Reported as that input's problem."""
+
+    def __init__(self, label: str, message: str) -> None:
+        super().__init__(message)
+        self.problem = Problem(label, "", message, "lint the chart as Helm would load it: regular files, within "
+                               "Helm's size limits", rule="chart-input")
+
+
 def read_chart(folder: Path, label: str) -> Chart:
-    files = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8", errors="replace")
-             for p in sorted(folder.rglob("*")) if p.is_file()}
+    """The chart's files as text, within Helm's size limits; symbolic links are refused, so a stranger's
+    chart cannot make lint (and helm) read another file of the machine."""
+    files: dict[str, str] = {}
+    total = 0
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            raise ChartInputError(label, f"{relative} is a symbolic link; charts must hold regular files")
+        if not path.is_file():
+            continue
+        size = path.stat().st_size
+        total += size
+        if len(files) >= MAX_CHART_FILES or size > MAX_FILE_BYTES or total > MAX_CHART_BYTES:
+            raise ChartInputError(label, f"larger than a chart may be ({MAX_CHART_FILES} files, "
+                                 f"{MAX_FILE_BYTES // 2**20} MiB a file, {MAX_CHART_BYTES // 2**20} MiB in all)")
+        files[relative] = path.read_bytes().decode("utf-8", errors="replace")
     return Chart(label=label, name=folder.name, files=files)
 
 
@@ -65,31 +97,66 @@ class Target:
     folder: Path
 
 
-def _classify(paths: list[str], stack: ExitStack) -> tuple[list[Path], list[Target]]:
+def _classify(paths: list[str], stack: ExitStack, report: LintReport) -> tuple[list[Path], list[Target]]:
+    """Inputs as specs and charts; a chart lint refuses to read is that chart's problem, not the run's end."""
     specs: list[Path] = []
     charts: list[Target] = []
     for raw in paths:
         path = Path(raw)
         if path.is_file() and path.suffix in (".yaml", ".yml"):
             specs.append(path)
-        elif path.is_file() and path.name.endswith((".tgz", ".tar.gz")):
-            charts.append(_extract(path, stack))
+            continue
+        loaders: list[tuple[str, Callable[[], Target]]]
+        if path.is_file() and path.name.endswith((".tgz", ".tar.gz")):
+            loaders = [(str(path), functools.partial(_extract, path, stack))]
         elif path.is_dir() and (path / "Chart.yaml").is_file():
-            charts.append(Target(read_chart(path, raw.rstrip("/")), path))
-        elif path.is_dir() and any(p.is_file() for p in path.glob("*/Chart.yaml")):
-            charts += [Target(read_chart(p.parent, f"{raw.rstrip('/')}/{p.parent.name}"), p.parent)
-                       for p in sorted(path.glob("*/Chart.yaml"))]
+            label = raw.rstrip("/")
+            loaders = [(label, functools.partial(_folder_target, path, label))]
+        elif path.is_dir() and _chart_folders(path):
+            labelled = [(f"{raw.rstrip('/')}/{folder.name}", folder) for folder in _chart_folders(path)]
+            loaders = [(label, functools.partial(_folder_target, folder, label)) for label, folder in labelled]
         else:
             raise UsageError(f"{raw}: not a spec (.yaml), a chart folder, a folder of charts or a chart .tgz")
+        for label, load in loaders:
+            try:
+                charts.append(load())
+            except ChartInputError as exc:
+                report.problems.append(exc.problem)
+                report.checked.append(label)
     return specs, charts
 
 
+def _folder_target(folder: Path, label: str) -> Target:
+    return Target(read_chart(folder, label), folder)
+
+
+def _chart_folders(folder: Path) -> list[Path]:
+    """The charts in a folder of charts; hidden folders (an interrupted build's leftovers) are not charts."""
+    return [p.parent for p in sorted(folder.glob("*/Chart.yaml"))
+            if p.is_file() and not p.parent.name.startswith(".") and not is_leftover(p.parent)]
+
+
 def _extract(archive: Path, stack: ExitStack) -> Target:
+    """Unpack a chart archive after reading its headers: sizes, count and member kinds are checked before a
+    byte is written, so a small archive cannot unpack into gigabytes."""
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="olarespack-tgz-")))
+    if archive.stat().st_size > MAX_ARCHIVE_BYTES:
+        raise ChartInputError(str(archive), f"larger than {MAX_ARCHIVE_BYTES // 2**20} MiB")
     try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
-    except (tarfile.TarError, OSError) as exc:
+        with tarfile.open(archive, mode="r:*") as tar:
+            members: list[tarfile.TarInfo] = []
+            total = 0
+            for member in tar:
+                if member.issym() or member.islnk() or not (member.isfile() or member.isdir()):
+                    raise ChartInputError(str(archive), f"{member.name} is not a regular file or folder")
+                total += member.size
+                members.append(member)
+                if len(members) > MAX_CHART_FILES or member.size > MAX_FILE_BYTES or total > MAX_CHART_BYTES:
+                    raise ChartInputError(str(archive), f"unpacks larger than a chart may be ({MAX_CHART_FILES} "
+                                         f"files, {MAX_FILE_BYTES // 2**20} MiB a file, "
+                                         f"{MAX_CHART_BYTES // 2**20} MiB in all)")
+            tar.extractall(tmp, members=members, filter="data")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise UsageError(f"{archive}: not a readable chart archive ({exc})") from None
     folders = [p.parent for p in tmp.glob("*/Chart.yaml")]
     if len(folders) != 1:
@@ -113,6 +180,7 @@ def _spec_targets(specs: list[Path], stack: ExitStack, report: LintReport) -> li
             report.problems += app.warnings
             if generation == "current":
                 names.append((app.file, app.spec))
+                report.spec_names.append(app.spec.name)
             folder = root / generation / f"{len(targets)}" / app.spec.name
             write_chart(app.chart, folder)
             targets.append(Target(read_chart(folder, f"{app.file} [{generation}]"), folder))
@@ -228,7 +296,7 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
 def prepare(paths: list[str], stack: ExitStack, report: LintReport) -> list[Target]:
     """Inputs to chart folders on disk, with the pure layers' problems added to the report; returns the
     charts helm can render."""
-    specs, targets = _classify(paths, stack)
+    specs, targets = _classify(paths, stack, report)
     if specs:
         targets = _spec_targets(specs, stack, report) + targets
         report.checked += [str(s) for s in specs]

@@ -1,0 +1,237 @@
+"""Citations of spec values inside description texts: `[[ engine.max_model_len // 1024 ]]`.
+
+Spec text comes from strangers' pull requests, so it is data, never code. A citation is a small
+expression language evaluated here, not by Jinja: field paths into the spec (`engine.speculative.model`,
+`metadata.categories[0]`), integer and decimal literals, `+ - * / // %` and parentheses. Nothing else
+parses, so no text can reach Python objects, the environment or files. Work is bounded: a citation is at
+most MAX_CITATION characters and a text at most MAX_CITATIONS citations, literals are short, and every
+intermediate number must stay within MAX_MAGNITUDE (no `10**10`-sized strings or loops exist to build).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_CITATION = 200
+MAX_CITATIONS = 200
+MAX_MAGNITUDE = 2**63
+OPEN, CLOSE = "[[", "]]"
+# Markers of the template language the chart templates use; none may appear in spec text outside a citation.
+FOREIGN_MARKERS = ("[%", "%]", "[#", "#]")
+
+_TOKEN = re.compile(r"\s*(?:(?P<number>\d{1,18}(?:\.\d{1,18})?)|(?P<name>[A-Za-z_][A-Za-z0-9_]{0,63})"
+                    r"|(?P<op>//|[-+*/%().\[\]]))")
+Number = int | float
+
+
+class CitationError(ValueError):
+    """A citation that does not parse, cites a missing field, or computes something out of bounds."""
+
+
+@dataclass(frozen=True)
+class _Path:
+    parts: tuple[str | int, ...]
+
+    def text(self) -> str:
+        out = ""
+        for part in self.parts:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        return out
+
+
+class _Parser:
+    """Recursive descent over a token list; depth is bounded by the citation's length."""
+
+    def __init__(self, source: str) -> None:
+        self.tokens: list[tuple[str, str]] = []
+        position = 0
+        while position < len(source):
+            if source[position:].strip() == "":
+                break
+            match = _TOKEN.match(source, position)
+            if match is None or match.end() == position:
+                raise CitationError(f"unexpected {source[position:].strip()[:1]!r} in [[{source}]]")
+            kind = match.lastgroup or ""
+            self.tokens.append((kind, match.group(kind)))
+            position = match.end()
+        self.index = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.index] if self.index < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            raise CitationError("the citation ends too early")
+        self.index += 1
+        return token
+
+    def expect(self, value: str) -> None:
+        kind, text = self.take()
+        if (kind, text) != ("op", value):
+            raise CitationError(f"expected {value!r}, found {text!r}")
+
+    def parse(self) -> Any:
+        if not self.tokens:
+            raise CitationError("empty citation")
+        tree = self.sum()
+        extra = self.peek()
+        if extra is not None:
+            raise CitationError(f"unexpected {extra[1]!r}")
+        return tree
+
+    def sum(self) -> Any:
+        tree = self.product()
+        while (token := self.peek()) is not None and token in (("op", "+"), ("op", "-")):
+            self.take()
+            tree = (token[1], tree, self.product())
+        return tree
+
+    def product(self) -> Any:
+        tree = self.unary()
+        while (token := self.peek()) is not None and token[0] == "op" and token[1] in ("*", "/", "//", "%"):
+            self.take()
+            tree = (token[1], tree, self.unary())
+        return tree
+
+    def unary(self) -> Any:
+        if self.peek() == ("op", "-"):
+            self.take()
+            return ("neg", self.unary())
+        return self.atom()
+
+    def atom(self) -> Any:
+        kind, text = self.take()
+        if kind == "number":
+            return float(text) if "." in text else int(text)
+        if (kind, text) == ("op", "("):
+            tree = self.sum()
+            self.expect(")")
+            return tree
+        if kind == "name":
+            parts: list[str | int] = [text]
+            while (token := self.peek()) is not None and token in (("op", "."), ("op", "[")):
+                self.take()
+                if token[1] == ".":
+                    kind, text = self.take()
+                    if kind != "name":
+                        raise CitationError(f"expected a field name after '.', found {text!r}")
+                    parts.append(text)
+                else:
+                    kind, text = self.take()
+                    if kind != "number" or "." in text:
+                        raise CitationError(f"expected a list index after '[', found {text!r}")
+                    parts.append(int(text))
+                    self.expect("]")
+            return _Path(tuple(parts))
+        raise CitationError(f"unexpected {text!r}")
+
+
+def _lookup(path: _Path, context: Mapping[str, Any]) -> Any:
+    value: Any = context
+    for depth, part in enumerate(path.parts):
+        here = _Path(path.parts[:depth]).text()
+        if isinstance(part, int):
+            if not isinstance(value, list):
+                raise CitationError(f"{here} is not a list")
+            if part >= len(value):
+                raise CitationError(f"{here} has {len(value)} item(s); [{part}] does not exist")
+            value = value[part]
+        else:
+            if value is None and depth:
+                raise CitationError(f"{here} is not set, so {path.text()} does not exist")
+            if not isinstance(value, Mapping) or part not in value:
+                raise CitationError(f"{_Path(path.parts[:depth + 1]).text()} is not a field of the spec")
+            value = value[part]
+    return value
+
+
+def _number(value: Any, shown: str) -> Number:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CitationError(f"{shown} is not a number, so it cannot take part in arithmetic")
+    return value
+
+
+def _bounded(value: Number) -> Number:
+    if not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
+        raise CitationError("a number in the citation grows past 2**63")
+    return value
+
+
+def _evaluate(tree: Any, context: Mapping[str, Any]) -> Any:
+    if isinstance(tree, _Path):
+        return _lookup(tree, context)
+    if isinstance(tree, int | float):
+        return tree
+    if tree[0] == "neg":
+        return _bounded(-_number(_evaluate(tree[1], context), "the operand of '-'"))
+    operator, left, right = tree
+    a = _number(_evaluate(left, context), f"the left side of {operator!r}")
+    b = _number(_evaluate(right, context), f"the right side of {operator!r}")
+    if operator in ("/", "//", "%") and b == 0:
+        raise CitationError("division by zero")
+    result: Number
+    if operator == "+":
+        result = a + b
+    elif operator == "-":
+        result = a - b
+    elif operator == "*":
+        result = a * b
+    elif operator == "/":
+        result = a / b
+    elif operator == "//":
+        result = a // b
+    else:
+        result = a % b
+    return _bounded(result)
+
+
+def _show(value: Any, source: str) -> str:
+    if value is None:
+        raise CitationError(f"[[{source}]] cites a field that is not set")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    raise CitationError(f"[[{source}]] cites a {'list' if isinstance(value, list) else 'mapping'}; "
+                        "cite one of its values")
+
+
+def evaluate(source: str, context: Mapping[str, Any]) -> str:
+    """One citation's text (what is between [[ and ]]) evaluated against the context, as printed."""
+    if len(source) > MAX_CITATION:
+        raise CitationError(f"a citation is at most {MAX_CITATION} characters")
+    return _show(_evaluate(_Parser(source).parse(), context), source.strip())
+
+
+def render(text: str, context: Mapping[str, Any]) -> str:
+    """The text with every [[ ... ]] replaced by the value it cites."""
+    out: list[str] = []
+    position = 0
+    count = 0
+    while True:
+        start = text.find(OPEN, position)
+        rest = text[position:] if start < 0 else text[position:start]
+        if CLOSE in rest:
+            raise CitationError(f"{CLOSE!r} without an opening {OPEN!r}")
+        out.append(rest)
+        if start < 0:
+            break
+        end = text.find(CLOSE, start + len(OPEN))
+        if end < 0:
+            raise CitationError(f"{OPEN!r} without a closing {CLOSE!r}")
+        count += 1
+        if count > MAX_CITATIONS:
+            raise CitationError(f"at most {MAX_CITATIONS} citations per text")
+        inner = text[start + len(OPEN):end]
+        if OPEN in inner:
+            raise CitationError("citations do not nest")
+        out.append(evaluate(inner, context))
+        position = end + len(CLOSE)
+    for marker in FOREIGN_MARKERS:
+        if marker in text:
+            raise CitationError(f"{marker!r} is not part of spec text: only [[ field.path ]] citations are")
+    return "".join(out)

@@ -1,0 +1,110 @@
+"""Guards for text that comes from strangers: a spec's strings are checked here, on the parsed YAML
+before the models see it, so every finding names its field path.
+
+- Control characters (NUL, escape sequences, bidi overrides, line separators) are refused everywhere;
+  a newline only where the field is prose (descriptions, notes).
+- `{{` is refused everywhere: Helm and Olares would execute it as a Go template.
+- The chart templates' own markers (`[[ ]]`, `[% %]`, `[# #]`) are refused outside the fields that may
+  cite spec values.
+- Token-shaped values (Hugging Face, GitHub, OpenAI, AWS, Slack keys, JWTs, private keys, `Bearer x`)
+  are refused anywhere: whatever a spec holds reaches a chart, a market catalog or a CI log.
+- Every string has a hard length cap, whatever its field (the models set tighter ones).
+
+`redact()` masks token shapes in any text olarespack prints, so a message that quotes a value never
+carries a credential into a log.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
+
+MAX_STRING = 65_536
+# Fields whose text is prose (newlines allowed) and may cite spec values with [[ ... ]].
+_DESCRIPTIONS = r"metadata\.(?:locales\.[^.]+\.)?(?:description|full_description)"
+CITING_FIELDS = re.compile(rf"^{_DESCRIPTIONS}$")
+PROSE_FIELDS = re.compile(rf"^(?:{_DESCRIPTIONS}|changelog\[\d+\]\.note)$")
+TEMPLATE_MARKERS = ("[[", "]]", "[%", "%]", "[#", "#]")
+# Format characters that reorder or hide text (Trojan Source) are refused with the control characters.
+_HIDDEN_FORMAT = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                           "\ufeff")
+
+TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("an OpenAI-style API key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a bearer credential", re.compile(r"\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)),
+)
+
+
+def walk_strings(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(field path, text) for every string in parsed YAML, keys included (a key's path is its own)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            child = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str):
+                yield child, key
+            yield from walk_strings(value, child)
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            yield from walk_strings(item, f"{path}[{i}]")
+    elif isinstance(data, str):
+        yield path, data
+
+
+def forbidden_character(text: str, prose: bool) -> str | None:
+    """A description of the first character a field must not hold, or None."""
+    for char in text:
+        if char in "\n\t" and prose:
+            continue
+        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char in _HIDDEN_FORMAT:
+            name = unicodedata.name(char, "")
+            return f"the control character {name + ' ' if name else ''}U+{ord(char):04X}"
+    return None
+
+
+def token_kind(text: str) -> str | None:
+    for kind, pattern in TOKEN_PATTERNS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def redact(text: str) -> str:
+    """Token-shaped substrings masked, keeping a short prefix so the reader can find the value."""
+    for _, pattern in TOKEN_PATTERNS:
+        text = pattern.sub(lambda m: m.group()[:4] + "…[redacted]", text)
+    return text
+
+
+def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:
+    """(field path, message, fix, rule) for every string in the spec that breaks a guard."""
+    for path, text in walk_strings(data):
+        if len(text) > MAX_STRING:
+            yield path, f"{len(text)} characters; no spec text may exceed {MAX_STRING}", "shorten it", "spec-format"
+            continue
+        prose = bool(PROSE_FIELDS.match(path))
+        bad = forbidden_character(text, prose)
+        if bad:
+            where = "here" if prose else "in this field (newlines and tabs only in descriptions and notes)"
+            yield path, f"contains {bad}, which is not allowed {where}", "remove it", "control-character"
+        if "{{" in text:
+            yield (path, "contains '{{', which Helm and Olares would execute as a Go template",
+                   "remove the {{ }} markers; cite spec values with [[ ... ]] in descriptions", "template-marker")
+        if not CITING_FIELDS.match(path):
+            marker = next((m for m in TEMPLATE_MARKERS if m in text), None)
+            if marker:
+                yield (path, f"contains {marker!r}: only descriptions may cite spec values with [[ ... ]]",
+                       "remove it", "template-marker")
+        kind = token_kind(text)
+        if kind:
+            yield (path, f"holds what looks like {kind}: a credential typed in a spec ends up in the chart, the "
+                   "market catalog and CI logs", "remove it: the chart passes Olares' Hugging Face token through "
+                   "a Secret", "secret-in-clear")
