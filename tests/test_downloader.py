@@ -376,6 +376,20 @@ def test_a_missing_file_fails_at_once(downloader: Downloader, servers: tuple[Ser
     assert len(a.requests) == 1
 
 
+def test_an_image_without_curl_says_so(downloader: Downloader, tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sed", "tr", "mktemp", "rm"):
+        found = shutil.which(tool)
+        assert found
+        (tools / tool).symlink_to(found)
+    env = {"PATH": str(tools), "HF_ENDPOINT": "https://huggingface.co", **downloader.env}
+    proc = subprocess.run([shutil.which("sh") or "sh", "-c", downloader.script], env=env, capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert proc.returncode == 1
+    assert "no curl in this image" in proc.stderr
+
+
 # --------------------------------------------------------------------------- resuming
 
 
