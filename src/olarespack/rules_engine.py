@@ -50,7 +50,7 @@ def is_gemma4(model: str) -> bool:
 @rule
 def floating_image_tag(file: str, spec: AppSpec) -> Iterator[Problem]:
     images = [("engine.image", spec.engine.image)]
-    if isinstance(spec.engine, LlamaCppEngine):
+    if isinstance(spec.engine, LlamaCppEngine) and spec.engine.downloader_image:
         images.append(("engine.downloader_image", spec.engine.downloader_image))
     for path, image in images:
         if "@sha256:" in image:

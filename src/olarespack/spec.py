@@ -279,9 +279,9 @@ CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_
 class LlamaCppEngine(StrictModel):
     kind: Literal["llamacpp"]
     image: Image = Field(description="llama.cpp server image pinned to a build, e.g. ...:server-cuda13-b9101.")
-    downloader_image: Image = Field(
-        "docker.io/alpine:3.20", description="Image of the init container that downloads the GGUF files."
-    )
+    downloader_image: Image | None = Field(
+        None, description="Image of the init container that downloads the GGUF files (needs sh and curl); "
+        "default: the engine image, whose official builds carry curl.")
     model: GgufModel
     alias: Text = Field(description="--alias: the model name clients use.")
     ctx_size: Tokens = Field(description="-c / --ctx-size.")
