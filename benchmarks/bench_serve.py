@@ -1,12 +1,15 @@
 """Load benchmark of `olarespack serve` on loopback with a synthetic catalog.
 
-    .venv/bin/python benchmarks/bench_serve.py [--apps 1000] [--requests 5000] [--seconds 20] [--check]
+    .venv/bin/python benchmarks/bench_serve.py [--apps 1000] [--requests 5000] [--seconds 20] [--idle N] [--check]
 
 Builds an N-app catalog (copies of a seed app's rendered charts under new names, through the real
 market.build_catalog), starts the real server (`serve` command, uvicorn) in a subprocess on 127.0.0.1 with
 a free port, then drives the hash, info and 10-id detail endpoints with keep-alive connections. Every
 phase is bounded by a request count and a time limit; the server is stopped at the end. --check exits 1
-when a target (on 2 cores) is missed: hash >= 1000 req/s, details >= 300 req/s.
+when a target (on 2 cores) is missed: hash >= 1000 req/s, details >= 300 req/s. --idle N first opens N
+connections that send half a request head and then nothing (the lock-out attack: more than the
+server's connection cap, which evicts them, until its request deadline closes the rest) and holds them
+through every phase.
 """
 
 from __future__ import annotations
@@ -117,7 +120,12 @@ async def drive(name: str, port: int, make: Callable[[random.Random], bytes], to
             while sent < total and time.perf_counter() < deadline:
                 sent += 1
                 started = time.perf_counter()
-                status = await _exchange(reader, writer, make(rng))
+                try:
+                    status = await _exchange(reader, writer, make(rng))
+                except (OSError, asyncio.IncompleteReadError):  # closed on us (e.g. a 503): count it, go on
+                    status = 0
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(HOST, port)
                 latencies.append(time.perf_counter() - started)
                 errors += status != 200
         finally:
@@ -141,6 +149,26 @@ def details(ids: list[str]) -> Callable[[random.Random], bytes]:
     return make
 
 
+def hold_unfinished_heads(port: int, count: int) -> list[socket.socket]:
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection((HOST, port), timeout=5)
+        sock.sendall(f"GET /health HTTP/1.1\r\nHost: {HOST}\r\nX-Never-Ending: ".encode())
+        held.append(sock)
+    return held
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        sock.recv(4096)  # an answer (503, 408) or the end of the connection
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--apps", type=int, default=1000)
@@ -148,6 +176,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="time limit per endpoint")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--spec", type=Path, default=ROOT / "apps" / "gemma4-vision.yaml")
+    parser.add_argument("--idle", type=int, default=0, help="connections holding an unfinished request head")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
 
@@ -159,7 +188,9 @@ def main() -> int:
         ids = list(catalog["generations"]["current"]["apps"])  # type: ignore[index]
         port = free_port()
         server = start_server(market_dir, port, Path(tmp) / "serve.log")
+        held: list[socket.socket] = []
         try:
+            held = hold_unfinished_heads(port, args.idle)
             phases = [
                 ("hash", get("/api/v1/appstore/hash?version=1.12.6"), args.requests),
                 ("info", get("/api/v1/appstore/info?version=1.12.6"), max(1, args.requests // 10)),
@@ -167,11 +198,16 @@ def main() -> int:
             ]
             results = [asyncio.run(drive(name, port, make, total, args.seconds, args.connections))
                        for name, make, total in phases]
+            evicted = sum(map(closed_by_server, held))
         finally:
+            for sock in held:
+                sock.close()
             server.terminate()
             server.wait(timeout=10)
     missed = 0
     print(f"{args.apps} apps, {args.connections} keep-alive connections, server pid {server.pid} on {HOST}:{port}")
+    if held:
+        print(f"{len(held)} connections held an unfinished request head; the server closed {evicted} of them")
     for r in results:
         target = TARGETS.get(r.name)
         verdict = "" if target is None else (" ok" if r.rate >= target else f" BELOW TARGET {target:.0f}")

@@ -228,18 +228,60 @@ def build_catalog(apps: dict[GenerationName, list[MarketApp]]) -> dict[str, Any]
             "generations": {gen: build_generation(apps[gen], gen) for gen in GENERATION_NAMES if gen in apps}}
 
 
-def hash_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
-    return {"hash": generation["hash"], "last_updated": generation["last_updated"], "version": version}
+def _hash_fields(generation: dict[str, Any]) -> dict[str, Any]:
+    return {"hash": generation["hash"], "last_updated": generation["last_updated"]}
 
 
-def info_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
+def _info_fields(generation: dict[str, Any]) -> dict[str, Any]:
     count = len(generation["apps"])
     return {
-        "version": version, "hash": generation["hash"], "last_updated": generation["last_updated"],
+        "hash": generation["hash"], "last_updated": generation["last_updated"],
         "data": {"apps": generation["apps"], "recommends": {}, "pages": {}, "topics": {}, "topic_lists": {},
                  "tops": generation["tops"], "latest": generation["latest"], "tags": {}},
         "stats": {"totalApps": count, "totalItems": count, "hash": generation["hash"]},
     }
+
+
+def hash_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
+    return {"version": version, **_hash_fields(generation)}
+
+
+def info_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
+    return {"version": version, **_info_fields(generation)}
+
+
+@dataclass(frozen=True)
+class VersionedAnswer:
+    """A GET answer whose first member, `version`, is the one thing that differs between requests.
+
+    The other members are serialized once, and each answer is the version written in front of them. The
+    serialized part holds whatever the specs' authors wrote, so an answer is put together by position,
+    never by searching those bytes for a marker. The server and the static files both call render(), so
+    a static file is byte for byte what the server answers for the same version."""
+
+    rest: bytes  # the members after `version` (each preceded by a comma) and the closing brace
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> VersionedAnswer:
+        if "version" in fields:
+            raise ValueError("the fields of a versioned answer must not name `version`")
+        body = served_json(fields)  # b"{...}": drop its opening brace, the version member takes its place
+        return cls(b"," + body[1:] if fields else b"}")
+
+    def render(self, version: str) -> bytes:
+        # ensure_ascii: a version is echoed from a request, and any str must give valid UTF-8 JSON
+        return b'{"version":' + json.dumps(version).encode("ascii") + self.rest
+
+
+def hash_template(generation: dict[str, Any]) -> VersionedAnswer:
+    """The hash answer, rendered per request: render(v) == served_json(hash_answer(gen, v)) for an ASCII
+    version v (every Olares version; render() escapes anything else)."""
+    return VersionedAnswer.of(_hash_fields(generation))
+
+
+def info_template(generation: dict[str, Any]) -> VersionedAnswer:
+    """The info answer, rendered per request (see hash_template)."""
+    return VersionedAnswer.of(_info_fields(generation))
 
 
 STATIC_HEADERS: Final = """\
@@ -253,15 +295,18 @@ STATIC_HEADERS: Final = """\
 
 
 def static_files(catalog: dict[str, Any]) -> dict[str, bytes]:
-    """Market-relative path -> bytes of the GET answers, one site root per generation."""
+    """Market-relative path -> bytes of the GET answers, one site root per generation; each file is what
+    `olarespack serve` answers for that generation's STATIC_OLARES_VERSION."""
     files: dict[str, bytes] = {}
     for gen, generation in catalog["generations"].items():
         root = f"{STATIC_DIR}/{gen}"
         version = generation["olares_version"]
+        # the same render() the server runs for a request with this version: the files cannot drift from it
+        hash_bytes, info_bytes = hash_template(generation).render(version), info_template(generation).render(version)
         files[f"{root}/_headers"] = STATIC_HEADERS.encode("utf-8")
         for api in ("v1", "v2"):
-            files[f"{root}/api/{api}/appstore/hash"] = served_json(hash_answer(generation, version))
-            files[f"{root}/api/{api}/appstore/info"] = served_json(info_answer(generation, version))
+            files[f"{root}/api/{api}/appstore/hash"] = hash_bytes
+            files[f"{root}/api/{api}/appstore/info"] = info_bytes
     return files
 
 

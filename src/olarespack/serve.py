@@ -11,10 +11,19 @@ What a box asks, and how the answer is picked:
   given one generation whatever they send (use `http://host:port/legacy` as the source URL).
 - `/icons/<file>` and `/health`.
 
-Answers are JSON bytes built once per catalog load (the version is spliced in, not re-serialized), so a
-request costs a dict lookup and a concatenation. Only files indexed at load time, inside the market
-folder, are ever sent: a request names a key, never a path. The catalog is re-read when publish replaces
-catalog.json; the new state is built aside and swapped in one assignment.
+Answers are JSON bytes built once per catalog load: everything but the echoed `version` is serialized
+once and the version is written in front of it (market.VersionedAnswer, the same code that writes the
+static files), so a request costs a dict lookup and a concatenation, and no catalog content can change
+how an answer is put together. Only files indexed at load time, inside the market folder, are ever sent:
+a request names a key, never a path.
+
+The catalog is re-read when publish replaces catalog.json (serve_catalog.Store). A catalog that cannot
+be loaded leaves the previous state in service and turns /health into 503 {"status": "stale", "error":
+...} until a loadable one appears. load_state() (re-exported here from serve_catalog) is the pure check
+behind both; publish can run it on the market it just wrote.
+
+Connections (deadlines, the connection cap, idle clients) are serve_protocol's; one access-log line per
+request is written here for what the app answers, there for what the protocol answers itself.
 """
 
 from __future__ import annotations
@@ -25,10 +34,8 @@ import functools
 import json
 import logging
 import mimetypes
-import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,15 +44,24 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from olarespack import market
-from olarespack.errors import OlaresPackError, UsageError
+from olarespack.errors import UsageError
 from olarespack.render import GenerationName, generation_for_olares
+from olarespack.serve_catalog import CatalogError, GenerationView, MarketState, MissingCatalogError, Store, load_state
+from olarespack.serve_protocol import (
+    ABORTED_KEY,
+    ConnectionLimits,
+    access_log,
+    default_max_connections,
+    protocol_class,
+)
 
+__all__ = ["CatalogError", "MarketState", "MissingCatalogError", "create_app", "load_state", "make_server", "run"]
 log = logging.getLogger("olarespack.serve")
 
 MAX_BODY: Final = 16 * 1024  # ten ids and a version fit in well under 1 KiB
@@ -54,132 +70,6 @@ DEFAULT_GENERATION: Final[GenerationName] = "current"
 JSON_TYPE: Final = "application/json"
 CORS: Final = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
                (b"access-control-allow-headers", b"Content-Type"), (b"access-control-max-age", b"86400")]
-_SENTINEL: Final = "\x00olarespack-version\x00"
-_CHART_RE: Final = re.compile(r"^([a-z0-9]{1,30})-(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)\.tgz$")
-_ICON_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.(png|jpe?g|webp|svg|gif|ico)$")
-
-
-class CatalogError(OlaresPackError):
-    """The market folder's catalog cannot be used."""
-
-
-class MissingCatalogError(CatalogError):
-    """No catalog at all: the command was pointed at the wrong folder, or publish has not run."""
-
-    exit_code = 2
-
-
-@dataclass(frozen=True)
-class GenerationView:
-    hash_parts: tuple[bytes, bytes]  # the answer before and after the echoed version
-    info_parts: tuple[bytes, bytes]
-    default_version: str
-    details: dict[str, bytes]  # app id -> its entry, serialized
-    charts: dict[str, tuple[str, Path]]  # archive file name -> (app name, file)
-    latest: dict[str, str]  # app name -> file name of its current archive
-    hash: str
-    apps: int
-
-
-@dataclass(frozen=True)
-class MarketState:
-    generations: dict[str, GenerationView]
-    icons: dict[str, Path]
-    stamp: tuple[int, int, int]
-
-
-def _split(answer: bytes) -> tuple[bytes, bytes]:
-    before, after = answer.split(json.dumps(_SENTINEL).encode("ascii"))
-    return before, after
-
-
-def _files(folder: Path, root: Path, pattern: re.Pattern[str]) -> dict[str, Path]:
-    """Regular files in `folder` whose name matches and whose real path stays inside `root`."""
-    if not folder.is_dir():
-        return {}
-    found: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        real = path.resolve()
-        if pattern.match(path.name) and real.is_file() and real.is_relative_to(root):
-            found[path.name] = real
-    return found
-
-
-def _stamp(path: Path) -> tuple[int, int, int]:
-    info = path.stat()
-    return info.st_mtime_ns, info.st_size, info.st_ino
-
-
-def load_state(market_dir: Path) -> MarketState:
-    """Read catalog.json and index the archives and icons; everything a request needs, precomputed."""
-    root = market_dir.resolve()
-    path = root / market.CATALOG_FILE
-    try:
-        stamp = _stamp(path)
-        catalog = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        hint = f"run `olarespack publish --market-dir {market_dir}` first"
-        raise MissingCatalogError(f"{path}: no catalog; {hint}") from None
-    except (OSError, ValueError) as exc:
-        raise CatalogError(f"{path}: unreadable catalog: {exc}") from None
-    if not isinstance(catalog, dict) or catalog.get("format") != market.FORMAT:
-        raise CatalogError(f"{path}: not an olarespack catalog (format {market.FORMAT})")
-    try:
-        views = {name: _view(root, name, gen) for name, gen in catalog["generations"].items()}
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise CatalogError(f"{path}: malformed catalog ({type(exc).__name__}: {exc})") from None
-    icons = _files(root / market.ICONS_DIR, root, _ICON_RE)
-    return MarketState(views, icons, stamp)
-
-
-def _view(root: Path, name: str, gen: dict[str, Any]) -> GenerationView:
-    charts = {file: (match.group(1), real) for file, real in
-              _files(root / market.CHARTS_DIR / name, root, _CHART_RE).items()
-              if (match := _CHART_RE.match(file))}
-    return GenerationView(
-        hash_parts=_split(market.served_json(market.hash_answer(gen, _SENTINEL))),
-        info_parts=_split(market.served_json(market.info_answer(gen, _SENTINEL))),
-        default_version=str(gen["olares_version"]),
-        details={ident: market.served_json(entry) for ident, entry in gen["details"].items()},
-        charts=charts, latest=dict(gen["charts"]), hash=str(gen["hash"]), apps=len(gen["apps"]),
-    )
-
-
-class Store:
-    """The state requests read; replaced whole when catalog.json changes."""
-
-    def __init__(self, market_dir: Path) -> None:
-        self.market_dir = market_dir
-        self.state = load_state(market_dir)
-        self._failed: tuple[int, int, int] | None = None
-
-    def changed(self) -> bool:
-        try:
-            stamp = _stamp(self.market_dir / market.CATALOG_FILE)
-        except OSError:
-            return False  # keep serving the last good catalog while the file is away
-        return stamp not in (self.state.stamp, self._failed)
-
-    def reload(self) -> None:
-        try:
-            state = load_state(self.market_dir)
-        except CatalogError as exc:
-            with contextlib.suppress(OSError):  # remembered so a bad file is reported once, not every poll
-                self._failed = _stamp(self.market_dir / market.CATALOG_FILE)
-            log.error("keeping the previous catalog: %s", exc)
-            return
-        self.state = state  # one reference swap: a request sees the old state or the new one
-        hashes = ", ".join(f"{g} {v.hash} ({v.apps} apps)" for g, v in state.generations.items())
-        log.info("catalog loaded: %s", hashes)
-
-    async def watch(self, every: float) -> None:
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if self.changed():
-                    await anyio.to_thread.run_sync(self.reload)
-            except Exception:  # the watcher must outlive any one bad reload
-                log.exception("catalog reload failed; keeping the previous catalog")
 
 
 # --------------------------------------------------------------------------- requests
@@ -239,7 +129,7 @@ class Api:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def _view(self, version: str | None, pinned: GenerationName | None) -> tuple[GenerationView, bytes]:
+    def _view(self, version: str | None, pinned: GenerationName | None) -> tuple[GenerationView, str]:
         generation = pinned or DEFAULT_GENERATION
         if version:
             found = _generation(version)
@@ -249,16 +139,16 @@ class Api:
         view = self.store.state.generations.get(generation)
         if view is None:
             raise _fail(404, f"this market publishes no {generation} generation")
-        return view, json.dumps(version or view.default_version).encode("utf-8")
+        return view, version or view.default_version
 
     def routes(self, pinned: GenerationName | None) -> list[BaseRoute]:
         async def hash_(request: Request) -> Response:
             view, version = self._view(request.query_params.get("version"), pinned)
-            return _json(view.hash_parts[0] + version + view.hash_parts[1])
+            return _json(view.hash_answer.render(version))
 
         async def info(request: Request) -> Response:
             view, version = self._view(request.query_params.get("version"), pinned)
-            return _json(view.info_parts[0] + version + view.info_parts[1])
+            return _json(view.info_answer.render(version))
 
         async def details(request: Request) -> Response:
             ids, asked = _ids_and_version(await _body(request))
@@ -266,8 +156,8 @@ class Api:
             found = [(i, view.details[i]) for i in ids if i in view.details]
             missing = [i for i in ids if i not in view.details]
             apps = b",".join(json.dumps(i).encode("utf-8") + b":" + entry for i, entry in found)
-            return _json(b'{"apps":{' + apps + b'},"version":' + version + b',"not_found":'
-                         + json.dumps(missing).encode("utf-8") + b"}")
+            return _json(b'{"apps":{' + apps + b'},"version":' + json.dumps(version).encode("ascii")
+                         + b',"not_found":' + json.dumps(missing).encode("ascii") + b"}")
 
         async def chart(request: Request) -> Response:
             view, _ = self._view(request.query_params.get("version"), pinned)
@@ -305,11 +195,16 @@ class Api:
         return Response(data, media_type=media, headers={"cache-control": "public, max-age=3600"})
 
     async def health(self, request: Request) -> Response:
-        state = self.store.state
-        body = {"status": "ok", "generations": {g: {"hash": v.hash, "apps": v.apps, "charts": len(v.charts)}
-                                                for g, v in state.generations.items()},
-                "icons": len(state.icons)}
-        return _json(market.served_json(body))
+        """200 {"status": "ok"} while the catalog on disk is the one served; 503 {"status": "stale", "error"}
+        while it cannot be loaded and the previous one is still served (a restart would fail)."""
+        state, error = self.store.state, self.store.error
+        body: dict[str, Any] = {"status": "stale" if error else "ok"}
+        if error:
+            body["error"] = error
+        body["generations"] = {g: {"hash": v.hash, "apps": v.apps, "charts": len(v.charts)}
+                               for g, v in state.generations.items()}
+        body["icons"] = len(state.icons)
+        return _json(market.served_json(body), 503 if error else 200)
 
 
 async def _error(request: Request, exc: Exception) -> Response:
@@ -319,8 +214,11 @@ async def _error(request: Request, exc: Exception) -> Response:
 
 
 class AccessLogAndCors:
-    """CORS on every answer (and preflights), and one log line per request. Plain ASGI: no per-request
-    task or body buffering, unlike BaseHTTPMiddleware."""
+    """CORS on every answer (and preflights), and one log line per request, whatever happens to it: a
+    client that goes away mid-request is logged as 499, a request the protocol cut off with the status
+    it was given (ABORTED_KEY), a bug as 500 with its traceback; nothing is raised past this point, so
+    neither Starlette nor uvicorn logs a request a second time. Plain ASGI: no per-request task or body
+    buffering, unlike BaseHTTPMiddleware."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -330,7 +228,7 @@ class AccessLogAndCors:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status, size = 0, 0
+        status, size, note = 0, 0, ""
 
         async def send_with_cors(message: Message) -> None:
             nonlocal status, size
@@ -347,20 +245,31 @@ class AccessLogAndCors:
                 await send_with_cors({"type": "http.response.body", "body": b""})
             else:
                 await self.app(scope, receive, send_with_cors)
-        except Exception:
-            status = status or 500  # the error page is sent outside this middleware
+        except ClientDisconnect:
+            status, note = 499, "client disconnected"
+        except asyncio.CancelledError:
+            status, note = status or 503, "cancelled at shutdown"
             raise
+        except Exception:
+            log.exception("internal error on %s %s", scope["method"], scope["path"][:200])
+            note = "internal error"
+            if not status:
+                status = 500
+                await send_with_cors({"type": "http.response.start", "status": 500,
+                                      "headers": [(b"content-type", JSON_TYPE.encode())]})
+                await send_with_cors({"type": "http.response.body", "body": b'{"error":"internal error"}'})
         finally:
+            status, note = scope.get(ABORTED_KEY, (status, note))
             target = scope.get("raw_path") or scope["path"].encode("utf-8")
             if scope.get("query_string"):
                 target += b"?" + scope["query_string"]
-            client = scope.get("client") or ("-", 0)
             # repr() escapes control bytes, so a crafted URL cannot forge log lines
-            log.info('%s "%s %s" %d %d %.2fms', client[0], scope["method"], repr(target)[2:-1], status, size,
-                     (time.perf_counter() - started) * 1000)
+            access_log(scope.get("client"), f"{scope['method']} {repr(target)[2:-1]}", status, size,
+                       time.perf_counter() - started, note)
 
 
 def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
+    """The ASGI app; raises CatalogError (MissingCatalogError) when the market cannot be served."""
     store = Store(market_dir)
     api = Api(store)
 
@@ -382,18 +291,28 @@ def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
         Route("/healthz", api.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AccessLogAndCors)],
-                    exception_handlers={HTTPException: _error, Exception: _error})
+                    exception_handlers={HTTPException: _error})
     app.state.store = store
     return app
 
 
-def run(market_dir: Path, host: str, port: int, poll_seconds: float = 1.0) -> None:
-    """Serve until interrupted. Logging is configured by the caller; uvicorn's access log is off because
-    AccessLogAndCors writes one richer line per request."""
-    app = create_app(market_dir, poll_seconds)
+def make_server(market_dir: Path, host: str, port: int, poll_seconds: float = 1.0,
+                limits: ConnectionLimits | None = None) -> uvicorn.Server:
+    """A uvicorn server for the market (not started). Logging is configured by the caller; uvicorn's
+    access log is off because AccessLogAndCors and the protocol write one richer line per request.
+    uvicorn's limit_concurrency is off: it refuses new requests while idle connections hold the slots;
+    the guarded protocol's cap evicts those instead."""
+    limits = limits or ConnectionLimits(max_connections=default_max_connections())
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=False, server_header=False,
-        proxy_headers=False, timeout_keep_alive=15, limit_concurrency=2048, backlog=2048,
+        create_app(market_dir, poll_seconds), host=host, port=port, http=protocol_class(limits), ws="none",
+        log_config=None, access_log=False, server_header=False, proxy_headers=False,
+        timeout_keep_alive=limits.keep_alive_seconds, limit_concurrency=None, backlog=2048,
         h11_max_incomplete_event_size=16 * 1024, timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run()
+    return uvicorn.Server(config)
+
+
+def run(market_dir: Path, host: str, port: int, poll_seconds: float = 1.0,
+        limits: ConnectionLimits | None = None) -> None:
+    """Serve until interrupted (see make_server; ConnectionLimits has the cap and timeouts)."""
+    make_server(market_dir, host, port, poll_seconds, limits).run()

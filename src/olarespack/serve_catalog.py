@@ -1,0 +1,179 @@
+"""The market folder as `olarespack serve` holds it in memory, and the check that a folder can be served.
+
+load_state() reads catalog.json and indexes the archives and icons into a MarketState: every answer
+precomputed (market.VersionedAnswer for the GET answers, serialized detail entries), and only files
+inside the market folder. It is pure and raises CatalogError for anything unusable, so the server runs
+it at start and on every catalog change, and publish can run it on the market it has just written
+(import it from here: this module does not import the HTTP stack).
+
+Store holds the state in service. When catalog.json changes it builds the new state aside and swaps it
+in with one assignment; when the new file cannot be loaded it keeps the previous state and records why
+in `error` (what /health reports as stale), until a loadable catalog appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+
+from olarespack import market
+from olarespack.errors import OlaresPackError
+
+log = logging.getLogger("olarespack.serve")
+
+_CHART_RE: Final = re.compile(r"^([a-z0-9]{1,30})-(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)\.tgz$")
+_ICON_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.(png|jpe?g|webp|svg|gif|ico)$")
+
+
+class CatalogError(OlaresPackError):
+    """The market folder's catalog cannot be used. str() names the file and what to do; `reason` is the
+    one-line cause alone, without paths (what /health shows the world)."""
+
+    def __init__(self, path: Path, reason: str, hint: str = "") -> None:
+        self.reason = " ".join(reason.split())[:300]
+        super().__init__(f"{path}: {self.reason}" + (f"; {hint}" if hint else ""))
+
+
+class MissingCatalogError(CatalogError):
+    """No catalog at all: the command was pointed at the wrong folder, or publish has not run."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class GenerationView:
+    hash_answer: market.VersionedAnswer
+    info_answer: market.VersionedAnswer
+    default_version: str
+    details: dict[str, bytes]  # app id -> its entry, serialized
+    charts: dict[str, tuple[str, Path]]  # archive file name -> (app name, file)
+    latest: dict[str, str]  # app name -> file name of its current archive
+    hash: str
+    apps: int
+
+
+@dataclass(frozen=True)
+class MarketState:
+    generations: dict[str, GenerationView]
+    icons: dict[str, Path]
+    stamp: tuple[int, int, int]
+
+
+def _files(folder: Path, root: Path, pattern: re.Pattern[str]) -> dict[str, Path]:
+    """Regular files in `folder` whose name matches and whose real path stays inside `root`."""
+    if not folder.is_dir():
+        return {}
+    found: dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        real = path.resolve()
+        if pattern.match(path.name) and real.is_file() and real.is_relative_to(root):
+            found[path.name] = real
+    return found
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size, info.st_ino
+
+
+def load_state(market_dir: Path) -> MarketState:
+    """Read catalog.json and index the archives and icons: everything a request needs, precomputed.
+
+    Pure (reads, never writes) and the only judge of whether a market folder can be served: `serve` runs
+    it at start and on every catalog change, and publish can run it on what it wrote. Raises
+    MissingCatalogError when there is no catalog.json, CatalogError for anything else that is wrong."""
+    root = market_dir.resolve()
+    path = root / market.CATALOG_FILE
+    try:
+        stamp = _stamp(path)
+        catalog = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise MissingCatalogError(path, "no catalog", f"run `olarespack publish --market-dir {market_dir}` first") \
+            from None
+    except OSError as exc:  # strerror: the message without the path, which /health must not show
+        raise CatalogError(path, f"unreadable catalog: {exc.strerror or type(exc).__name__}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
+        raise CatalogError(path, f"unreadable catalog: {exc}") from None
+    if not isinstance(catalog, dict) or catalog.get("format") != market.FORMAT:
+        raise CatalogError(path, f"not an olarespack catalog (format {market.FORMAT})")
+    try:
+        views = {name: _view(root, name, gen) for name, gen in catalog["generations"].items()}
+    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
+        raise CatalogError(path, f"malformed catalog ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
+            from None
+    unknown = sorted(set(views) - set(market.GENERATION_NAMES))
+    if unknown or not views:
+        raise CatalogError(path, f"malformed catalog (generations {sorted(views)}; expected some of "
+                                 f"{list(market.GENERATION_NAMES)})")
+    try:
+        icons = _files(root / market.ICONS_DIR, root, _ICON_RE)
+    except OSError as exc:
+        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
+            from None
+    return MarketState(views, icons, stamp)
+
+
+def _view(root: Path, name: str, gen: dict[str, Any]) -> GenerationView:
+    charts = {file: (match.group(1), real) for file, real in
+              _files(root / market.CHARTS_DIR / name, root, _CHART_RE).items()
+              if (match := _CHART_RE.match(file))}
+    return GenerationView(
+        hash_answer=market.hash_template(gen), info_answer=market.info_template(gen),
+        default_version=str(gen["olares_version"]),
+        details={ident: market.served_json(entry) for ident, entry in gen["details"].items()},
+        charts=charts, latest=dict(gen["charts"]), hash=str(gen["hash"]), apps=len(gen["apps"]),
+    )
+
+
+class Store:
+    """The state requests read, replaced whole when catalog.json changes; `error` says why the catalog on
+    disk is not the one in service (None when it is)."""
+
+    def __init__(self, market_dir: Path) -> None:
+        self.market_dir = market_dir
+        self.state = load_state(market_dir)
+        self.error: str | None = None
+        self._seen: tuple[int, int, int] | None = self.state.stamp  # the stamp last acted on
+
+    def _disk_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            return _stamp(self.market_dir / market.CATALOG_FILE)
+        except OSError:
+            return None
+
+    def changed(self) -> bool:
+        """Whether catalog.json is another file than the last one looked at (each is looked at once, so a
+        bad file is reported once, not every poll)."""
+        return self._disk_stamp() != self._seen
+
+    def reload(self) -> None:
+        self._seen = self._disk_stamp()
+        try:
+            state = load_state(self.market_dir)
+        except CatalogError as exc:
+            self.error = f"{market.CATALOG_FILE}: {exc.reason}"
+            log.error("keeping the previous catalog: %s", exc)
+            return
+        self.state = state  # one reference swap: a request sees the old state or the new one
+        self.error = None
+        hashes = ", ".join(f"{g} {v.hash} ({v.apps} apps)" for g, v in state.generations.items())
+        log.info("catalog loaded: %s", hashes)
+
+    async def watch(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if self.changed():
+                    await anyio.to_thread.run_sync(self.reload)
+            except Exception as exc:  # the watcher must outlive any one bad reload, and /health must tell
+                self.error = f"{market.CATALOG_FILE}: reload failed ({type(exc).__name__})"
+                log.exception("catalog reload failed; keeping the previous catalog")

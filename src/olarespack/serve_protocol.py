@@ -1,0 +1,269 @@
+"""HTTP/1.1 connections for `olarespack serve`: uvicorn's h11 protocol with a request deadline and a
+connection cap that idle or slow clients cannot use to lock the server.
+
+Plain uvicorn (0.54) gives a client all the time it wants to send a request (there is no deadline for
+the head or the body), and its limit_concurrency answers 503 to new requests once enough connections are
+open, however idle they are: a few thousand connections that never finish their headers lock every box
+out, and a client trickling a byte every few seconds holds its connection for ever. GuardedH11Protocol:
+- gives every request a deadline (ConnectionLimits.request_seconds), counted from the connection's
+  opening for its first request and from the first byte for later ones on a kept-alive connection. A
+  request (head and body) not complete by then is answered 408 and its connection closed, so sending
+  slowly does not help. A connection that never sent a byte is closed without an answer.
+- keeps uvicorn's keep-alive timer: an idle kept-alive connection is closed after keep_alive_seconds.
+- caps the connections (max_connections). A connection over the cap evicts the one that has waited
+  longest without a request in flight (idle, still sending its request, or closing), so holding
+  connections open does not keep new clients out. Only when every connection has a request in flight
+  is the new one answered 503 at once.
+- writes one access-log line for each request it answers itself (408, 503, 400) and silences uvicorn's
+  own per-request warnings, so no client makes the server write more than one line per request. A
+  request the app is handling is logged by the app, which reads why it was cut off from the scope
+  (ABORTED_KEY).
+
+It relies on H11Protocol internals (conn, cycle, transport, on_response_complete, send_400_response,
+the RequestResponseCycle fields): it is written against uvicorn 0.54 and h11 0.16.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import json
+import logging
+import resource
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, cast
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+log = logging.getLogger("olarespack.serve")
+# uvicorn warns once per malformed request or unsupported upgrade, on top of the access line: keep its
+# errors (an exception in the app is a bug worth a traceback), drop the per-request chatter.
+_UVICORN_LOG: Final = logging.getLogger("olarespack.serve.h11")
+_UVICORN_LOG.setLevel(logging.ERROR)
+# Set in a request's scope when the connection was cut under the app: (status, why) for its log line.
+ABORTED_KEY: Final = "olarespack.aborted"
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_connections: int = 1000
+    request_seconds: float = 10.0  # to send a whole request, head and body
+    keep_alive_seconds: int = 15  # idle time allowed between requests (uvicorn's timeout_keep_alive)
+    # A connection closed by the server may take this long to take its last answer, then it is cut:
+    # a client that stops reading must not keep the socket and its unsent buffer.
+    linger_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1 or self.request_seconds <= 0 or self.keep_alive_seconds < 1 \
+                or self.linger_seconds <= 0:
+            raise ValueError(f"connection limits must be positive: {self}")
+
+
+def default_max_connections(ceiling: int = 1000) -> int:
+    """The cap unless told otherwise: 1000, or fewer when the process may not open that many files (a
+    connection over the file limit would fail in accept(), before the cap could evict anyone)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return ceiling
+    return max(1, min(ceiling, soft - 64))  # room for the listening socket, logs, chart and icon reads
+
+
+def access_log(client: tuple[str, int] | None, request: str, status: int, size: int, elapsed: float,
+               note: str = "") -> None:
+    """The one line per request, for the app's answers and the protocol's alike (`elapsed` in seconds)."""
+    log.info('%s "%s" %d %d %.2fms%s', client[0] if client else "-", request, status, size, elapsed * 1000,
+             f" {note}" if note else "")
+
+
+def _raw_answer(status: int, message: str) -> bytes:
+    """A complete closing answer, written straight to the socket: for the moments h11 has no request to
+    answer (an unfinished head) or the app must not answer any more."""
+    body = json.dumps({"error": message}).encode("ascii")
+    head = (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+def _cut_under_app(cycle: RequestResponseCycle, status: int, note: str) -> None:
+    """Stop the app's request: its reads see a disconnect and its writes go nowhere; its log line says why."""
+    cast(dict[str, Any], cycle.scope)[ABORTED_KEY] = (status, note)
+    cycle.disconnected = True
+    cycle.message_event.set()
+
+
+class _Pool:
+    """One server's connections: those counted against the cap, and those that may be evicted (no request
+    in flight), in the order they started waiting, oldest first."""
+
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self.live: set[GuardedH11Protocol] = set()
+        self.evictable: dict[GuardedH11Protocol, None] = {}  # insertion-ordered
+
+    def admit(self, conn: GuardedH11Protocol) -> bool:
+        self.live.add(conn)
+        if len(self.live) <= self.limits.max_connections:
+            return True
+        victim = next(iter(self.evictable), None)
+        if victim is None:
+            return False
+        victim.evict()
+        return True
+
+
+class GuardedH11Protocol(H11Protocol):
+    """See the module docstring. Bound to one server's pool by protocol_class()."""
+
+    pool: ClassVar[_Pool]
+
+    def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any],
+                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.logger = _UVICORN_LOG
+        self._fresh = True  # no request head received yet on this connection
+        self._started: float | None = None  # loop time the current request's clock started
+        self._deadline: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None
+        self._dropped = False  # closed by this class: no longer counted, nothing more to do
+
+    # ------------------------------------------------------------------ uvicorn's hooks
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._started = self.loop.time()
+        self._deadline = self.loop.call_later(self.pool.limits.request_seconds, self._on_deadline)
+        if not self.pool.admit(self):
+            note = f"server busy: all {self.pool.limits.max_connections} connections have a request in flight"
+            self._log(503, note)
+            self._close(_raw_answer(503, "server busy, retry later"))
+            return
+        self._sync()
+
+    def data_received(self, data: bytes) -> None:
+        if self._dropped:
+            return
+        if self._started is None and self.conn.their_state is h11.IDLE:
+            self._started = self.loop.time()  # the first byte of a request on a kept-alive connection
+        super().data_received(data)
+        self._sync()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # may start a pipelined request
+        self._sync()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._forget()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+
+    def send_400_response(self, msg: str) -> None:
+        """h11 could not parse what the client sent (uvicorn calls this and has logged nothing of ours)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:  # a bad body under a running app
+            _cut_under_app(cycle, 400, "malformed request body")  # the app writes the line
+            if cycle.response_started:  # half an answer is out: nothing valid can follow it
+                self._close()
+                return
+        elif self.conn.our_state is h11.IDLE:
+            self._log(400, "malformed request")
+        with contextlib.suppress(h11.LocalProtocolError):  # answered already; the rest of it is garbage
+            super().send_400_response("Invalid HTTP request received.")
+        self._close()
+
+    # ------------------------------------------------------------------ state
+
+    def _sync(self) -> None:
+        """Re-derive the deadline and evictability from h11's state, after anything that may change it."""
+        if self._dropped or self.transport.is_closing():
+            return
+        if self.cycle is not None:
+            self._fresh = False
+        # the client owes a request: the first one on a fresh connection, a head begun, or a body under way
+        their = self.conn.their_state
+        waiting = (self._fresh or self._has_head_bytes()) if their is h11.IDLE else their is h11.SEND_BODY
+        if not waiting:
+            self._started = None
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+        elif self._deadline is None:
+            if self._started is None:  # a pipelined request whose bytes came while the previous one ran
+                self._started = self.loop.time()
+            self._unset_keepalive_if_required()  # a request has begun: the deadline governs, not idleness
+            left = self._started + self.pool.limits.request_seconds - self.loop.time()
+            self._deadline = self.loop.call_later(max(left, 0.0), self._on_deadline)
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.pool.evictable.pop(self, None)  # a request in flight is never evicted
+        elif self not in self.pool.evictable:
+            self.pool.evictable[self] = None
+
+    def _has_head_bytes(self) -> bool:
+        return self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
+
+    def _on_deadline(self) -> None:
+        self._deadline = None
+        if self._dropped or self.transport.is_closing():
+            return
+        note = f"request not complete after {self.pool.limits.request_seconds:g}s"
+        cycle = self.cycle
+        if self.conn.their_state is h11.IDLE:
+            if not self._has_head_bytes():
+                self._close()  # never sent a byte: not a request, nothing to answer or log
+                return
+            self._log(408, note)
+        elif cycle is not None and not cycle.response_started:
+            _cut_under_app(cycle, 408, note)  # the app is waiting for the body; it writes the line
+        else:
+            self._close()  # answered already; the body nobody needs is still trickling in
+            return
+        self._close(_raw_answer(408, note))
+
+    def evict(self) -> None:
+        """Make room for a new connection (called by the pool; this one has no request in flight)."""
+        if self.transport.is_closing():
+            self._forget()
+            self.transport.abort()  # closed already but still flushing: the client is not reading
+            return
+        if self._has_head_bytes():
+            self._log(503, f"evicted: {self.pool.limits.max_connections} connections open")
+            self._close(_raw_answer(503, "server busy, retry later"))
+        else:
+            self._close()
+
+    def _close(self, answer: bytes = b"") -> None:
+        self._forget()
+        self._unset_keepalive_if_required()
+        if not self.transport.is_closing():
+            if answer:
+                self.transport.write(answer)
+            self.transport.close()
+        if self._linger is None:
+            self._linger = self.loop.call_later(self.pool.limits.linger_seconds, self.transport.abort)
+
+    def _forget(self) -> None:
+        self._dropped = True
+        self.pool.live.discard(self)
+        self.pool.evictable.pop(self, None)
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _log(self, status: int, note: str) -> None:
+        """The access line of a request the app never saw (its method and target are unknown: "-")."""
+        started = self.loop.time() if self._started is None else self._started
+        access_log(self.client, "-", status, 0, self.loop.time() - started, note)
+
+
+def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """A protocol class for one server (uvicorn.Config(http=...)): its connections share one pool."""
+
+    class BoundGuardedH11Protocol(GuardedH11Protocol):
+        pool = _Pool(limits)
+
+    return BoundGuardedH11Protocol
