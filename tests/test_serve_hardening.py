@@ -218,6 +218,9 @@ def test_a_broken_catalog_makes_health_stale_until_a_good_one_appears(catalog: d
             assert health["error"].startswith("catalog.json: ") and "\n" not in health["error"]
             assert "Traceback" not in health["error"] and str(tmp_path) not in health["error"]
             assert {g: v["hash"] for g, v in health["generations"].items()} == served
+            # liveness stays 200 (a restart would not start on this catalog) but says stale too
+            status, _, body = request(base, "GET", "/healthz")
+            assert (status, json.loads(body)["status"]) == (200, "stale")
             # the previous catalog is still what boxes get
             assert json.loads(request(base, "GET", "/api/v1/appstore/hash")[2])["hash"] == served["current"]
             replace(catalog_file, market.catalog_bytes(catalog))  # a loadable catalog again: healthy again

@@ -20,6 +20,8 @@ from olarespack.errors import Problem, ProblemsError, UsageError
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps, sibling_names, spec_files
 from olarespack.render import GenerationName, generation_for_olares
+from olarespack.serve_catalog import load_state
+from olarespack.serve_protocol import ConnectionLimits, default_max_connections
 from olarespack.write import write_file
 
 Archives = dict[GenerationName, dict[str, packaging.Archive]]
@@ -87,7 +89,7 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
         gen: [market.MarketApp(app.file, app.spec, app.chart, archives[gen][app.spec.name].sha256,
                                app.spec.metadata.icon) for app in apps]
         for gen, apps in rendered.items()})
-    written = packaging.write_market(market_dir, archives, icons, catalog, http_server.load_state)
+    written = packaging.write_market(market_dir, archives, icons, catalog, load_state)
     for warning in sorted({w for apps in rendered.values() for app in apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in rendered["current"]:
@@ -105,7 +107,15 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
 @click.option("--port", type=click.IntRange(0, 65535), default=8787, show_default=True, help="Port to listen on.")
 @click.option("--poll-seconds", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="How often to look for a catalog.json rewritten by publish.")
-def serve(market_dir: Path, host: str, port: int, poll_seconds: float) -> None:
+@click.option("--max-connections", type=click.IntRange(min=1), default=None,
+              help="Open connections at most (default 1000, fewer if the open-file limit is lower); past it, "
+                   "idle or slow connections are closed first.")
+@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a client has to send a whole request (head and body).")
+@click.option("--keep-alive", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Seconds an idle keep-alive connection stays open.")
+def serve(market_dir: Path, host: str, port: int, poll_seconds: float, max_connections: int | None,
+          request_timeout: float, keep_alive: int) -> None:
     """Serve the market folder to Olares boxes (hash, info, details, charts, icons, /health).
 
     \b
@@ -113,7 +123,9 @@ def serve(market_dir: Path, host: str, port: int, poll_seconds: float) -> None:
     charts, 1.12.6 and later (or no version) the current ones. /legacy/... and /current/... serve one
     generation whatever the box sends. One log line per request goes to stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    http_server.run(market_dir, host, port, poll_seconds)
+    limits = ConnectionLimits(max_connections=max_connections or default_max_connections(),
+                              request_seconds=request_timeout, keep_alive_seconds=keep_alive)
+    http_server.run(market_dir, host, port, poll_seconds, limits)
 
 
 # --------------------------------------------------------------------------- steps

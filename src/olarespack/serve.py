@@ -160,7 +160,11 @@ class Api:
                          + b',"not_found":' + json.dumps(missing).encode("ascii") + b"}")
 
         async def chart(request: Request) -> Response:
-            view, _ = self._view(request.query_params.get("version"), pinned)
+            # Boxes send the chart's own version here (beclab/market builds `?fileName=<name>-<v>.tgz&version=<v>`),
+            # not their Olares version: only an Olares version 1.12.3 or later picks the generation, anything
+            # else is no preference. A legacy box that must get legacy charts uses the /legacy source URL.
+            asked = request.query_params.get("version")
+            view, _ = self._view(asked if asked and _generation(asked) else None, pinned)
             name = request.path_params["name"]
             file_name = request.query_params.get("fileName") or view.latest.get(name, "")
             owner, path = view.charts.get(file_name, ("", None))
@@ -193,6 +197,13 @@ class Api:
             raise _fail(404, "no such icon") from None
         media = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         return Response(data, media_type=media, headers={"cache-control": "public, max-age=3600"})
+
+    async def alive(self, request: Request) -> Response:
+        """Liveness: 200 while the process serves, stale catalog or not (restarting would not help: a
+        restarted server refuses to start on an unloadable catalog). /health carries the 503."""
+        response = await self.health(request)
+        response.status_code = 200
+        return response
 
     async def health(self, request: Request) -> Response:
         """200 {"status": "ok"} while the catalog on disk is the one served; 503 {"status": "stale", "error"}
@@ -288,7 +299,7 @@ def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
         *(Mount(f"/{gen}", routes=api.routes(gen)) for gen in market.GENERATION_NAMES),
         Route("/icons/{file}", api.icon, methods=["GET"]),
         Route("/health", api.health, methods=["GET"]),
-        Route("/healthz", api.health, methods=["GET"]),
+        Route("/healthz", api.alive, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AccessLogAndCors)],
                     exception_handlers={HTTPException: _error})
