@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
+from olarespack.check.lint import LintReport, collect, helm_calls, lint
 from olarespack.helm import HelmBinary
 from olarespack.render import render_chart
-from olarespack.spec import load_spec
-from olarespack.validate import LintReport, helm_calls, lint, prepare
+from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ def make_tree(folder: Path, count: int) -> None:
 
 def bare_helm_seconds(tree: Path, helms: list[HelmBinary], jobs: int) -> float:
     with ExitStack() as stack:
-        calls = helm_calls(prepare([str(tree)], stack, LintReport()), helms)
+        calls = helm_calls(collect([str(tree)], stack, LintReport()), helms)
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(lambda call: call.run(), calls))

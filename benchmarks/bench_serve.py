@@ -29,9 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack import market
+from olarespack.chart import Chart
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 from olarespack.project import render_apps
-from olarespack.render import GenerationName
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only
@@ -41,12 +42,12 @@ TARGETS = {"hash": 1000.0, "details": 300.0}
 def synthetic_catalog(count: int, spec_file: Path) -> dict[str, object]:
     """`count` apps per generation, each a renamed copy of one rendered seed app."""
     apps: dict[GenerationName, list[market.MarketApp]] = {}
-    for gen in market.GENERATION_NAMES:
-        (seed,) = render_apps([spec_file], gen)
+    for gen in GENERATION_NAMES:
+        (seed,) = render_apps([spec_file], [gen])
         apps[gen] = []
         for i in range(count):
             name = f"benchapp{i:05d}"
-            chart = {path: text.replace(seed.spec.name, name) for path, text in seed.chart.items()}
+            chart = Chart(name, {path: text.replace(seed.spec.name, name) for path, text in seed.chart.items()})
             spec = seed.spec.model_copy(update={"name": name})
             digest = hashlib.sha256(f"{gen}/{name}".encode()).hexdigest()
             apps[gen].append(market.MarketApp(seed.file, spec, chart, digest, seed.spec.metadata.icon))
@@ -61,7 +62,7 @@ def free_port() -> int:
 
 
 def start_server(market_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    code = "import sys; from olarespack.cli_market import serve; serve.main(sys.argv[1:])"
+    code = "import sys; from olarespack.cli.market import serve; serve.main(sys.argv[1:])"
     args = [sys.executable, "-c", code, "--market-dir", str(market_dir), "--host", HOST, "--port", str(port)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     deadline = time.monotonic() + 20

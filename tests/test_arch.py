@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from olarespack import arch
-from olarespack.arch import KvLayer, ModelDataError, arch_from_hf_config, find_model, load_hf_config, models
+from olarespack.models import arch
+from olarespack.models.arch import KvLayer, ModelDataError, arch_from_hf_config, find_model, load_hf_config, models
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GEMMA4_26B = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"

@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ROOT, tree_bytes
-from olarespack.cli import app_spec_schema, main
+from olarespack.cli import main
+from olarespack.cli.build import app_spec_schema
 from specs import app_data, write_spec
 
 

@@ -38,10 +38,13 @@ CHART_WORKER = textwrap.dedent("""
 MARKET_WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from olarespack import market, package, serve
+    from olarespack import package
+    from olarespack.market import catalog as market
+    from olarespack.market.state import load_state
+    from olarespack.olares.generations import GENERATION_NAMES
     from olarespack.project import render_apps
     apps = sorted(Path(sys.argv[3]).glob("*.yaml"))
-    rendered = {gen: render_apps(apps, gen) for gen in market.GENERATION_NAMES}
+    rendered = {gen: render_apps(apps, [gen]) for gen in GENERATION_NAMES}
     def state(tag):
         archives = {gen: {a.spec.name: package.Archive(f"{a.spec.name}-{a.spec.version}.tgz",
                                                         (tag + a.spec.name).encode() * 1000)
@@ -56,7 +59,7 @@ MARKET_WORKER = textwrap.dedent("""
     n = 0
     while True:
         archives, catalog = states[n % 2]
-        package.write_market(target, archives, {}, catalog, serve.load_state)
+        package.write_market(target, archives, {}, catalog, load_state)
         n += 1
 """)
 

@@ -24,9 +24,10 @@ import pytest
 import yaml
 
 from conftest import APPS
+from olarespack.engines.llamacpp import LlamaCppEngine
 from olarespack.project import render_apps
 from olarespack.render import render_chart
-from olarespack.spec import LlamaCppEngine, load_spec
+from olarespack.spec.load import load_spec
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("sh") and shutil.which("curl")),

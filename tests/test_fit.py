@@ -8,21 +8,16 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES
-from olarespack import fit
-from olarespack.arch import KvLayer, ModelArch, ModelDataError, ModelInfo, models
 from olarespack.errors import UsageError
-from olarespack.fit import (
-    cdiv,
-    fit_report,
-    largest_fitting,
-    llamacpp_context,
-    llamacpp_kv_bytes,
-    vllm_kv_layout,
-    vllm_kv_needed,
-    vllm_max_model_len,
-)
+from olarespack.fit import llamacpp_kv, vllm_kv
+from olarespack.fit.budget import fit_report
+from olarespack.fit.llamacpp_kv import llamacpp_context, llamacpp_kv_bytes
+from olarespack.fit.units import cdiv, largest_fitting
+from olarespack.fit.vllm_kv import vllm_kv_layout, vllm_kv_needed, vllm_max_model_len
 from olarespack.hardware import profiles
-from olarespack.spec import AppSpec, load_spec
+from olarespack.models.arch import KvLayer, ModelArch, ModelDataError, ModelInfo, models
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
 from specs import app_data, write_spec
 
 GiB = 1 << 30
@@ -187,21 +182,21 @@ def test_max_model_len_search_defaults_to_the_model_limit() -> None:
 def test_kv_dtype_follows_the_model_dtype_on_auto() -> None:
     gemma = models()["cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"].arch
     assert gemma is not None
-    assert fit.vllm_kv_dtype_bytes("fp8_e5m2", "auto", gemma) == 1
-    assert fit.vllm_kv_dtype_bytes("auto", "auto", gemma) == gemma.dtype_bytes == 2
-    assert fit.vllm_kv_dtype_bytes("auto", "float32", gemma) == 4
+    assert vllm_kv.vllm_kv_dtype_bytes("fp8_e5m2", "auto", gemma) == 1
+    assert vllm_kv.vllm_kv_dtype_bytes("auto", "auto", gemma) == gemma.dtype_bytes == 2
+    assert vllm_kv.vllm_kv_dtype_bytes("auto", "float32", gemma) == 4
 
 
 def test_activation_estimate_takes_the_widest_block() -> None:
     dense = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=1000)
-    assert fit.vllm_activation_bytes_per_token(dense) == 2 * (400 + 2000)
+    assert vllm_kv.vllm_activation_bytes_per_token(dense) == 2 * (400 + 2000)
     moe = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=10,
                     moe_intermediate_size=50, experts_per_token=4)
-    assert fit.vllm_activation_bytes_per_token(moe) == 2 * (400 + 4 * (150 + 100))
+    assert vllm_kv.vllm_activation_bytes_per_token(moe) == 2 * (400 + 4 * (150 + 100))
     attention = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=10,
                           num_attention_heads=16)
-    assert fit.vllm_activation_bytes_per_token(attention) == 2 * (400 + 16 * 512 + 2 * 2 * 512)
-    assert fit.vllm_overhead_estimate(dense, 1000) == fit.VLLM_RUNTIME_BYTES + 1000 * 2 * (400 + 2000)
+    assert vllm_kv.vllm_activation_bytes_per_token(attention) == 2 * (400 + 16 * 512 + 2 * 2 * 512)
+    assert vllm_kv.vllm_overhead_estimate(dense, 1000) == vllm_kv.VLLM_RUNTIME_BYTES + 1000 * 2 * (400 + 2000)
 
 
 # --------------------------------------------------------------------------- vLLM: reports for the apps
@@ -283,12 +278,12 @@ def test_app_gpu_memory_limit_wins_over_the_profile(tmp_path: Path) -> None:
     assert report.max_model_len_fit == report.max_model_len_limit == 0
     assert report.concurrency == 0.0 and report.utilization_needed is None
     assert report.settings["kv_cache_tokens"] == 0
-    assert fit.gpu_memory_limit_bytes(load_app("gemma4-dflash")) == profiles()["rtx5090-laptop"].hami_limit_mib * MiB
+    assert load_app("gemma4-dflash").gpu_memory()[1] == profiles()["rtx5090-laptop"].hami_limit_mib * MiB
 
 
 def test_default_batched_tokens(tmp_path: Path) -> None:
     chunked = fit_report(changed_app(tmp_path, "gemma4-vision", max_num_batched_tokens=None))
-    assert chunked.settings["max_num_batched_tokens"] == fit.VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    assert chunked.settings["max_num_batched_tokens"] == vllm_kv.VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
     assert any("max_num_batched_tokens" in note for note in chunked.notes)
     whole = fit_report(changed_app(tmp_path, "gemma4-vision", max_num_batched_tokens=None,
                                    enable_chunked_prefill=False))
@@ -380,16 +375,16 @@ def test_batches_are_capped_by_the_context() -> None:
 
 
 def test_rows_must_fill_whole_blocks() -> None:
-    assert fit.ggml_row_bytes("f32", 10) == 40
+    assert llamacpp_kv.ggml_row_bytes("f32", 10) == 40
     with pytest.raises(ModelDataError, match="blocks of 32"):
-        fit.ggml_row_bytes("q8_0", 48)
+        llamacpp_kv.ggml_row_bytes("q8_0", 48)
 
 
 def test_compute_buffer_grows_without_flash_attention() -> None:
     gemma = e4b()
-    with_fa = fit.llamacpp_compute_bytes(gemma, 512, 32768, flash_attn=True)
+    with_fa = llamacpp_kv.llamacpp_compute_bytes(gemma, 512, 32768, flash_attn=True)
     assert with_fa == 512 * 4 * (262144 + 4 * 2560 + 3 * 10240)
-    assert fit.llamacpp_compute_bytes(gemma, 512, 32768, flash_attn=False) == with_fa + 512 * 32768 * 8 * 4
+    assert llamacpp_kv.llamacpp_compute_bytes(gemma, 512, 32768, flash_attn=False) == with_fa + 512 * 32768 * 8 * 4
 
 
 def test_audio_app_needs_about_6_gb() -> None:
@@ -410,7 +405,7 @@ def test_llamacpp_settings_reach_the_arithmetic(tmp_path: Path) -> None:
     spec = changed_app(tmp_path, "gemma4-audio", parallel=None, cache_type_k="q8_0", cache_type_v="q8_0",
                        flash_attn="off", n_gpu_layers=10, extra_args=["--swa-full"])
     report = fit_report(spec)
-    assert report.settings["parallel"] == fit.LLAMACPP_AUTO_PARALLEL and report.settings["kv_unified"] is True
+    assert report.settings["parallel"] == llamacpp_kv.LLAMACPP_AUTO_PARALLEL and report.settings["kv_unified"] is True
     assert report.settings["swa_full"] is True and report.settings["flash_attn"] is False
     assert report.kv_cache_needed_bytes == llamacpp_kv_bytes(e4b(), 32768, parallel=4, kv_unified=True,
                                                              type_k="q8_0", type_v="q8_0", swa_full=True)

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from conftest import APP_FILES, APPS
 from olarespack.cli import main
-from olarespack.fit import fit_report, resolve_context
-from olarespack.render import plan_chart
-from olarespack.spec import load_spec
+from olarespack.fit.budget import fit_report, resolve_context
+from olarespack.render.plan import plan_chart
+from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
 

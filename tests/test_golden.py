@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import APP_FILES, CHARTS
-from olarespack.render import GenerationName, render_chart
-from olarespack.spec import load_spec
+from olarespack.olares.generations import GenerationName
+from olarespack.render import render_chart
+from olarespack.spec.load import load_spec
 from olarespack.write import read_folder, write_chart
 
 GOLDEN = {"current": CHARTS, "legacy": Path(__file__).parent / "golden" / "legacy"}

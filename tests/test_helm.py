@@ -13,9 +13,11 @@ import yaml
 
 from conftest import APP_FILES, APPS
 from olarespack import quantity
-from olarespack.helm import HelmBinary, find_binary, olares_values_file
-from olarespack.render import GenerationName, render_chart
-from olarespack.spec import load_spec
+from olarespack.helm import HelmBinary, find_binary, values_file
+from olarespack.olares.generations import GenerationName
+from olarespack.olares.values import olares_values
+from olarespack.render import render_chart
+from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 from test_render import SEED_VISION_ARGS, as_pairs
 
@@ -45,7 +47,7 @@ def rendered(tmp_path: Path, spec_file: Path, generation: GenerationName) -> tup
 
 def template(helm: HelmBinary, chart: Path, env: dict[str, str] | None) -> list[dict[str, Any]]:
     namespace = f"{chart.name}-alice"
-    with olares_values_file(chart.name, env) as values:
+    with values_file({**olares_values(chart.name), **({"olaresEnv": env} if env else {})}) as values:
         lint = helm.lint(chart, values)
         assert lint.ok, lint.stdout + lint.stderr
         out = helm.template(chart, chart.name, namespace, values)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES, ROOT
-from olarespack import market
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GenerationName
 from olarespack.project import App, render_apps
-from olarespack.render import GenerationName
 from specs import app_data, write_spec
 
 # shared/ sits beside the repository (and beside CI's clone); the field list below holds without it
@@ -42,7 +42,7 @@ def market_apps(apps: list[App], digests: dict[str, str] | None = None) -> list[
 
 def catalog_of(files: list[Path], digests: dict[str, str] | None = None) -> dict[str, Any]:
     gens: tuple[GenerationName, ...] = ("current", "legacy")
-    return market.build_catalog({gen: market_apps(render_apps(files, gen), digests) for gen in gens})
+    return market.build_catalog({gen: market_apps(render_apps(files, [gen]), digests) for gen in gens})
 
 
 @pytest.fixture(scope="module")

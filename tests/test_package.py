@@ -16,11 +16,11 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import APPS, tree_bytes
-from olarespack import market
 from olarespack.cli import main
-from olarespack.cli_market import lint_apps
+from olarespack.errors import PackageError
 from olarespack.helm import HelmBinary
-from olarespack.package import PackageError, package_chart
+from olarespack.market import catalog as market
+from olarespack.package import package_chart
 from olarespack.project import render_apps
 from specs import app_data, write_spec
 
@@ -85,7 +85,7 @@ def test_two_package_runs_give_identical_archives(tmp_path: Path, apps: Path) ->
 
 @helm_test
 def test_an_archive_is_the_chart_folder_with_fixed_times(tmp_path: Path) -> None:
-    (app,) = render_apps([APPS / "gemma4-vision.yaml"], "current")
+    (app,) = render_apps([APPS / "gemma4-vision.yaml"], ["current"])
     mtime = market.release_epoch(app.spec)
     archive = package_chart(app.chart, VISION, "1.0.5", HelmBinary(name="helm4"), mtime)
     assert archive.file_name == f"{VISION}-1.0.5.tgz"
@@ -102,7 +102,7 @@ def test_an_archive_is_the_chart_folder_with_fixed_times(tmp_path: Path) -> None
 
 @helm_test
 def test_helm3_archives_are_refused_because_they_carry_the_clock() -> None:
-    (app,) = render_apps([APPS / "gemma4-audio.yaml"], "current")
+    (app,) = render_apps([APPS / "gemma4-audio.yaml"], ["current"])
     with pytest.raises(PackageError, match="stamped"):
         package_chart(app.chart, app.spec.name, app.spec.version, HelmBinary(name="helm"), 0)
 
@@ -187,7 +187,8 @@ def test_publish_writes_a_self_contained_market(tmp_path: Path, apps: Path) -> N
     assert hashlib.sha256(legacy.read_bytes()).hexdigest().encode() in catalog
 
 
-def test_publish_gate_is_the_full_lint() -> None:
-    assert lint_apps([APPS / "gemma4-vision.yaml"]) == []
+def test_publish_gate_is_the_full_lint(tmp_path: Path) -> None:
     bad = Path(__file__).parent / "bad-specs" / "gemma4-flash-attn.yaml"
-    assert [(p.file, p.rule) for p in lint_apps([bad])] == [(str(bad), "gemma4-flash-attn")]
+    code, _, err = run("publish", str(bad), "--market-dir", str(tmp_path / "m"))
+    assert code == 1 and f"FAIL {bad}: engine.attention_backend" in err and "[gemma4-flash-attn]" in err
+    assert not (tmp_path / "m").exists()

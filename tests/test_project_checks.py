@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import tree_bytes
 from olarespack.cli import main
-from olarespack.market import app_id
+from olarespack.olares.generations import app_id
 from specs import app_data, write_spec
 
 # md5("vllmapp65876")[:8] == md5("vllmapp92574")[:8] == "aa659d4d"

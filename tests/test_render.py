@@ -9,17 +9,14 @@ import pytest
 import yaml
 
 from conftest import APPS
-from olarespack import engines
+from olarespack.engines.base import Arg
 from olarespack.errors import RenderError, SpecError, UsageError
-from olarespack.render import (
-    generation_for_olares,
-    helm_scalar,
-    make_env,
-    plan_chart,
-    render_chart,
-    yaml_block,
-)
-from olarespack.spec import AppSpec, load_spec
+from olarespack.olares.generations import generation_for_olares
+from olarespack.render import render_chart
+from olarespack.render.jinja import helm_scalar, make_env, yaml_block
+from olarespack.render.plan import plan_chart
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
 from specs import app_data, write_spec
 
 # The vision app's engine configuration as the second seed post ships it (v1.0.5) on top of the
@@ -84,9 +81,9 @@ def test_container_args_are_the_effective_args() -> None:
 
 
 def test_literal_dollar_parens_in_extra_args_are_escaped() -> None:
-    args = [engines.Arg(value="--x=$(NOT_A_VAR)")]
-    assert engines.container_args(args) == ["--x=$$(NOT_A_VAR)"]
-    assert engines.effective_args(args) == ["--x=$(NOT_A_VAR)"]
+    [arg] = [Arg(value="--x=$(NOT_A_VAR)")]
+    assert arg.container_items() == ["--x=$$(NOT_A_VAR)"]
+    assert arg.effective_items() == ["--x=$(NOT_A_VAR)"]
 
 
 def test_llamacpp_args_and_downloads() -> None:

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import APP_FILES, APPS
+from olarespack.engines import engine_problems
+from olarespack.engines.vllm import ENGINE as VLLM
+from olarespack.engines.vllm import VllmEngine
 from olarespack.errors import SpecError
-from olarespack.rules_engine import engine_problems, vllm_release
-from olarespack.spec import AppSpec, VllmEngine, load_spec
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
 from specs import app_data, write_spec
 
 
@@ -41,7 +44,7 @@ def test_mtp_as_written_by_vllm_is_not_an_alias(tmp_path: Path) -> None:
 def test_unknown_vllm_version_is_a_warning_for_version_bound_methods(tmp_path: Path) -> None:
     spec = load_with(tmp_path, "gemma4-dflash", {})
     assert isinstance(spec.engine, VllmEngine)
-    assert vllm_release(spec.engine) == (0, 20, 2)  # from engine.version: the tag says nothing
+    assert VLLM.release(spec.engine) == (0, 20, 2)  # from engine.version: the tag says nothing
     data = app_data("gemma4-dflash")
     del data["engine"]["version"]
     unknown = load_spec(write_spec(tmp_path, data, "unknown.yaml"))
@@ -54,7 +57,7 @@ def test_unknown_vllm_version_is_a_warning_for_version_bound_methods(tmp_path: P
 def test_vllm_release_from_the_tag(tmp_path: Path, image: str, release: tuple[int, int, int] | None) -> None:
     spec = load_with(tmp_path, "gemma4-vision", {"image": image})
     assert isinstance(spec.engine, VllmEngine)
-    assert vllm_release(spec.engine) == release
+    assert VLLM.release(spec.engine) == release
 
 
 def test_dflash_at_the_limit_passes(tmp_path: Path) -> None:

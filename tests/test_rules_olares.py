@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CHARTS
+from olarespack.check.lint import lint
 from olarespack.helm import HelmBinary
-from olarespack.validate import lint
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 pytestmark = pytest.mark.helm

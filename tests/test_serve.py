@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import APPS, ROOT
-from olarespack import market
-from olarespack.cli_market import publish
+from olarespack.cli import main
+from olarespack.market import catalog as market
 
 pytestmark = pytest.mark.helm  # the market is published with the real helm
 HOST = "127.0.0.1"
@@ -35,7 +35,7 @@ Answer = tuple[int, dict[str, str], bytes]
 
 
 def publish_market(apps: Path, market_dir: Path, *extra: str) -> None:
-    result = CliRunner().invoke(publish, ["--apps-dir", str(apps), "--market-dir", str(market_dir), *extra],
+    result = CliRunner().invoke(main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market_dir), *extra],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.stdout + result.stderr
 

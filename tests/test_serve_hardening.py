@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES
-from olarespack import market
+from olarespack.errors import CatalogError, MissingCatalogError
+from olarespack.market import catalog as market
+from olarespack.market.state import load_state
 from olarespack.project import render_apps
-from olarespack.serve import CatalogError, MissingCatalogError, load_state
 from test_serve import HOST, free_port, replace, request, running_server, wait_for
 
 SENTINEL = "\x00olarespack-version\x00"  # the marker the server used to split its answers on
@@ -34,8 +35,8 @@ DETAILS = "/api/v1/applications/info"
 GUARDED = """
 import json, logging, sys
 from pathlib import Path
-from olarespack.serve import run
-from olarespack.serve_protocol import ConnectionLimits
+from olarespack.market.serve import run
+from olarespack.market.protocol import ConnectionLimits
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 0.1, ConnectionLimits(**json.loads(sys.argv[4])))
 """
@@ -47,7 +48,7 @@ run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 0.1, ConnectionLimits(**js
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, Any]:
     apps = {gen: [market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
-                  for a in render_apps(APP_FILES, gen)] for gen in market.GENERATION_NAMES}
+                  for a in render_apps(APP_FILES, [gen])] for gen in market.GENERATION_NAMES}
     return market.build_catalog(apps)
 
 

@@ -6,8 +6,10 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES, APPS
+from olarespack.engines.llamacpp import LlamaCppEngine
+from olarespack.engines.vllm import VllmEngine
 from olarespack.errors import Problem, SpecError
-from olarespack.spec import LlamaCppEngine, VllmEngine, load_spec
+from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
 

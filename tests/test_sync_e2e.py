@@ -21,10 +21,12 @@ import pytest
 import yaml
 
 from conftest import APPS, tree_bytes
-from olarespack import market
-from olarespack.helm import HelmBinary, olares_values_file
+from olarespack.chart import Chart
+from olarespack.helm import HelmBinary, values_file
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GenerationName
+from olarespack.olares.values import olares_values
 from olarespack.project import render_apps
-from olarespack.render import GenerationName
 from specs import write_spec
 from test_serve import get_json, post_json, publish_market, request, running_server, wait_for
 
@@ -119,7 +121,7 @@ def test_a_box_syncs_and_installs_the_seed_apps(server: str, project: Path, tmp_
         assert manifest["olaresManifest.version"] == manifest_version
         assert str(manifest["metadata"]["version"]) == detail["version"]
         assert detail["options"]["dependencies"][0]["version"] == dependency
-        with olares_values_file(detail["name"]) as values:
+        with values_file(olares_values(detail["name"])) as values:
             lint = helm.lint(chart, values)
         assert lint.ok, lint.stdout + lint.stderr
     # the next round stops at the hash, like the box does
@@ -177,9 +179,10 @@ def test_details_come_in_batches_of_ten(tmp_path: Path) -> None:
     gens: tuple[GenerationName, ...] = ("current", "legacy")
     apps: dict[GenerationName, list[market.MarketApp]] = {}
     for gen in gens:
-        (seed,) = render_apps([APPS / "gemma4-audio.yaml"], gen)
+        (seed,) = render_apps([APPS / "gemma4-audio.yaml"], [gen])
         apps[gen] = [market.MarketApp(seed.file, seed.spec.model_copy(update={"name": f"copy{i:02d}"}),
-                                      {p: t.replace(seed.spec.name, f"copy{i:02d}") for p, t in seed.chart.items()},
+                                      Chart(f"copy{i:02d}", {p: t.replace(seed.spec.name, f"copy{i:02d}")
+                                                             for p, t in seed.chart.items()}),
                                       "0" * 64, seed.spec.metadata.icon) for i in range(23)]
     market_dir = tmp_path / "market"
     market_dir.mkdir()

@@ -12,11 +12,11 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import APPS, tree_bytes
-from olarespack import citations
 from olarespack.cli import main
 from olarespack.errors import Problem
 from olarespack.render import render_chart
-from olarespack.spec import load_spec
+from olarespack.spec import citations
+from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
 CANARY_TOKEN = "hf_" + "Q" * 34
@@ -269,7 +269,7 @@ def test_a_fifo_is_not_a_spec(project: Path) -> None:
 def test_out_under_a_regular_file_is_a_usage_error(project: Path) -> None:
     (project / "blocker").write_text("x")
     code, output = run("build", "--out", "blocker/charts", cwd=project)
-    assert code == 2 and "--out" in output and "Traceback" not in output
+    assert code == 2 and "--charts-dir" in output and "Traceback" not in output
 
 
 def test_a_chart_path_that_is_a_file_is_refused_and_left(project: Path) -> None:

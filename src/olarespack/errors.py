@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from olarespack.rule_catalog import RULES
-from olarespack.textguard import redact
+from olarespack.spec.guard import redact
 
 Severity = Literal["error", "warning"]
 
@@ -66,3 +67,34 @@ class ToolMissingError(OlaresPackError):
     """A required external tool (helm) is missing or too old."""
 
     exit_code = 3
+
+
+class WriteError(OlaresPackError):
+    """A target that cannot be written without destroying something that is not ours."""
+
+
+class PackageError(OlaresPackError):
+    """helm could not package a chart, or produced an archive that is not reproducible."""
+
+
+class HelmError(OlaresPackError):
+    """helm ran but could not render a chart (a problem in the chart, not a missing tool)."""
+
+
+class ModelDataError(OlaresPackError):
+    """A model the fit arithmetic cannot use: unknown, or a config it does not understand."""
+
+
+class CatalogError(OlaresPackError):
+    """The market folder's catalog cannot be used. str() names the file and what to do; `reason` is the
+    one-line cause alone, without paths (what /health shows the world)."""
+
+    def __init__(self, path: Path, reason: str, hint: str = "") -> None:
+        self.reason = " ".join(reason.split())[:300]
+        super().__init__(f"{path}: {self.reason}" + (f"; {hint}" if hint else ""))
+
+
+class MissingCatalogError(CatalogError):
+    """No catalog at all: the command was pointed at the wrong folder, or publish has not run."""
+
+    exit_code = 2

@@ -13,8 +13,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -111,41 +109,6 @@ def _scratch(kind: str) -> str:
     return str(path)
 
 
-@cache
-def _olares_values_text() -> str:
-    return resources.files("olarespack").joinpath("data/olares-values.yaml").read_text(encoding="utf-8")
-
-
-def olares_values(app: str) -> dict[str, Any]:
-    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app))
-    return values
-
-
-MIDDLEWARE = {"postgres": "databases", "redis": None, "mongodb": "databases", "mariadb": "databases",
-              "mysql": "databases", "minio": "buckets", "rabbitmq": "vhosts", "elasticsearch": "indexes",
-              "nats": "subjects", "zinc": "indexes"}
-
-
-def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "nvidia",
-                   ) -> dict[str, Any]:
-    """What Olares' own linter gives any chart: the injected values, a domain per entrance, the system
-    objects (schedule, os, oidc, dep, svcs) and every middleware, so foreign charts render too."""
-    values = olares_values(app)
-    values["domain"] = {name: f"{i:08x}.alice.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
-    values["olaresEnv"] = dict(olares_env)
-    values["gpu"] = gpu_mode
-    values["GPU"] = {**values["GPU"], "Type": gpu_mode}
-    values.update(schedule={"nodeName": "node1"}, os={"appKey": "key", "appSecret": "secret"},
-                  oidc={"client": {"id": "id", "secret": "secret"}, "issuer": "https://auth.alice.olares.com"},
-                  dep={}, svcs={})
-    for name, collection in MIDDLEWARE.items():
-        entry: dict[str, Any] = {"host": f"{name}.svc", "port": 1, "username": "u", "password": "p"}
-        if collection:
-            entry[collection] = {}
-        values[name] = entry
-    return values
-
-
 @contextmanager
 def values_file(values: dict[str, Any]) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="olarespack-values-") as tmp:
@@ -154,11 +117,12 @@ def values_file(values: dict[str, Any]) -> Iterator[Path]:
         yield path
 
 
-@contextmanager
-def olares_values_file(app: str, olares_env: dict[str, str] | None = None) -> Iterator[Path]:
-    """A values file with what Olares injects at install, for offline lint and template."""
-    values = olares_values(app)
-    if olares_env:
-        values["olaresEnv"] = dict(olares_env)
-    with values_file(values) as path:
-        yield path
+def split_rendered(text: str) -> list[tuple[str, dict[str, Any], str]]:
+    """helm template's output as (template path, document, its text) triples."""
+    documents: list[tuple[str, dict[str, Any], str]] = []
+    for chunk in re.split(r"^---\s*$", text, flags=re.M):
+        source = re.search(r"^# Source: [^/]+/(.+)$", chunk, re.M)
+        document = load_yaml(chunk)
+        if isinstance(document, dict):
+            documents.append((source.group(1) if source else "(rendered)", document, chunk))
+    return documents

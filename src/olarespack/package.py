@@ -20,22 +20,18 @@ import shutil
 import struct
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from olarespack import market
-from olarespack.errors import OlaresPackError
+from olarespack.errors import PackageError
 from olarespack.helm import Helm
-from olarespack.render import GenerationName, RenderedChart
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GenerationName
 from olarespack.write import Status, is_leftover, staging_folder, swap_in, write_file, write_files
 
 DIR_MODE = 0o755
-
-
-class PackageError(OlaresPackError):
-    """helm could not package a chart, or produced an archive that is not reproducible."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,7 @@ class Archive:
         return hashlib.sha256(self.data).hexdigest()
 
 
-def materialize(chart: RenderedChart, folder: Path, mtime: int) -> None:
+def materialize(chart: Mapping[str, str], folder: Path, mtime: int) -> None:
     """Write a chart folder whose bytes, modes and times depend on the chart and `mtime` only."""
     write_files(chart, folder)
     for item in sorted(folder.rglob("*"), reverse=True):
@@ -59,7 +55,7 @@ def materialize(chart: RenderedChart, folder: Path, mtime: int) -> None:
     os.utime(folder, (mtime, mtime))
 
 
-def package_chart(chart: RenderedChart, name: str, version: str, helm: Helm, mtime: int) -> Archive:
+def package_chart(chart: Mapping[str, str], name: str, version: str, helm: Helm, mtime: int) -> Archive:
     """Package one chart with `helm` (use helm4) and check that the archive is reproducible."""
     with tempfile.TemporaryDirectory(prefix="olarespack-package-") as tmp:
         source, out = Path(tmp) / "src" / name, Path(tmp) / "out"
@@ -129,8 +125,10 @@ def _carry_over(source: Path, target: Path) -> None:
 
 
 def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Archive]], icons: dict[str, bytes],
-                 catalog: dict[str, Any], verify: Callable[[Path], object]) -> dict[tuple[str, str], Status]:
-    """The whole market (published archives, new archives and icons, static answers, digests, catalog.json)
+                 catalog: dict[str, Any], verify: Callable[[Path], object],
+                 extra: dict[str, bytes] | None = None) -> dict[tuple[str, str], Status]:
+    """The whole market (published archives, new archives and icons, static answers, digests, `extra` files,
+    catalog.json)
     assembled in a sibling folder, checked with `verify` (the server's own loader), then swapped in at once:
     a kill at any moment leaves the previous market whole, and readers never see a mix."""
     staging = staging_folder(market_dir)
@@ -146,6 +144,8 @@ def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Arch
         for path, data in market.static_files(catalog).items():
             write_file(staging / path, data)
         write_digests(staging / market.CHARTS_DIR)
+        for path, data in (extra or {}).items():
+            write_file(staging / path, data)
         written["catalog", ""] = write_file(staging / market.CATALOG_FILE, market.catalog_bytes(catalog))
         verify(staging)
         swap_in(staging, market_dir)

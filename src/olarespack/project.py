@@ -3,25 +3,34 @@ every app before anything is written."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from olarespack.chart import Chart
+from olarespack.check.pure import check_app
 from olarespack.errors import Problem, ProblemsError, SpecError, UsageError
-from olarespack.fit import resolve_context
-from olarespack.market import app_id
-from olarespack.render import GenerationName, RenderedChart, render_chart
-from olarespack.rules_engine import engine_problems
-from olarespack.rules_olares import Chart, manifest_problems
-from olarespack.spec import AppSpec, load_spec
-from olarespack.specfile import load_spec_data
+from olarespack.fit.budget import resolve_context
+from olarespack.olares.generations import GenerationName, app_id
+from olarespack.render import render_chart
+from olarespack.spec.file import load_spec_data
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
 
 
 @dataclass(frozen=True)
 class App:
+    """One spec, loaded and checked, with its chart rendered for each generation asked."""
+
     file: str
     spec: AppSpec
-    chart: RenderedChart
+    charts: dict[GenerationName, Chart]
     warnings: tuple[Problem, ...] = ()
+
+    @property
+    def chart(self) -> Chart:
+        """The chart of the first generation asked (the spec's own unless one was forced)."""
+        return next(iter(self.charts.values()))
 
 
 def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
@@ -36,40 +45,39 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
     return found
 
 
-def render_apps(files: list[Path], generation: GenerationName | None = None,
-                others: dict[str, str] | None = None) -> list[App]:
-    """Load, check and render every spec; raise one ProblemsError listing the errors of all of them.
-    The checks here are the pure layers (spec, engine flags, Olares' rules on the rendered files); helm
-    and Kubernetes schemas are `olarespack lint`'s."""
+def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,
+              others: dict[str, str] | None = None) -> tuple[list[App], list[Problem]]:
+    """Load, check and render every spec for each generation (default: the spec's own); the apps that
+    passed, and every error of those that did not. The checks are the pure layers (spec, engine flags,
+    Olares' rules on the rendered files), each run once; helm and Kubernetes schemas are lint's."""
     problems: list[Problem] = []
-    loaded: list[tuple[str, AppSpec]] = []
     named: list[tuple[str, AppSpec]] = []
-    context_warnings: dict[str, list[Problem]] = {}
-    for path in files:
-        try:
-            spec, found = resolve_context(str(path), load_spec(path))
-        except ProblemsError as exc:
-            problems += exc.problems
-            continue
-        named.append((str(path), spec))
-        errors = [p for p in found if p.severity == "error"]
-        problems += errors
-        context_warnings[str(path)] = [p for p in found if p.severity != "error"]
-        if not errors:  # an unresolved `max_model_len: auto` cannot be rendered
-            loaded.append((str(path), spec))
-    problems += duplicate_names(named, others)
     apps: list[App] = []
-    for file, spec in loaded:
+    for path in files:
+        file = str(path)
         try:
-            chart = render_chart(spec, file, generation)
+            spec, found = resolve_context(file, load_spec(path))
+            named.append((file, spec))
+            if any(p.severity == "error" for p in found):  # an unresolved `auto` context cannot be rendered
+                problems += [p for p in found if p.severity == "error"]
+                continue
+            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
         except ProblemsError as exc:
             problems += exc.problems
             continue
-        label = f"{file} [{generation or spec.olares.generation}]"
-        found = engine_problems(file, spec) + manifest_problems(Chart(label, spec.name, dict(chart)))
-        problems += [p for p in found if p.severity == "error"]
-        warnings = context_warnings[file] + [p for p in found if p.severity != "error"]
-        apps.append(App(file, spec, chart, tuple(warnings)))
+        checked = found + check_app(file, spec, list(charts.values()))
+        errors = [p for p in checked if p.severity == "error"]
+        problems += errors
+        if not errors:
+            apps.append(App(file, spec, charts, tuple(p for p in checked if p.severity != "error")))
+    problems += duplicate_names(named, others)
+    return apps, problems
+
+
+def render_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,
+                others: dict[str, str] | None = None) -> list[App]:
+    """load_apps, raising one ProblemsError with the errors of all specs when any has one."""
+    apps, problems = load_apps(files, generations, others)
     if problems:
         raise ProblemsError(problems)
     return apps

@@ -15,11 +15,11 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from olarespack.errors import OlaresPackError
-from olarespack.render import RenderedChart
+from olarespack.errors import WriteError
 
 Status = Literal["created", "updated", "unchanged"]
 FILE_MODE = 0o644
@@ -27,10 +27,6 @@ STAGING_SUFFIX = ".olarespack-new"
 RETIRED_SUFFIX = ".olarespack-old"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-
-
-class WriteError(OlaresPackError):
-    """A target that cannot be written without destroying something that is not ours."""
 
 
 def is_leftover(path: Path) -> bool:
@@ -53,7 +49,7 @@ def read_folder(folder: Path) -> dict[str, bytes]:
     return found
 
 
-def changed_files(chart: RenderedChart, folder: Path) -> list[str]:
+def changed_files(chart: Mapping[str, str], folder: Path) -> list[str]:
     """Chart-relative paths whose content differs, including files on disk the render would not produce."""
     on_disk = read_folder(folder)
     wanted = {path: text.encode("utf-8") for path, text in chart.items()}
@@ -129,7 +125,7 @@ def swap_in(staging: Path, target: Path) -> None:
         shutil.rmtree(retired)
 
 
-def write_chart(chart: RenderedChart, folder: Path) -> Status:
+def write_chart(chart: Mapping[str, str], folder: Path) -> Status:
     check_target(folder)
     recover(folder)
     existed = folder.exists()
@@ -145,7 +141,7 @@ def write_chart(chart: RenderedChart, folder: Path) -> Status:
     return "updated" if existed else "created"
 
 
-def write_files(chart: RenderedChart, folder: Path) -> None:
+def write_files(chart: Mapping[str, str], folder: Path) -> None:
     """The chart's files under folder, with fixed modes (nothing of the umask leaks into the output)."""
     for path, text in sorted(chart.items()):
         target = folder / path

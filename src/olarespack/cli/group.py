@@ -12,7 +12,7 @@ import click
 
 from olarespack.errors import OlaresPackError, ProblemsError, UsageError
 from olarespack.helm import HelmBinary
-from olarespack.textguard import redact
+from olarespack.spec.guard import redact
 
 # Exit code of an olarespack bug: no traceback reaches the user (it may hold paths or values from CI), only
 # what to report.

@@ -33,14 +33,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from olarespack.errors import OlaresPackError
+from olarespack.errors import ModelDataError
 
 AttentionKind = Literal["full", "sliding"]
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
-
-
-class ModelDataError(OlaresPackError):
-    """A model the fit arithmetic cannot use: unknown, or a config it does not understand."""
 
 
 @dataclass(frozen=True)

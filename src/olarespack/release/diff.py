@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from olarespack import version as semver_rules
 from olarespack.errors import Problem, ToolMissingError
-from olarespack.helm import Helm, olares_values_file
-from olarespack.rules_olares import split_rendered
+from olarespack.helm import Helm, split_rendered, values_file
+from olarespack.olares.values import olares_values
+from olarespack.release import version as semver_rules
 from olarespack.write import write_chart
 from olarespack.yamltext import load_yaml
 
@@ -65,7 +65,7 @@ def _rendered(helm: Helm, files: dict[str, str], app: str, root: Path) -> dict[s
         return {}
     folder = root / app
     write_chart(files, folder)
-    with olares_values_file(app) as values:
+    with values_file(olares_values(app)) as values:
         out = helm.template(folder, app, f"{app}-alice", values)
     if not out.ok:
         raise ToolMissingError(f"helm template of {app} failed: {out.stderr.strip()}")

@@ -26,15 +26,15 @@ On-disk layout of a market folder (written by package.py, read by serve.py):
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 from olarespack import quantity
-from olarespack.render import GENERATIONS, GenerationName, RenderedChart
-from olarespack.spec import AppSpec
+from olarespack.chart import Chart
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id, archive_name
+from olarespack.spec.models import AppSpec
 from olarespack.yamltext import load_yaml
 
 CATALOG_FILE: Final = "catalog.json"
@@ -48,7 +48,6 @@ EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # The Olares version the static files answer with (the box adopts the `version` of the info answer for
 # its detail requests, so it must stay inside the generation the file was built for).
 STATIC_OLARES_VERSION: Final[dict[GenerationName, str]] = {"current": "1.12.6", "legacy": "1.12.5"}
-GENERATION_NAMES: Final[tuple[GenerationName, ...]] = tuple(GENERATIONS)
 
 
 @dataclass(frozen=True)
@@ -57,22 +56,13 @@ class MarketApp:
 
     file: str
     spec: AppSpec
-    chart: RenderedChart
+    chart: Chart
     archive_sha256: str
     icon: str  # URL as the catalog shows it
 
-    @functools.cached_property
+    @property
     def manifest(self) -> dict[str, Any]:
-        return _manifest(self.chart)
-
-
-def app_id(name: str) -> str:
-    """Olares' app id: the first 8 hex digits of md5(name)."""
-    return hashlib.md5(name.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
-
-
-def chart_file_name(name: str, version: str) -> str:
-    return f"{name}-{version}.tgz"
+        return self.chart.manifest
 
 
 def timestamp(moment: dt.datetime) -> str:
@@ -109,7 +99,7 @@ def served_json(value: Any) -> bytes:
 # --------------------------------------------------------------------------- entries
 
 
-def _manifest(chart: RenderedChart, path: str = "OlaresManifest.yaml") -> dict[str, Any]:
+def _manifest(chart: Chart, path: str) -> dict[str, Any]:
     data: dict[str, Any] = load_yaml(chart[path])
     return data
 
@@ -133,7 +123,7 @@ def _resources(manifest: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _i18n(chart: RenderedChart, locales: list[str]) -> dict[str, Any]:
+def _i18n(chart: Chart, locales: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for locale in locales:
         texts = _manifest(chart, f"i18n/{locale}/OlaresManifest.yaml")
@@ -180,7 +170,7 @@ def detail_entry(app: MarketApp) -> dict[str, Any]:
     version = str(meta["version"])
     entry: dict[str, Any] = {
         "id": ident, "name": app.spec.name, "cfgType": manifest.get("olaresManifest.type", "app"),
-        "chartName": chart_file_name(app.spec.name, version), "icon": app.icon,
+        "chartName": archive_name(app.spec.name, version), "icon": app.icon,
         "description": meta["description"], "appID": ident, "title": meta["title"], "version": version,
         "categories": list(meta["categories"]), "versionName": str(spec.get("versionName", version)),
         "fullDescription": spec["fullDescription"], "upgradeDescription": spec["upgradeDescription"],
@@ -206,7 +196,7 @@ def build_generation(apps: list[MarketApp], generation: GenerationName) -> dict[
     ordered = sorted(apps, key=lambda a: a.spec.name)
     summaries = {app_id(a.spec.name): summary_entry(a) for a in ordered}
     details = {app_id(a.spec.name): detail_entry(a) for a in ordered}
-    archives = {chart_file_name(a.spec.name, a.spec.version): a.archive_sha256 for a in ordered}
+    archives = {archive_name(a.spec.name, a.spec.version): a.archive_sha256 for a in ordered}
     newest_first = sorted(summaries.values(), key=lambda s: s["name"])
     newest_first.sort(key=lambda s: s["updated_at"], reverse=True)  # stable: names ascend within a time
     content = {"generation": generation, "apps": summaries, "details": details, "archives": archives}
@@ -218,7 +208,7 @@ def build_generation(apps: list[MarketApp], generation: GenerationName) -> dict[
         "details": details,
         "latest": [s["name"] for s in newest_first],
         "tops": [{"appId": s["id"], "appid": s["id"], "rank": rank} for rank, s in enumerate(newest_first, 1)],
-        "charts": {a.spec.name: chart_file_name(a.spec.name, a.spec.version) for a in ordered},
+        "charts": {a.spec.name: archive_name(a.spec.name, a.spec.version) for a in ordered},
         "archives": archives,
     }
 

@@ -7,14 +7,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack import gitref
-from olarespack.bump import SpecEdit, edit_spec
-from olarespack.diff import AppDiff, diff_apps, summary
+from olarespack.chart import Chart
 from olarespack.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps
-from olarespack.render import RenderedChart
-from olarespack.version import Part, is_higher
+from olarespack.release import git as gitref
+from olarespack.release.diff import AppDiff, diff_apps, summary
+from olarespack.release.edit import SpecEdit, edit_spec
+from olarespack.release.version import Part, is_higher
 from olarespack.write import read_folder, write_chart, write_file
 
 
@@ -50,7 +50,7 @@ def gate_problems(found: list[AppDiff]) -> list[Problem]:
 class Bump:
     edit: SpecEdit
     name: str
-    chart: RenderedChart
+    chart: Chart
     note: str
 
 
@@ -97,7 +97,7 @@ def _hand_edited(repo: Repo, app: App, diff: AppDiff) -> Problem | None:
                    "them)", f"move the change into {app.file}, or restore the folder with git", rule="bump")
 
 
-def _render_edit(edit: SpecEdit) -> RenderedChart:
+def _render_edit(edit: SpecEdit) -> Chart:
     with tempfile.TemporaryDirectory(prefix="olarespack-bump-") as tmp:
         candidate = Path(tmp) / edit.file.name
         candidate.write_text(edit.text, encoding="utf-8")

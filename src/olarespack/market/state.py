@@ -17,34 +17,20 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 
-from olarespack import market
-from olarespack.errors import OlaresPackError
+from olarespack.errors import CatalogError, MissingCatalogError
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GENERATION_NAMES, parse_archive_name
 
 log = logging.getLogger("olarespack.serve")
 
-_CHART_RE: Final = re.compile(r"^([a-z0-9]{1,30})-(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)\.tgz$")
 _ICON_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.(png|jpe?g|webp|svg|gif|ico)$")
-
-
-class CatalogError(OlaresPackError):
-    """The market folder's catalog cannot be used. str() names the file and what to do; `reason` is the
-    one-line cause alone, without paths (what /health shows the world)."""
-
-    def __init__(self, path: Path, reason: str, hint: str = "") -> None:
-        self.reason = " ".join(reason.split())[:300]
-        super().__init__(f"{path}: {self.reason}" + (f"; {hint}" if hint else ""))
-
-
-class MissingCatalogError(CatalogError):
-    """No catalog at all: the command was pointed at the wrong folder, or publish has not run."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -66,14 +52,14 @@ class MarketState:
     stamp: tuple[int, int, int]
 
 
-def _files(folder: Path, root: Path, pattern: re.Pattern[str]) -> dict[str, Path]:
+def _files(folder: Path, root: Path, accept: Callable[[str], object]) -> dict[str, Path]:
     """Regular files in `folder` whose name matches and whose real path stays inside `root`."""
     if not folder.is_dir():
         return {}
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
         real = path.resolve()
-        if pattern.match(path.name) and real.is_file() and real.is_relative_to(root):
+        if accept(path.name) and real.is_file() and real.is_relative_to(root):
             found[path.name] = real
     return found
 
@@ -110,12 +96,12 @@ def load_state(market_dir: Path) -> MarketState:
     except OSError as exc:
         raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
             from None
-    unknown = sorted(set(views) - set(market.GENERATION_NAMES))
+    unknown = sorted(set(views) - set(GENERATION_NAMES))
     if unknown or not views:
         raise CatalogError(path, f"malformed catalog (generations {sorted(views)}; expected some of "
-                                 f"{list(market.GENERATION_NAMES)})")
+                                 f"{list(GENERATION_NAMES)})")
     try:
-        icons = _files(root / market.ICONS_DIR, root, _ICON_RE)
+        icons = _files(root / market.ICONS_DIR, root, _ICON_RE.match)
     except OSError as exc:
         raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
             from None
@@ -123,9 +109,9 @@ def load_state(market_dir: Path) -> MarketState:
 
 
 def _view(root: Path, name: str, gen: dict[str, Any]) -> GenerationView:
-    charts = {file: (match.group(1), real) for file, real in
-              _files(root / market.CHARTS_DIR / name, root, _CHART_RE).items()
-              if (match := _CHART_RE.match(file))}
+    charts = {file: (parsed[0], real) for file, real in
+              _files(root / market.CHARTS_DIR / name, root, parse_archive_name).items()
+              if (parsed := parse_archive_name(file))}
     return GenerationView(
         hash_answer=market.hash_template(gen), info_answer=market.info_template(gen),
         default_version=str(gen["olares_version"]),

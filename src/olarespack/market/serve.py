@@ -49,17 +49,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from olarespack import market
-from olarespack.errors import UsageError
-from olarespack.render import GenerationName, generation_for_olares
-from olarespack.serve_catalog import CatalogError, GenerationView, MarketState, MissingCatalogError, Store, load_state
-from olarespack.serve_protocol import (
+from olarespack.errors import CatalogError, MissingCatalogError, UsageError
+from olarespack.market import catalog as market
+from olarespack.market.protocol import (
     ABORTED_KEY,
     ConnectionLimits,
     access_log,
     default_max_connections,
     protocol_class,
 )
+from olarespack.market.state import GenerationView, MarketState, Store, load_state
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName, generation_for_olares
 
 __all__ = ["CatalogError", "MarketState", "MissingCatalogError", "create_app", "load_state", "make_server", "run"]
 log = logging.getLogger("olarespack.serve")
@@ -296,7 +296,7 @@ def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
 
     routes: list[BaseRoute] = [
         *api.routes(None),
-        *(Mount(f"/{gen}", routes=api.routes(gen)) for gen in market.GENERATION_NAMES),
+        *(Mount(f"/{gen}", routes=api.routes(gen)) for gen in GENERATION_NAMES),
         Route("/icons/{file}", api.icon, methods=["GET"]),
         Route("/health", api.health, methods=["GET"]),
         Route("/healthz", api.alive, methods=["GET"]),

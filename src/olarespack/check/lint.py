@@ -1,0 +1,208 @@
+"""`olarespack lint`: every input through the pure layers (spec, engine flags, Olares' rules on the chart
+files; check/pure.py, the same run as a build), then helm: `helm lint --strict` with Helm 3 and Helm 4,
+`helm template` with Olares' values for every accelerator mode, Olares' rules on the rendered workloads and
+the Kubernetes schemas. The helm calls run in parallel: their process start-up is most of a lint's time,
+so several charts share one `helm lint`.
+
+Specs are rendered for both manifest generations (the market serves either); `lint_apps` takes apps
+already rendered (publish renders each app once and lints exactly that).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from olarespack.chart import Chart
+from olarespack.check import kube
+from olarespack.check.inputs import Target, classify
+from olarespack.errors import Problem
+from olarespack.helm import Helm, HelmResult, split_rendered, values_file
+from olarespack.olares.generations import GENERATION_NAMES
+from olarespack.olares.rules import accelerator_modes, manifest_problems
+from olarespack.olares.values import install_values
+from olarespack.olares.workloads import Rendered, rendered_problems
+from olarespack.project import App, load_apps
+from olarespack.write import write_files
+
+SECRET_SENTINEL = "hf_olarespack_lint_sentinel_token"
+LINT_BATCH = 16
+# The helm binaries, or a function giving them: asked only when some chart reaches the helm layer, so a
+# lint whose inputs all fail the pure layers needs no helm at all.
+Helms = Sequence[Helm] | Callable[[], Sequence[Helm]]
+
+
+@dataclass
+class LintReport:
+    problems: list[Problem] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)  # labels of the specs and charts checked
+    spec_names: list[str] = field(default_factory=list)  # app names of the specs that loaded
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+# --------------------------------------------------------------------------- helm
+
+
+def _olares_env(manifest: dict[str, Any]) -> dict[str, str]:
+    """What Olares puts in .Values.olaresEnv: each env's default; token envs get a sentinel so a token that
+    leaks out of its Secret is caught."""
+    env: dict[str, str] = {}
+    for entry in manifest.get("envs") or []:
+        name = str(entry.get("envName", ""))
+        source = str((entry.get("valueFrom") or {}).get("envName", ""))
+        if "TOKEN" in name or "TOKEN" in source:
+            env[name] = SECRET_SENTINEL
+        elif entry.get("default") is not None:
+            env[name] = str(entry["default"])
+    return env
+
+
+def _entrance_names(manifest: dict[str, Any]) -> list[str]:
+    return [str(e.get("name")) for key in ("entrances", "sharedEntrances") for e in manifest.get(key) or []]
+
+
+def _values(chart: Chart, mode: str) -> dict[str, Any]:
+    return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode)
+
+
+def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[str, Any]]]:
+    """Charts whose values agree (domains aside) share one helm lint process."""
+    groups: dict[str, list[Target]] = {}
+    for target in targets:
+        values = _values(target.chart, accelerator_modes(target.chart.manifest)[0][0])
+        values.pop("domain")
+        values["userspace"] = {}
+        groups.setdefault(json.dumps(values, sort_keys=True), []).append(target)
+    for group in groups.values():
+        for start in range(0, len(group), LINT_BATCH):
+            batch = group[start:start + LINT_BATCH]
+            values = _values(batch[0].chart, accelerator_modes(batch[0].chart.manifest)[0][0])
+            values["domain"] = {k: v for t in batch for k, v in _values(t.chart, "nvidia")["domain"].items()}
+            yield batch, values
+
+
+@dataclass(frozen=True)
+class HelmCall:
+    """One helm invocation (run) and what olarespack makes of its output (analyse), kept apart so the
+    benchmark can time the bare invocations a lint needs."""
+
+    run: Callable[[], Any]
+    analyse: Callable[[Any], list[Problem]]
+
+
+def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmCall:
+    def run() -> dict[Path, list[str]]:
+        with values_file(values) as path:
+            return helm.lint_many([t.folder for t in batch], path)
+
+    def analyse(findings: dict[Path, list[str]]) -> list[Problem]:
+        return [Problem(target.chart.label, "", f"helm {helm.version}: {line}",
+                        "fix the template or the values it reads", rule="helm-lint")
+                for target in batch for line in findings[target.folder]]
+
+    return HelmCall(run, analyse)
+
+
+def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
+    chart = target.chart
+    namespace = f"{chart.name}-alice"
+
+    def run() -> HelmResult:
+        with values_file(_values(chart, mode)) as path:
+            return helm.template(target.folder, chart.name, namespace, path)
+
+    def analyse(out: HelmResult) -> list[Problem]:
+        if not out.ok:
+            return [Problem(chart.label, "", f"helm {helm.version} template ({mode}): {out.stderr.strip()}",
+                            "fix the template or the values it reads", rule="helm-template")]
+        try:
+            documents = split_rendered(out.stdout)
+        except yaml.YAMLError as exc:
+            return [Problem(chart.label, "", f"rendered YAML does not parse ({mode}): {exc}", "fix the template",
+                            rule="helm-template")]
+        problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
+        for source, document, _ in documents:
+            name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
+            problems += [Problem(chart.where(source), f"{name}.{error.split(': ', 1)[0]}",
+                                 f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.split(': ', 1)[-1]}",
+                                 "fix the field's type or name", rule="kube-schema")
+                         for error in kube.schema_errors(document)]
+        return problems
+
+    return HelmCall(run, analyse)
+
+
+def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
+    """Every chart through `helm lint --strict` with each helm (batched), then `helm template` with the
+    first (Helm 3, what Olares embeds) for each accelerator mode, for the Olares and schema rules."""
+    calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
+    if helms:
+        calls += [_template_call(helms[0], target, mode)
+                  for target in targets for mode, _, _ in accelerator_modes(target.chart.manifest)]
+    return calls
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _app_targets(apps: list[App], stack: ExitStack) -> list[Target]:
+    """The rendered charts on disk (helm reads folders), labelled `<spec> [<generation>]`."""
+    root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="olarespack-lint-")))
+    targets: list[Target] = []
+    for app in apps:
+        for generation, chart in app.charts.items():
+            folder = root / generation / f"{len(targets)}" / app.spec.name
+            write_files(chart, folder)
+            targets.append(Target(chart, folder))
+    return targets
+
+
+def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport) -> LintReport:
+    if targets:
+        calls = helm_calls(targets, helms() if callable(helms) else helms)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for problems in pool.map(lambda call: call.analyse(call.run()), calls):
+                report.problems += problems
+    report.problems = sorted(set(report.problems))
+    return report
+
+
+def lint_apps(apps: list[App], helms: Helms, jobs: int = 2) -> LintReport:
+    """The helm layers of apps rendered and checked already (their pure problems are their warnings)."""
+    report = LintReport(problems=[w for app in apps for w in app.warnings], checked=[app.file for app in apps],
+                        spec_names=[app.spec.name for app in apps])
+    with ExitStack() as stack:
+        return _run(_app_targets(apps, stack), helms, jobs, report)
+
+
+def collect(paths: list[str], stack: ExitStack, report: LintReport) -> list[Target]:
+    """Every input through the pure layers (problems into the report); the charts helm can render."""
+    specs, charts, refused = classify(paths, stack)
+    report.problems += refused
+    report.checked += [p.file for p in refused]
+    apps, problems = load_apps(specs, GENERATION_NAMES)
+    report.problems += problems + [w for app in apps for w in app.warnings]
+    report.checked += [str(s) for s in specs]
+    report.spec_names += [app.spec.name for app in apps]
+    report.checked += [target.chart.label for target in charts]
+    for target in charts:
+        report.problems += manifest_problems(target.chart)
+    return _app_targets(apps, stack) + [t for t in charts if t.chart.manifest]
+
+
+def lint(paths: list[str], helms: Helms, jobs: int = 2) -> LintReport:
+    """Specs (both generations), chart folders, folders of charts and chart archives, every layer."""
+    report = LintReport()
+    with ExitStack() as stack:
+        return _run(collect(paths, stack, report), helms, jobs, report)

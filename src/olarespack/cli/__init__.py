@@ -1,0 +1,29 @@
+"""The olarespack command line: the only place that prints and exits; every error is caught once, by the
+group (cli/group.py), and mapped to its message and exit code.
+
+Exit codes:
+  0  success (nothing to report, or nothing would change)
+  1  problems found in the input, or --check found charts that differ from their specs
+  2  usage error (unknown option, missing file, bad option value)
+  3  a required external tool (helm) is missing or too old
+  4  an internal error: a bug in olarespack (one line says what to report; never a traceback)
+"""
+
+from __future__ import annotations
+
+import click
+
+from olarespack import __version__
+from olarespack.cli import build, check, market, release
+from olarespack.cli.group import CatchingGroup
+
+
+@click.group(cls=CatchingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="olarespack")
+def main() -> None:
+    """Turn one typed spec per app into a versioned, validated Olares Helm chart."""
+
+
+for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
+                market.serve, build.schema):
+    main.add_command(command)

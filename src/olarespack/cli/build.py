@@ -1,0 +1,80 @@
+"""`olarespack build` and `olarespack schema`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from olarespack.cli import options
+from olarespack.cli.group import output_folder
+from olarespack.olares.generations import GenerationName
+from olarespack.project import orphan_charts, render_apps, sibling_names, spec_files
+from olarespack.spec.models import AppSpec
+from olarespack.write import changed_files, write_chart, write_file
+
+SCHEMA_PATH = Path("schemas/app-spec.schema.json")
+
+
+@click.command()
+@options.specs
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the charts differ from what the specs render.")
+@options.charts_dir
+@options.apps_dir
+@options.olares_version
+def build(specs: tuple[str, ...], check: bool, charts_dir: Path, apps_dir: Path,
+          generation: GenerationName | None) -> None:
+    """Render charts/<app>/ from each SPEC (default: every apps/*.yaml)."""
+    output_folder(charts_dir, "--charts-dir")
+    files = spec_files(specs, apps_dir)
+    others = sibling_names(apps_dir, files) if specs else None
+    apps = render_apps(files, [generation] if generation else None, others)
+    for app in apps:
+        for warning in app.warnings:
+            click.echo(f"WARN {warning}", err=True)
+    orphans = [] if specs else orphan_charts(charts_dir, {app.spec.name for app in apps})
+    for orphan in orphans:
+        click.echo(f"{'ORPHAN' if check else 'WARN'} {orphan}", err=True)
+    drifted = len(orphans) if check else 0
+    for app in apps:
+        folder = charts_dir / app.spec.name
+        if check:
+            changes = changed_files(app.chart, folder)
+            if changes:
+                drifted += 1
+                click.echo(f"DRIFT {app.spec.name} ({folder}): {', '.join(changes)}")
+            else:
+                click.echo(f"ok {app.spec.name}: up to date")
+        else:
+            status = write_chart(app.chart, folder)
+            click.echo(f"ok {app.spec.name} {app.spec.version}: {status} ({folder})")
+    if drifted:
+        click.echo(f"{drifted} chart(s) differ from their specs: run `olarespack build` and commit", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the schema file is out of date.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=SCHEMA_PATH,
+              show_default=True)
+def schema(check: bool, out_file: Path) -> None:
+    """Write the JSON Schema of app specs (for editors and validation) from the models."""
+    text = app_spec_schema()
+    current = out_file.read_text(encoding="utf-8") if out_file.is_file() else None
+    if check:
+        if current != text:
+            click.echo(f"DRIFT {out_file}: run `olarespack schema` and commit", err=True)
+            sys.exit(1)
+        click.echo(f"ok {out_file}: up to date")
+        return
+    write_file(out_file, text.encode("utf-8"))
+    click.echo(f"ok {out_file}: {'unchanged' if current == text else 'written'}")
+
+
+def app_spec_schema() -> str:
+    document = AppSpec.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["$id"] = "https://olarespack.invalid/app-spec.schema.json"
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,108 @@
+"""`olarespack lint` and `olarespack fit`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from olarespack.cli import options
+from olarespack.cli.group import helm_binary
+from olarespack.errors import Problem
+from olarespack.helm import Helm
+from olarespack.project import orphan_charts, spec_files
+from olarespack.rule_catalog import RULES
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@options.jobs
+@click.option("--helm4/--no-helm4", default=True, show_default=True,
+              help="Also lint with Helm 4 (Helm 3.19, what Olares embeds, always runs).")
+@click.option("--rules", "list_rules", is_flag=True, help="List the rule ids and what each checks, then exit.")
+@click.option("--base", help="Also run the version gate on the specs against this git ref.")
+@options.charts_dir
+@options.apps_dir
+def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base: str | None,
+         charts_dir: Path, apps_dir: Path) -> None:
+    """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
+
+    Every problem of every input is reported with its rule id, file, field path and fix."""
+    from olarespack.check.lint import lint as run_lint
+
+    if list_rules:
+        for rule_id, (layer, text) in RULES.items():
+            click.echo(f"{rule_id:28} {layer:7} {text}")
+        return
+
+    def helms() -> Sequence[Helm]:
+        return [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
+
+    targets = list(paths) or [str(p) for p in spec_files((), apps_dir)]
+    report = run_lint(targets, helms, jobs)
+    specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
+    if not paths:
+        report.problems += orphan_charts(charts_dir, set(report.spec_names))
+    if base is not None and specs and not report.errors:
+        from olarespack.release.bump import Repo, diffs, gate_problems
+
+        _, found = diffs(helms()[0], Repo.at(Path.cwd(), base, charts_dir), specs)
+        report.problems += gate_problems(found)
+    for problem in report.problems:
+        click.echo(f"{'ERROR' if problem.severity == 'error' else 'WARN'} {problem}")
+    for label in report.checked:
+        mine = [p for p in report.errors if _belongs(p, label)]
+        click.echo(f"FAIL {label}: {len(mine)} problem(s)" if mine else f"ok {label}")
+    if report.errors:
+        click.echo(f"{len(report.errors)} problem(s) in {len(report.checked)} input(s)", err=True)
+        sys.exit(1)
+
+
+def _belongs(problem: Problem, label: str) -> bool:
+    return problem.file == label or problem.file.startswith((f"{label}/", f"{label} ["))
+
+
+@click.command()
+@click.argument("spec_file", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.option("--max-model-len", type=click.IntRange(min=1), help="Context to check instead of the spec's.")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True),
+              help="Utilization to check instead of the spec's (vLLM).")
+@click.option("--kv-available-bytes", type=click.IntRange(min=1),
+              help="KV cache budget as a vLLM boot reported it (replaces the estimate and any calibration).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A local Hugging Face config.json for a model olarespack has no data for.")
+@click.option("--weights-bytes", type=click.IntRange(min=0), default=0,
+              help="With --config: the model's weights on the GPU, in bytes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the budget as a JSON object.")
+def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float | None,
+        kv_available_bytes: int | None, config_file: Path | None, weights_bytes: int, as_json: bool) -> None:
+    """Will the model, its context and its drafter fit the GPU? vLLM's own KV-cache arithmetic.
+
+    Exits 0 when it fits, 1 when it does not."""
+    from olarespack.engines import engine_for
+    from olarespack.fit.budget import fit_report, spec_calibration
+    from olarespack.models import arch
+    from olarespack.spec.load import load_spec
+
+    spec = load_spec(Path(spec_file))
+    found: dict[str, Any] = {"max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization}
+    if kv_available_bytes is not None:
+        found["kv_available_bytes"] = kv_available_bytes
+    else:
+        found.update(spec_calibration(spec))
+    if config_file is not None:
+        repo = engine_for(spec.engine).model_repo(spec.engine)
+        local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
+        found["registry"] = {**arch.models(), repo: local}
+    report = fit_report(spec, **found)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        for line in report.table():
+            click.echo(line)
+    if not report.fits:
+        sys.exit(1)

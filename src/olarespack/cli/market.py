@@ -1,0 +1,116 @@
+"""`olarespack package`, `publish` and `serve`: chart archives, the market folder, and the HTTP source."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlparse
+
+import click
+
+from olarespack import package as packaging
+from olarespack.cli import options
+from olarespack.cli.group import helm_binary, output_folder
+from olarespack.errors import UsageError
+from olarespack.helm import Helm
+from olarespack.market import catalog as market
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName
+from olarespack.project import render_apps, sibling_names, spec_files
+from olarespack.write import write_file
+
+
+@click.command("package")
+@options.specs
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
+              show_default=True, help="Folder that receives <name>-<version>.tgz and SHA256SUMS.")
+@options.apps_dir
+@options.olares_version
+def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, generation: GenerationName | None) -> None:
+    """Package each SPEC (default: every apps/*.yaml) into a byte-reproducible chart archive."""
+    output_folder(out_dir, "--out")
+    apps = render_apps(spec_files(specs, apps_dir), [generation] if generation else None)
+    helm = helm_binary("helm4")
+    for app in apps:
+        archive = packaging.package_chart(app.chart, app.spec.name, app.spec.version, helm,
+                                          market.release_epoch(app.spec))
+        status = write_file(out_dir / archive.file_name, archive.data)
+        click.echo(f"ok {app.spec.name} {app.spec.version}: {out_dir / archive.file_name} "
+                   f"sha256 {archive.sha256} ({status})")
+    click.echo(f"digests: {packaging.write_digests(out_dir)}")
+
+
+@click.command("publish")
+@options.specs
+@options.market_dir
+@click.option("--base-url", metavar="URL",
+              help="Public URL of this market. Icons whose URL starts with URL/icons/ must then come from local "
+                   "files (<spec folder>/icons/<file>), or boxes would get a 404.")
+@options.apps_dir
+@options.jobs
+def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps_dir: Path, jobs: int) -> None:
+    """Lint, package and publish every app, both manifest generations, into the market folder.
+
+    \b
+    Writes charts/<generation>/<name>-<version>.tgz (old versions stay), charts/SHA256SUMS, icons/,
+    static/<generation>/ (the GET answers as files, for static hosts), publish-state.json and
+    catalog.json, all swapped in at once. A published version never changes: republishing it with other
+    content is refused. Apps whose charts did not change are neither linted nor packaged again."""
+    from olarespack.market.publish import publish as run_publish
+
+    output_folder(market_dir, "--market-dir")
+    base = _base_url(base_url)
+    files = spec_files(specs, apps_dir)
+
+    def helms() -> Sequence[Helm]:
+        return [helm_binary("helm"), helm_binary("helm4")]
+
+    done = run_publish(files, market_dir, base, sibling_names(apps_dir, files) if specs else None, helms,
+                       lambda: helm_binary("helm4"), jobs)
+    for warning in sorted({w for app in done.apps for w in app.warnings}):
+        click.echo(f"WARN {warning}", err=True)
+    for app in done.apps:
+        parts = [f"{gen} {done.archives[gen][app.spec.name].sha256[:12]} ({done.written[gen, app.spec.name]})"
+                 for gen in GENERATION_NAMES]
+        click.echo(f"ok {app.spec.name} {app.spec.version}: {', '.join(parts)}")
+    hashes = ", ".join(f"{gen} hash {g['hash']}" for gen, g in done.catalog["generations"].items())
+    click.echo(f"market {market_dir}: {len(done.apps)} app(s), {hashes}; catalog {done.written['catalog', '']}")
+
+
+@click.command("serve")
+@options.market_dir
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8787, show_default=True, help="Port to listen on.")
+@click.option("--poll-seconds", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="How often to look for a catalog.json rewritten by publish.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=None,
+              help="Open connections at most (default 1000, fewer if the open-file limit is lower); past it, "
+                   "idle or slow connections are closed first.")
+@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a client has to send a whole request (head and body).")
+@click.option("--keep-alive", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Seconds an idle keep-alive connection stays open.")
+def serve(market_dir: Path, host: str, port: int, poll_seconds: float, max_connections: int | None,
+          request_timeout: float, keep_alive: int) -> None:
+    """Serve the market folder to Olares boxes (hash, info, details, charts, icons, /health).
+
+    \b
+    The Olares version a box sends (`version`) picks the generation: 1.12.3-1.12.5 get the legacy
+    charts, 1.12.6 and later (or no version) the current ones. /legacy/... and /current/... serve one
+    generation whatever the box sends. One log line per request goes to stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from olarespack.market import serve as http_server
+    from olarespack.market.protocol import ConnectionLimits, default_max_connections
+
+    limits = ConnectionLimits(max_connections=max_connections or default_max_connections(),
+                              request_seconds=request_timeout, keep_alive_seconds=keep_alive)
+    http_server.run(market_dir, host, port, poll_seconds, limits)
+
+
+def _base_url(url: str | None) -> str | None:
+    if url is None:
+        return None
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise UsageError(f"--base-url: {url!r} is not an http(s) URL like https://market.example.com")
+    return url.rstrip("/")

@@ -1,0 +1,45 @@
+"""Rules every engine shares: pinned images and extra args that would fight a typed field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from olarespack.errors import Problem
+
+if TYPE_CHECKING:
+    from olarespack.engines.base import Engine
+    from olarespack.spec.models import AppSpec
+
+FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "dev"})
+
+
+def is_gemma4(model: str) -> bool:
+    return bool(re.search(r"gemma-?4", model, re.IGNORECASE))
+
+
+def floating_images(file: str, spec: AppSpec, engine: Engine) -> Iterator[Problem]:
+    for path, image in engine.images(spec.engine):
+        if "@sha256:" in image:
+            continue
+        name = image.rsplit("/", 1)[-1]
+        tag = name.split(":", 1)[1] if ":" in name else None
+        if tag is None or tag in FLOATING_TAGS:
+            yield Problem(file, path, f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
+                          "the box would run whatever the registry serves that day",
+                          "pin a release tag (e.g. vllm/vllm-openai:v0.21.0-cu129) or a digest",
+                          rule="image-floating-tag")
+
+
+def typed_flags_in_extra_args(file: str, spec: AppSpec, engine: Engine) -> Iterator[Problem]:
+    """An extra arg repeating a flag a typed field (or the chart) sets would either be ignored or silently
+    win, depending on the engine's parser."""
+    typed = engine.typed_flags()
+    for i, arg in enumerate(spec.engine.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag in typed:
+            owner = typed[flag]
+            fix = "remove it: the chart sets it" if owner == "chart" else f"remove it and set {owner} instead"
+            yield Problem(file, f"engine.extra_args[{i}]", f"{flag} duplicates a typed field", fix,
+                          rule="extra-arg-duplicate")

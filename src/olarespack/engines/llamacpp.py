@@ -1,0 +1,240 @@
+"""llama.cpp's llama-server (build b9101): its spec model, flag table, GGUF downloader, boot rules and fit."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from olarespack.engines.base import MODEL_DIR, ContainerResources, Engine, EngineSpec, Flag
+from olarespack.engines.common import is_gemma4
+from olarespack.errors import ModelDataError, Problem, UsageError
+from olarespack.fit.llamacpp_kv import (
+    LLAMACPP_AUTO_PARALLEL,
+    LLAMACPP_DEFAULT_BATCH,
+    LLAMACPP_DEFAULT_UBATCH,
+    LLAMACPP_RUNTIME_BYTES,
+    MMPROJ_COMPUTE_BYTES,
+    llamacpp_compute_bytes,
+    llamacpp_context,
+    llamacpp_kv_bytes,
+)
+from olarespack.fit.report import FitReport, Source
+from olarespack.fit.units import gib, largest_fitting, share_needed
+from olarespack.models.arch import ModelInfo, find_model
+from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, StrictModel, Text, Tokens
+
+if TYPE_CHECKING:
+    from olarespack.spec.models import AppSpec
+
+PORT = 8080
+# The init container that fetches the GGUF files before llama-server starts.
+DOWNLOADER = ContainerResources("model-downloader", 100, 1000, 128 * 2**20, 512 * 2**20)
+FULL_PRECISION_CACHE = frozenset({"f32", "f16", "bf16"})
+GgufName = Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z0-9._-]+\.gguf$")]
+
+
+class GgufModel(StrictModel):
+    repo: HfRepo = Field(description="Hugging Face repository holding the GGUF files.")
+    file: GgufName = Field(description="Model GGUF file name.")
+    mmproj: GgufName | None = Field(None, description="Multimodal projector GGUF file name.")
+    revision: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")] = Field(
+        "main", description="Branch, tag or commit to download from."
+    )
+
+
+CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+
+
+class LlamaCppEngine(EngineSpec):
+    kind: Literal["llamacpp"]
+    image: Image = Field(description="llama.cpp server image pinned to a build, e.g. ...:server-cuda13-b9101.")
+    downloader_image: Image | None = Field(
+        None, description="Image of the init container that downloads the GGUF files (needs sh and curl); "
+        "default: the engine image, whose official builds carry curl.")
+    model: GgufModel
+    alias: Text = Field(description="--alias: the model name clients use.")
+    ctx_size: Tokens = Field(description="-c / --ctx-size.")
+    n_gpu_layers: int = Field(99, ge=0, le=10_000, description="-ngl / --n-gpu-layers.")
+    flash_attn: Literal["on", "off", "auto"] = Field("auto", description="-fa.")
+    cache_type_k: CacheType | None = Field(None, description="-ctk.")
+    cache_type_v: CacheType | None = Field(None, description="-ctv (a quantized V cache needs flash_attn on).")
+    batch_size: Tokens | None = Field(None, description="-b / --batch-size.")
+    ubatch_size: Tokens | None = Field(None, description="-ub / --ubatch-size.")
+    parallel: int | None = Field(None, gt=0, le=1_024, description="--parallel.")
+    threads: int | None = Field(None, gt=0, le=1_024, description="--threads.")
+    jinja: bool = Field(False, description="--jinja (use the model's chat template).")
+    mlock: bool = Field(False, description="--mlock.")
+    context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
+    extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
+                                      description="Further llama-server arguments.")
+    env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
+                                        description="Extra environment of the engine (values are literal: $(VAR) is "
+                                        "not expanded).")
+
+
+def gguf_dir(engine: LlamaCppEngine) -> str:
+    """Per-repository folder, so two repos' identically named files (mmproj-BF16.gguf) never collide."""
+    return f"{MODEL_DIR}/{engine.model.repo.replace('/', '--')}"
+
+
+def _has(args: list[str], *names: str) -> bool:
+    return any(a in names for a in args)
+
+
+class LlamaCpp(Engine):
+    kind = "llamacpp"
+    title = "llama.cpp"
+    model = LlamaCppEngine
+    port = PORT
+    container_name = "llama-server"
+    command = ("/app/llama-server",)
+    context_field = "ctx_size"
+    hf_env = False  # the downloader fetches the files; the server never talks to Hugging Face
+    flags: ClassVar[tuple[Flag, ...]] = (
+        Flag("--host", "chart", lambda e: "0.0.0.0"),
+        Flag("--port", "chart", lambda e: PORT),
+        Flag("--model", "engine.model", lambda e: f"{gguf_dir(e)}/{e.model.file}", aliases=("-m",)),
+        Flag("--mmproj", "engine.model.mmproj", lambda e: e.model.mmproj and f"{gguf_dir(e)}/{e.model.mmproj}",
+             "given", aliases=("-mm",)),
+        Flag("--alias", "engine.alias", lambda e: e.alias, aliases=("-a",)),
+        Flag("--ctx-size", "engine.ctx_size", lambda e: e.ctx_size, aliases=("-c",)),
+        Flag("--n-gpu-layers", "engine.n_gpu_layers", lambda e: e.n_gpu_layers, aliases=("-ngl", "--gpu-layers")),
+        Flag("--threads", "engine.threads", lambda e: e.threads, "given", aliases=("-t",)),
+        Flag("--batch-size", "engine.batch_size", lambda e: e.batch_size, "given", aliases=("-b",)),
+        Flag("--ubatch-size", "engine.ubatch_size", lambda e: e.ubatch_size, "given", aliases=("-ub",)),
+        Flag("--parallel", "engine.parallel", lambda e: e.parallel, "given", aliases=("-np",)),
+        Flag("--cache-type-k", "engine.cache_type_k", lambda e: e.cache_type_k, "given", aliases=("-ctk",)),
+        Flag("--cache-type-v", "engine.cache_type_v", lambda e: e.cache_type_v, "given", aliases=("-ctv",)),
+        Flag("--mlock", "engine.mlock", lambda e: e.mlock, "given"),
+        Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
+        Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
+        Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
+    )
+
+    def init_containers(self, engine: Any) -> list[ContainerResources]:
+        return [DOWNLOADER]
+
+    def template_values(self, engine: Any) -> dict[str, Any]:
+        model = engine.model
+        return {
+            "gguf_dir": gguf_dir(engine),
+            "downloads": {"MODEL_REPO": model.repo, "MODEL_REVISION": model.revision, "MODEL_FILE": model.file,
+                          **({"MMPROJ_FILE": model.mmproj} if model.mmproj else {})},
+        }
+
+    def images(self, engine: Any) -> list[tuple[str, str]]:
+        found = [("engine.image", engine.image)]
+        if engine.downloader_image:
+            found.append(("engine.downloader_image", engine.downloader_image))
+        return found
+
+    def context_length(self, engine: Any) -> int:
+        return int(engine.ctx_size)
+
+    def model_repo(self, engine: Any) -> str:
+        return str(engine.model.repo)
+
+    def version(self, engine: Any) -> str | None:
+        match = re.search(r"-(b\d+)$", engine.image)
+        return match.group(1) if match else None
+
+    def preset_lines(self, engine: Any) -> list[str]:
+        projector = f" + projector `{engine.model.mmproj}`" if engine.model.mmproj else ""
+        return [f"- Model: `{engine.model.repo}` file `{engine.model.file}`{projector}",
+                f"- Served model name: `{engine.alias}`, context {engine.ctx_size} tokens"]
+
+    def rules(self, file: str, spec: AppSpec) -> Iterator[Problem]:
+        engine = spec.engine
+        assert isinstance(engine, LlamaCppEngine)
+        if engine.ubatch_size and engine.batch_size and engine.ubatch_size > engine.batch_size:
+            yield Problem(file, "engine.ubatch_size", f"{engine.ubatch_size} > batch_size {engine.batch_size}: "
+                          "llama.cpp silently caps it", f"use at most {engine.batch_size}", rule="ubatch-batch")
+        if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
+            yield Problem(file, "engine.cache_type_v", f"a quantized V cache ({engine.cache_type_v}) needs flash "
+                          "attention", "set engine.flash_attn: \"on\"", rule="quantized-v-cache")
+        mmproj = engine.model.mmproj
+        if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
+            yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
+                          "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
+
+    def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
+            kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
+            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None) -> FitReport:
+        engine = spec.engine
+        assert isinstance(engine, LlamaCppEngine)
+        if calibrated_kv_available_bytes is not None:
+            raise UsageError("calibration from `Available KV cache memory` applies to vLLM apps only")
+        info = find_model(engine.model.repo, registry)
+        if info.arch is None:
+            raise ModelDataError(f"{info.repo} has no KV layers of its own: llama.cpp cannot serve it alone")
+        arch = info.arch
+        notes: list[str] = []
+        files = [engine.model.file] + ([engine.model.mmproj] if engine.model.mmproj else [])
+        missing = [f for f in files if f not in info.files]
+        if missing:
+            raise ModelDataError(f"no size for {', '.join(missing)} in {info.repo}; known files: "
+                                 f"{', '.join(sorted(info.files)) or 'none'}")
+        main = info.files[engine.model.file]
+        weights = main.bytes - main.host_bytes + sum(info.files[f].bytes for f in files[1:])
+        exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
+        if main.host_bytes:
+            notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
+        length = max_model_len or engine.ctx_size
+        if engine.parallel is None:
+            parallel, unified = LLAMACPP_AUTO_PARALLEL, True
+            notes.append(f"--parallel not set: llama-server's {parallel} slots over a unified cache taken")
+        else:
+            parallel, unified = engine.parallel, _has(engine.extra_args, "--kv-unified", "-kvu")
+        swa_full = _has(engine.extra_args, "--swa-full")
+        type_k, type_v = engine.cache_type_k or "f16", engine.cache_type_v or "f16"
+        flash = engine.flash_attn != "off"
+        if type_v not in FULL_PRECISION_CACHE and not flash:
+            notes.append("llama.cpp refuses a quantized V cache without flash attention (-fa on)")
+        if engine.n_gpu_layers <= arch.num_hidden_layers:
+            notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all "
+                         "on GPU")
+        options: dict[str, Any] = {"parallel": parallel, "kv_unified": unified,
+                                   "batch_size": engine.batch_size or LLAMACPP_DEFAULT_BATCH,
+                                   "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH}
+
+        def kv_at(n: int) -> int:
+            return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, **options)
+
+        ctx = llamacpp_context(length, **options)
+        needed = kv_at(length)
+        overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
+                    + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
+        source: Source = "estimate"
+        if kv_available_bytes is not None:
+            available, source = kv_available_bytes, "given"
+            overhead = total - weights - available
+        else:
+            available = total - weights - overhead
+        fits = available > 0 and needed <= available
+
+        def fits_at(n: int) -> bool:
+            return kv_at(n) <= available
+
+        fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
+        ceiling = max(length, arch.max_position_embeddings or length)
+        fit_ctx = llamacpp_context(fit_len, **options) if fit_len else None
+        return FitReport(
+            app=spec.name, engine=self.kind, engine_title=self.title, model=f"{info.repo}/{engine.model.file}",
+            drafter=None, total_bytes=total, gpu_memory_utilization=None, budget_bytes=total,
+            weights_bytes=weights, drafter_weights_bytes=0, overhead_bytes=overhead, overhead_source=source,
+            kv_cache_needed_bytes=needed, drafter_kv_bytes=0, kv_cache_available_bytes=available,
+            headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
+            max_model_len_limit=largest_fitting(ceiling, fits_at) if available > 0 else 0,
+            concurrency=float(fit_ctx.n_ctx // fit_ctx.n_ctx_seq) if fit_ctx else 0.0,
+            fits=fits, utilization_needed=share_needed(total, weights + overhead + needed),
+            kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
+            settings={"n_ctx": ctx.n_ctx, "n_ctx_per_slot": ctx.n_ctx_seq, "n_ubatch": ctx.n_ubatch,
+                      "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},
+            notes=tuple(notes),
+        )
+
+
+ENGINE = LlamaCpp()

@@ -1,0 +1,98 @@
+"""Will it fit? One app's GPU memory budget through its engine's arithmetic, and what the build checks of
+it: the context fits (else the largest that does), `auto` contexts resolved, trained windows respected."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from olarespack.engines import engine_for
+from olarespack.errors import ModelDataError, Problem, UsageError
+from olarespack.fit.report import FitReport
+from olarespack.fit.units import gib
+from olarespack.models.arch import ModelInfo, find_model
+
+if TYPE_CHECKING:
+    from olarespack.spec.models import AppSpec
+
+
+def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_utilization: float | None = None,
+               kv_available_bytes: int | None = None, calibrated_kv_available_bytes: int | None = None,
+               calibrated_at_utilization: float | None = None,
+               registry: dict[str, ModelInfo] | None = None) -> FitReport:
+    """The GPU memory budget of one app. `kv_available_bytes` replaces the computed KV budget; the calibrated
+    pair (the `Available KV cache memory` of one vLLM boot and the utilization it ran at) replaces the
+    estimated non-KV memory. `registry` replaces the shipped model data (keyed by repository)."""
+    if max_model_len is not None and max_model_len < 1:
+        raise UsageError(f"max_model_len must be a positive number of tokens, not {max_model_len}")
+    for name, util in (("gpu_memory_utilization", gpu_memory_utilization),
+                       ("calibrated_at_utilization", calibrated_at_utilization)):
+        if util is not None and not 0 < util <= 1:
+            raise UsageError(f"{name} must be in (0, 1], not {util}")
+    if (calibrated_kv_available_bytes is None) != (calibrated_at_utilization is None):
+        raise UsageError("calibration needs both the measured available KV bytes and the utilization of that boot")
+    if kv_available_bytes is not None and calibrated_kv_available_bytes is not None:
+        raise UsageError("give either kv_available_bytes or a calibration, not both")
+    _, total = spec.gpu_memory()  # the engine sees its GPU memory limit as the device
+    return engine_for(spec.engine).fit(
+        spec, total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+        kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
+        calibrated_at_utilization=calibrated_at_utilization, registry=registry)
+
+
+def spec_calibration(spec: AppSpec) -> dict[str, Any]:
+    """fit_report's calibration arguments from the boot measurement a spec carries (none: {})."""
+    return engine_for(spec.engine).calibration(spec.engine)
+
+
+def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
+    """What the build checks: the context fits the GPU (else an error naming the largest that does and the
+    utilization that would be needed), an `auto` context becomes that largest context, and a context past
+    the model's trained window is a warning."""
+    engine = engine_for(spec.engine)
+    path = f"engine.{engine.context_field}"
+    auto = engine.auto_context(spec.engine)
+    try:
+        report = fit_report(spec, **spec_calibration(spec))
+    except ModelDataError as exc:
+        problem = Problem(file, path, f"cannot check that the context fits the GPU: {exc}",
+                          "add the model's architecture to olarespack's model data", rule="context-fit",
+                          severity="error" if auto else "warning")
+        return spec, [problem]
+    if auto:
+        if report.max_model_len_fit < 1:
+            return spec, [Problem(file, path, "no context fits: the weights alone exceed the GPU budget",
+                                  "raise gpu_memory_utilization or pick a smaller model", rule="context-fit")]
+        resolved = engine.with_context(spec.engine, report.max_model_len_fit)
+        return (spec.model_copy(update={"engine": resolved}),
+                _window_problems(file, path, spec, report.max_model_len_fit))
+    problems = _window_problems(file, path, spec, report.max_model_len)
+    if not report.fits:
+        fix = f"use at most {report.max_model_len_fit} tokens"
+        if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
+            fix += f", or gpu_memory_utilization {report.utilization_needed:g}"
+        if engine.accepts_auto_context:
+            fix += f", or {engine.context_field}: auto"
+        problems.append(Problem(
+            file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
+            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}",
+            fix, rule="context-fit"))
+    return spec, problems
+
+
+def _window_problems(file: str, path: str, spec: AppSpec, asked: int) -> list[Problem]:
+    engine = engine_for(spec.engine)
+    repo = engine.model_repo(spec.engine)
+    try:
+        info = find_model(repo)
+    except ModelDataError:
+        return []
+    positions = info.arch.max_position_embeddings if info.arch else None
+    if positions is not None and asked > positions:
+        return [Problem(file, path, f"{asked} is past {repo}'s {positions} positions: {engine.title} refuses to boot",
+                        f"use at most {positions}", rule="context-window")]
+    trained = info.trained_context
+    if trained is not None and asked > trained:
+        return [Problem(file, path, f"{asked} is past the {trained} tokens {repo} was trained for: it runs, "
+                        "but recall past that is unreliable", f"use {trained} unless you need more",
+                        rule="context-window", severity="warning")]
+    return []

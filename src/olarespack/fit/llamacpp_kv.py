@@ -1,0 +1,93 @@
+"""llama.cpp's KV-cache allocation (checked against src/llama-context.cpp and src/llama-kv-cache-iswa.cpp),
+pure: the KV cache is allocated whole at start for -c tokens rounded up to 256, shared by the --parallel
+slots (each slot gets c / parallel unless the cache is unified); sliding layers keep
+min(cells, window x seqs + ubatch) cells rounded up to 256; KV-sharing layers own nothing; a quantized cache
+type stores 32 values in 34 (q8_0) or 18 (q4_0) bytes. The compute buffers and the CUDA runtime are
+estimates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from olarespack.errors import ModelDataError
+from olarespack.fit.units import Layers, MiB, layers_of, pad
+from olarespack.models.arch import ModelArch
+
+LLAMACPP_CTX_PAD = 256
+LLAMACPP_DEFAULT_BATCH = 2048
+LLAMACPP_DEFAULT_UBATCH = 512
+LLAMACPP_AUTO_PARALLEL = 4  # llama-server's --parallel auto: 4 slots over a unified cache
+# CUDA context, cuBLAS workspace and host-visible buffers: an estimate.
+LLAMACPP_RUNTIME_BYTES = 400 * MiB
+# The multimodal projector's own compute buffer (encoder graph): an estimate.
+MMPROJ_COMPUTE_BYTES = 256 * MiB
+# ggml type -> (bytes per block, values per block)
+GGML_TYPE_SIZE: dict[str, tuple[int, int]] = {
+    "f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32),
+    "iq4_nl": (18, 32), "q5_0": (22, 32), "q5_1": (24, 32),
+}
+
+
+# --------------------------------------------------------------------------- llama.cpp KV cache
+
+
+def ggml_row_bytes(type_name: str, values: int) -> int:
+    size, block = GGML_TYPE_SIZE[type_name]
+    if values % block:
+        raise ModelDataError(f"llama.cpp cannot store rows of {values} values as {type_name} (blocks of {block})")
+    return values // block * size
+
+
+@dataclass(frozen=True)
+class LlamaCppContext:
+    """How llama.cpp sizes its context from -c, --parallel, -b, -ub (src/llama-context.cpp)."""
+
+    n_ctx: int  # total cells of a full-attention layer, over all streams
+    n_ctx_seq: int  # cells one sequence (slot) may use
+    n_stream: int
+    n_ubatch: int
+    n_seq_max: int
+    unified: bool
+
+
+def llamacpp_context(ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
+                     batch_size: int = LLAMACPP_DEFAULT_BATCH,
+                     ubatch_size: int = LLAMACPP_DEFAULT_UBATCH) -> LlamaCppContext:
+    n_batch = min(ctx_size, batch_size)  # causal attention: a batch never exceeds the context
+    n_ubatch = min(n_batch, ubatch_size)
+    n_ctx = pad(ctx_size, LLAMACPP_CTX_PAD)
+    if kv_unified:
+        return LlamaCppContext(n_ctx, n_ctx, 1, n_ubatch, parallel, True)
+    n_ctx_seq = pad(n_ctx // parallel, LLAMACPP_CTX_PAD)
+    return LlamaCppContext(n_ctx_seq * parallel, n_ctx_seq, parallel, n_ubatch, parallel, False)
+
+
+def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
+                      batch_size: int = LLAMACPP_DEFAULT_BATCH, ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
+                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False) -> int:
+    """Bytes llama.cpp allocates at start for the KV cache (all of it, whatever the prompts)."""
+    ctx = llamacpp_context(ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size,
+                           ubatch_size=ubatch_size)
+    per_stream = ctx.n_ctx // ctx.n_stream
+    total = 0
+    for lay in layers_of(arch):
+        cells = per_stream
+        if lay.kind == "sliding" and not swa_full:
+            assert lay.window is not None
+            seqs = ctx.n_seq_max if ctx.unified else 1
+            cells = pad(min(per_stream, lay.window * seqs + ctx.n_ubatch), LLAMACPP_CTX_PAD)
+        width = lay.kv_heads * lay.head_dim
+        total += (ggml_row_bytes(type_k, width) + ggml_row_bytes(type_v, width)) * cells * ctx.n_stream
+    return total
+
+
+def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool) -> int:
+    """Estimated CUDA compute buffer: the ubatch's logits and widest activations in f32, plus the attention
+    score matrix when flash attention is off."""
+    hidden = arch.hidden_size or 4096
+    width = (arch.vocab_size or 32000) + 4 * hidden + 3 * (arch.intermediate_size or 4 * hidden)
+    scores = 0 if flash_attn else n_ubatch * n_ctx * (arch.num_attention_heads or 32) * 4
+    return n_ubatch * width * 4 + scores
+
+

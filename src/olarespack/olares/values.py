@@ -1,0 +1,45 @@
+"""The values Olares injects when it installs a chart, for rendering charts offline (lint, diff): the
+values of an installed app, and what Olares' own linter adds so that any chart renders."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from olarespack.yamltext import load_yaml
+
+
+@cache
+def _olares_values_text() -> str:
+    return resources.files("olarespack").joinpath("data/olares-values.yaml").read_text(encoding="utf-8")
+
+
+def olares_values(app: str) -> dict[str, Any]:
+    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app))
+    return values
+
+
+MIDDLEWARE = {"postgres": "databases", "redis": None, "mongodb": "databases", "mariadb": "databases",
+              "mysql": "databases", "minio": "buckets", "rabbitmq": "vhosts", "elasticsearch": "indexes",
+              "nats": "subjects", "zinc": "indexes"}
+
+
+def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "nvidia",
+                   ) -> dict[str, Any]:
+    """What Olares' own linter gives any chart: the injected values, a domain per entrance, the system
+    objects (schedule, os, oidc, dep, svcs) and every middleware, so foreign charts render too."""
+    values = olares_values(app)
+    values["domain"] = {name: f"{i:08x}.alice.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
+    values["olaresEnv"] = dict(olares_env)
+    values["gpu"] = gpu_mode
+    values["GPU"] = {**values["GPU"], "Type": gpu_mode}
+    values.update(schedule={"nodeName": "node1"}, os={"appKey": "key", "appSecret": "secret"},
+                  oidc={"client": {"id": "id", "secret": "secret"}, "issuer": "https://auth.alice.olares.com"},
+                  dep={}, svcs={})
+    for name, collection in MIDDLEWARE.items():
+        entry: dict[str, Any] = {"host": f"{name}.svc", "port": 1, "username": "u", "password": "p"}
+        if collection:
+            entry[collection] = {}
+        values[name] = entry
+    return values

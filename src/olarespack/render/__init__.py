@@ -1,0 +1,60 @@
+"""Spec -> chart, in memory and without I/O: the plan (render/plan.py) printed by olarespack's own
+templates (render/jinja.py), with a check that no template marker survives."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jinja2
+
+from olarespack.chart import Chart
+from olarespack.errors import Problem, RenderError
+from olarespack.olares.generations import GenerationName
+from olarespack.render.jinja import chart_env
+from olarespack.render.plan import plan_chart
+from olarespack.spec.models import AppSpec
+
+_MARKERS = re.compile(r"\[\[|\]\]|\[%|%\]|\[#|#\]")
+# chart path -> template; the manifest, the Deployment and the i18n files are added per app
+_CHART_FILES = {
+    "Chart.yaml": "chart/Chart.yaml.j2",
+    "values.yaml": "chart/values.yaml.j2",
+    "owners": "chart/owners.j2",
+    ".helmignore": "chart/helmignore.j2",
+    "templates/secret.yaml": "chart/secret.yaml.j2",
+    "templates/service.yaml": "chart/service.yaml.j2",
+}
+
+
+def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = None,
+                 env: jinja2.Environment | None = None) -> Chart:
+    """Render one app's chart folder into memory. Pure: reads only templates."""
+    plan = plan_chart(spec, file, generation)
+    env = env or chart_env()
+    sources = dict(_CHART_FILES)
+    sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
+    sources["templates/deployment.yaml"] = plan.engine_template
+    files: dict[str, str] = {}
+    for path, template in sources.items():
+        files[path] = _render_file(env, template, {"plan": plan, "spec": spec}, file, path)
+    for locale in plan.locales:
+        path = f"i18n/{locale}/OlaresManifest.yaml"
+        files[path] = _render_file(env, "manifest/i18n.yaml.j2", {"plan": plan, "texts": plan.texts[locale]},
+                                   file, path)
+    return Chart(spec.name, dict(sorted(files.items())), f"{file} [{plan.generation.name}]")
+
+
+def _render_file(env: jinja2.Environment, template: str, context: dict[str, Any], file: str, path: str) -> str:
+    try:
+        text = env.get_template(template).render(context)
+    except jinja2.TemplateError as exc:
+        raise RenderError([Problem(file, path, f"template {template}: {exc}", "report this as a bug in "
+                                   "olarespack's templates", rule="render")]) from None
+    leftover = _MARKERS.search(text)
+    if leftover:
+        line = text.count("\n", 0, leftover.start()) + 1
+        raise RenderError([Problem(file, path, f"Jinja marker {leftover.group()!r} survived rendering at "
+                                   f"line {line}", "remove [[ ]] / [% %] / [# #] from spec values",
+                                   rule="render")])
+    return text

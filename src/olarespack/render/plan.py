@@ -1,0 +1,87 @@
+"""The plan of a chart: everything the templates print, computed once from the spec, so a number typed
+once reaches the args, the manifest, the descriptions and the resource sums alike."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from olarespack import quantity
+from olarespack.engines import engine_for
+from olarespack.engines.base import ContainerResources, kubernetes_literal
+from olarespack.hardware import HardwareProfile, profiles
+from olarespack.olares.generations import GENERATIONS, Generation, GenerationName
+from olarespack.render.texts import Texts, citation_context, market_texts, preset_section
+from olarespack.spec.models import AppSpec
+
+STARTUP_PERIOD_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the templates print, computed once from the spec."""
+
+    spec: AppSpec
+    generation: Generation
+    hardware: HardwareProfile
+    engine_template: str
+    engine_version: str | None
+    container_name: str
+    command: list[str]
+    args: list[str]  # as the Deployment writes them ($( escaped)
+    effective_args: list[str]  # as the process receives them
+    port: int
+    containers: list[ContainerResources]
+    init_containers: list[ContainerResources]
+    gpu_memory_request: int
+    gpu_memory_limit: int
+    startup_failure_threshold: int
+    startup_period_seconds: int
+    hf_env: bool  # the server container gets HF_ENDPOINT / HF_TOKEN
+    container_env: list[tuple[str, str]]  # the engine's own env, before HF_*
+    engine_env: list[tuple[str, str]]  # after HF_*: the legacy HAMi limit, then the spec's env, sorted
+    texts: dict[str, Texts]  # locale -> title, description, full_description, upgrade_description
+    locales: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)  # the engine's own template values
+
+    @property
+    def sums(self) -> dict[str, int]:
+        """What the pod needs as Kubernetes counts it; the manifest declares exactly this."""
+        return {key: quantity.pod_effective([getattr(c, key) for c in self.containers],
+                                            [getattr(c, key) for c in self.init_containers])
+                for key in ("cpu_request", "cpu_limit", "memory_request", "memory_limit")}
+
+
+def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = None) -> Plan:
+    gen = GENERATIONS[generation or spec.olares.generation]
+    hardware = profiles()[spec.hardware]
+    engine = engine_for(spec.engine)
+    args = engine.args(spec.engine)
+    effective = [item for arg in args for item in arg.effective_items()]
+    version = engine.version(spec.engine)
+    res = spec.resources
+    server = ContainerResources(
+        engine.container_name, quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
+        quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
+    )
+    gpu_request, gpu_limit = spec.gpu_memory()
+    context = citation_context(spec, engine, hardware, effective, version)
+    preset = preset_section(spec, engine, engine.listed_args(effective), hardware, gpu_limit)
+    engine_env = sorted((name, kubernetes_literal(value)) for name, value in spec.engine.env.items())
+    if gen.name == "legacy":
+        # HAMi-core reads Olares' default CUDA_DEVICE_MEMORY_LIMIT_0=0m as zero bytes.
+        engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_limit)}m"))
+    return Plan(
+        spec=spec, generation=gen, hardware=hardware, engine_template=engine.template, engine_version=version,
+        container_name=engine.container_name, command=list(engine.command),
+        args=[item for arg in args for item in arg.container_items()], effective_args=effective,
+        port=engine.port, containers=[server], init_containers=engine.init_containers(spec.engine),
+        gpu_memory_request=gpu_request, gpu_memory_limit=gpu_limit,
+        startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
+        startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.hf_env,
+        container_env=engine.container_env(spec.engine), engine_env=engine_env,
+        texts=market_texts(spec, file, context, preset),
+        locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
+        extra=engine.template_values(spec.engine),
+    )

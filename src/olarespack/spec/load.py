@@ -1,0 +1,37 @@
+"""load_spec(): a spec file to an AppSpec, or a SpecError listing every problem with its file, field path
+and fix. The file is read bounded (spec/file.py), every string guarded (spec/guard.py), then validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from olarespack.errors import Problem, SpecError
+from olarespack.spec.file import load_spec_data
+from olarespack.spec.guard import string_problems
+from olarespack.spec.models import AppSpec
+from olarespack.spec.rules import cross_field_problems
+from olarespack.spec.translate import merge_union_problems, problem_of
+
+
+def load_spec(path: Path) -> AppSpec:
+    """Read and validate one spec file; raises SpecError with every problem found."""
+    shown = str(path)
+    data = load_spec_data(path)
+    if not isinstance(data, dict):
+        raise SpecError([Problem(shown, "", "the spec must be a YAML mapping", "start from apps/*.yaml", rule="yaml")])
+    guarded = [Problem(shown, where, message, fix, rule=rule)
+               for where, message, fix, rule in string_problems(data)]
+    try:
+        spec = AppSpec.model_validate(data)
+    except ValidationError as exc:
+        found = merge_union_problems([problem_of(shown, err) for err in exc.errors()])
+        raise SpecError(guarded + [p for p in found if p.path not in {g.path for g in guarded}]) from None
+    problems = guarded + cross_field_problems(shown, spec)
+    if problems:
+        # one finding per field and rule: a token in an env value trips both the generic and the env check
+        raise SpecError(list({(p.path, p.rule): p for p in problems}.values()))
+    return spec
+
+

@@ -1,0 +1,138 @@
+"""The app spec: what one Olares app runs, on which GPU, how it is presented and its release history
+(the only thing people edit). Each engine's own model lives with the engine (engines/)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import Field
+
+from olarespack import quantity
+from olarespack.engines import EngineModel
+from olarespack.hardware import profiles
+from olarespack.spec.types import (
+    AppName,
+    ByteQuantity,
+    CpuQuantity,
+    Description,
+    EntranceTitle,
+    GithubUser,
+    HardwareName,
+    LocaleName,
+    LongText,
+    Note,
+    SemVer,
+    StrictModel,
+    Text,
+    Title,
+    Url,
+)
+
+
+class License(StrictModel):
+    text: Text = Field(description="License name as shown in the market, e.g. 'Apache 2.0'.")
+    url: Url = Field(description="Link to the license text.")
+
+
+class LocaleText(StrictModel):
+    """Translated texts for one locale; anything left out falls back to the default-locale text."""
+
+    title: Title | None = Field(None, description="Translated market title (1-30 characters).")
+    description: Description | None = Field(None, description="Translated one-line description.")
+    full_description: LongText | None = Field(
+        None, description="Translated long description; may cite spec values as [[ engine.max_model_len ]]."
+    )
+
+
+class Metadata(StrictModel):
+    title: Title = Field(description="Market title, 1-30 characters.")
+    description: Description = Field(description="One-line description; may cite spec values as [[ ... ]].")
+    full_description: LongText = Field(
+        description="Long description (Markdown). May cite spec values as [[ engine.max_model_len ]] so "
+        "the text cannot drift from the configuration; a preset-configuration section is appended."
+    )
+    icon: Url = Field(description="http(s) URL of the app icon.")
+    categories: list[Text] = Field(default_factory=lambda: ["AI"], min_length=1, max_length=10,
+                                   description="Market categories.")
+    developer: Text = Field(description="Who made the model or the software.")
+    submitter: Text = Field(description="Who publishes this app.")
+    website: Url | None = Field(None, description="Project or model homepage.")
+    source_code: Url | None = Field(None, description="Where the chart's source lives.")
+    license: list[License] = Field(min_length=1, max_length=10, description="Licenses of what the app runs.")
+    owners: list[GithubUser] = Field(min_length=1, max_length=20,
+                                     description="GitHub users written to the chart's owners file.")
+    default_locale: LocaleName = Field("en-US", description="Locale of the texts above.")
+    locales: dict[LocaleName, LocaleText] = Field(
+        default_factory=dict, max_length=32, description="Translations, keyed by locale (e.g. fr-FR)."
+    )
+
+
+class Entrance(StrictModel):
+    title: EntranceTitle | None = Field(
+        None, description="Entrance title (letters, digits, spaces, dashes); defaults to metadata.title."
+    )
+    auth_level: Literal["public", "private", "internal"] = Field("internal", description="Olares authLevel.")
+    open_method: Literal["default", "iframe", "window"] = Field("window", description="Olares openMethod.")
+
+
+class Olares(StrictModel):
+    generation: Literal["current", "legacy"] = Field(
+        "current",
+        description="Manifest generation: current = 0.12.0 / apiVersion v3 for Olares >= 1.12.6; "
+        "legacy = 0.10.0 / v2 for Olares 1.12.3-1.12.5.",
+    )
+
+
+class CpuRange(StrictModel):
+    request: CpuQuantity = Field(description="CPU request of the engine container, e.g. 4 or 1500m.")
+    limit: CpuQuantity = Field(description="CPU limit of the engine container.")
+
+
+class ByteRange(StrictModel):
+    request: ByteQuantity = Field(description="Requested amount, e.g. 24Gi.")
+    limit: ByteQuantity = Field(description="Limit, e.g. 40Gi.")
+
+
+class Resources(StrictModel):
+    cpu: CpuRange
+    memory: ByteRange = Field(description="Host memory of the engine container.")
+    disk: ByteRange = Field(description="Disk the app needs (model files included).")
+    gpu_memory: ByteRange | None = Field(
+        None, description="GPU memory; defaults to the hardware profile's whole device (its HAMi limit)."
+    )
+
+
+class ChangelogEntry(StrictModel):
+    version: SemVer
+    date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
+    note: Note = Field(description="What changed, as published in upgradeDescription.")
+
+
+class AppSpec(StrictModel):
+    """One Olares app: what it runs, on which GPU, how it is presented and its release history."""
+
+    name: AppName = Field(description="App name = chart folder = Deployment name; [a-z0-9]{1,30}.")
+    version: SemVer = Field(description="Chart and manifest version; equal to the newest changelog entry.")
+    hardware: HardwareName = Field(
+        "rtx5090-laptop", description="Target GPU profile (device facts such as the HAMi memory limit)."
+    )
+    olares: Olares = Field(default_factory=lambda: Olares())
+    metadata: Metadata
+    entrance: Entrance = Field(default_factory=lambda: Entrance())
+    engine: EngineModel
+    resources: Resources
+    startup_timeout_minutes: int = Field(
+        45, gt=30, le=240, description="Startup probe budget; a first boot downloads the model (> 30 min)."
+    )
+    changelog: list[ChangelogEntry] = Field(min_length=1, max_length=1_000,
+                                            description="One entry per release, newest first.")
+
+    def gpu_memory(self) -> tuple[int, int]:
+        """(request, limit) of GPU memory in bytes: the spec's, or the hardware profile's whole device (its
+        HAMi limit). The one place this total is computed."""
+        if self.resources.gpu_memory is not None:
+            return (quantity.parse_bytes(self.resources.gpu_memory.request),
+                    quantity.parse_bytes(self.resources.gpu_memory.limit))
+        device = profiles()[self.hardware].hami_limit_mib * 2**20
+        return device, device

@@ -1,0 +1,96 @@
+"""Spec rules that involve more than one field (or the hardware profile); each names the field to change."""
+
+from __future__ import annotations
+
+import re
+
+import semver
+
+from olarespack import quantity
+from olarespack.errors import Problem
+from olarespack.hardware import profiles
+from olarespack.spec.models import AppSpec
+
+# Names the rendered chart sets itself; a spec that set them too would silently lose or win.
+CHART_OWNED_ENV = frozenset({"HF_HOME", "HF_ENDPOINT", "HF_TOKEN", "CUDA_DEVICE_MEMORY_LIMIT_0"})
+
+
+def cross_field_problems(file: str, spec: AppSpec) -> list[Problem]:
+    """Rules that involve more than one field; each names the field to change."""
+    problems: list[Problem] = []
+    problems += _changelog_problems(file, spec)
+    problems += _resource_problems(file, spec)
+    problems += _env_problems(file, spec)
+    if spec.entrance.title is None and not re.fullmatch(r"[a-zA-Z0-9 -]+", spec.metadata.title):
+        problems.append(Problem(
+            file, "metadata.title", "is also the entrance title, where Olares before 1.12.6 refuses anything but "
+            "letters, digits, spaces and dashes", "set entrance.title, or drop the dots and brackets",
+            rule="entrance-title"))
+    if spec.metadata.default_locale in spec.metadata.locales:
+        problems.append(Problem(
+            file, f"metadata.locales.{spec.metadata.default_locale}",
+            "duplicates the default-locale texts", "remove it or change metadata.default_locale",
+            rule="locale-duplicate"))
+    return problems
+
+
+def _changelog_problems(file: str, spec: AppSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    versions = [semver.Version.parse(e.version) for e in spec.changelog]
+    if spec.changelog[0].version != spec.version:
+        problems.append(Problem(
+            file, "changelog[0].version",
+            f"the newest changelog entry is {spec.changelog[0].version} but version is {spec.version}",
+            f"add a changelog entry for {spec.version} at the top (or run olarespack bump)",
+            rule="changelog-version"))
+    for i in range(1, len(versions)):
+        if versions[i] >= versions[i - 1]:
+            problems.append(Problem(
+                file, f"changelog[{i}].version",
+                f"{versions[i]} is not older than the entry above it ({versions[i - 1]})",
+                "list entries newest first, one per version", rule="changelog-order"))
+    return problems
+
+
+def _resource_problems(file: str, spec: AppSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    res = spec.resources
+    pairs: list[tuple[str, int, int]] = [
+        ("cpu", quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit)),
+        ("memory", quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit)),
+        ("disk", quantity.parse_bytes(res.disk.request), quantity.parse_bytes(res.disk.limit)),
+    ]
+    if res.gpu_memory is not None:
+        gpu_request, gpu_limit = spec.gpu_memory()
+        pairs.append(("gpu_memory", gpu_request, gpu_limit))
+        device = profiles()[spec.hardware].hami_limit_mib * 2**20
+        if gpu_limit > device:
+            problems.append(Problem(
+                file, "resources.gpu_memory.limit",
+                f"exceeds the {spec.hardware} device limit of {profiles()[spec.hardware].hami_limit_mib}Mi",
+                f"use at most {profiles()[spec.hardware].hami_limit_mib}Mi or pick another hardware profile",
+                rule="gpu-memory-device"))
+    for name, request, limit in pairs:
+        if limit < request:
+            problems.append(Problem(
+                file, f"resources.{name}.limit", "is below the request", "raise it to at least the request",
+                rule="resource-limit"))
+    return problems
+
+
+def _env_problems(file: str, spec: AppSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    for key in spec.engine.env:
+        path = f"engine.env.{key}"
+        if re.search(r"TOKEN|SECRET|PASSWORD|API_KEY", key) or spec.engine.env[key].startswith("hf_"):
+            problems.append(Problem(
+                file, path, "a credential typed in clear ends up in the chart and the market",
+                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
+        elif key in CHART_OWNED_ENV:
+            problems.append(Problem(file, path, "is set by the chart itself", "remove it", rule="chart-owned-env"))
+    for i, arg in enumerate(spec.engine.extra_args):
+        if arg.startswith(("--hf-token", "--api-key", "hf_")):
+            problems.append(Problem(
+                file, f"engine.extra_args[{i}]", "a credential typed in clear ends up in the chart",
+                "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
+    return problems
