@@ -33,6 +33,7 @@ unit: $(STAMP) $(BIN)/helm
 bench: $(STAMP) $(BIN)/helm
 	$(BIN)/python benchmarks/bench_lint.py
 	$(BIN)/python benchmarks/bench_serve.py --check
+	$(BIN)/python benchmarks/bench_publish.py --check
 	$(BIN)/python benchmarks/fuzz_specs.py --examples 1000
 
 $(STAMP): pyproject.toml

@@ -70,8 +70,9 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
         problems += errors
         if not errors:
             apps.append(App(file, spec, charts, tuple(p for p in checked if p.severity != "error")))
-    problems += duplicate_names(named, others)
-    return apps, problems
+    clashes = duplicate_names(named, others)
+    clashing = {p.file for p in clashes}
+    return [app for app in apps if app.file not in clashing], problems + clashes
 
 
 def render_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from olarespack.errors import Problem, ToolMissingError
+from olarespack.errors import HelmError, Problem
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.olares.values import olares_values
 from olarespack.release import version as semver_rules
@@ -68,7 +68,7 @@ def _rendered(helm: Helm, files: dict[str, str], app: str, root: Path) -> dict[s
     with values_file(olares_values(app)) as values:
         out = helm.template(folder, app, f"{app}-alice", values)
     if not out.ok:
-        raise ToolMissingError(f"helm template of {app} failed: {out.stderr.strip()}")
+        raise HelmError(f"helm template of {app} failed: {out.stderr.strip()}")
     resources = {}
     for _, document, text in split_rendered(out.stdout):
         key = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"

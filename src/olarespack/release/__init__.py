@@ -1,0 +1,1 @@
+"""Releases: SemVer bumps, in-place spec edits, rendered diffs against a git base, the version gate."""

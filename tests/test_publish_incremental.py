@@ -1,0 +1,75 @@
+"""Publish follows change: an unchanged republish neither lints nor packages (it needs no helm at all), a
+changed app is linted and packaged alone, and a new olarespack re-checks every app but keeps every
+published archive it would otherwise rebuild."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import APPS, tree_bytes
+from olarespack.cli import main
+from olarespack.market.publish import STATE_FILE
+
+pytestmark = pytest.mark.helm
+NO_HELM = {"OLARESPACK_HELM": "/nonexistent/helm", "OLARESPACK_HELM4": "/nonexistent/helm4"}
+
+
+def publish(apps: Path, market: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner(env=env).invoke(main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market)],
+                                       catch_exceptions=False)
+    return result.exit_code, result.stdout + result.stderr
+
+
+@pytest.fixture
+def published(tmp_path: Path) -> tuple[Path, Path]:
+    apps, market = tmp_path / "apps", tmp_path / "market"
+    shutil.copytree(APPS, apps)
+    code, output = publish(apps, market)
+    assert code == 0, output
+    return apps, market
+
+
+def test_an_unchanged_republish_needs_no_helm(published: tuple[Path, Path]) -> None:
+    apps, market = published
+    before = tree_bytes(market)
+    code, output = publish(apps, market, NO_HELM)
+    assert code == 0, output
+    assert tree_bytes(market) == before
+
+
+def test_a_changed_app_alone_is_linted_and_packaged(published: tuple[Path, Path]) -> None:
+    apps, market = published
+    spec = apps / "gemma4-audio.yaml"
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace("\nversion: 1.0.0\n", "\nversion: 1.0.1\n").replace("threads: 8", "threads: 4")
+    spec.write_text(text.replace("\nchangelog:\n", "\nchangelog:\n  - version: 1.0.1\n    note: threads 4\n"),
+                    encoding="utf-8")
+    code, output = publish(apps, market, NO_HELM)
+    assert code == 3 and "helm" in output  # the changed app needs helm, and only it does
+    code, output = publish(apps, market)
+    assert code == 0, output
+    assert "llamacppgemma4audione 1.0.1: current" in output and "(created)" in output
+    assert output.count("(unchanged)") == 4  # the two other apps, both generations
+    state = json.loads((market / STATE_FILE).read_bytes())
+    assert set(state["archives"]["current"]) == {"llamacppgemma4audione-1.0.1.tgz", "vllmgemma4dflashone-1.0.4.tgz",
+                                                 "vllmgemma426ba4bvisionone-1.0.5.tgz"}
+
+
+def test_another_olarespack_rechecks_but_keeps_the_archives(published: tuple[Path, Path]) -> None:
+    apps, market = published
+    state_file = market / STATE_FILE
+    state = json.loads(state_file.read_bytes())
+    state["tools"] = "an older olarespack"
+    state_file.write_text(json.dumps(state))
+    archives = {p: data for p, data in tree_bytes(market / "charts").items()}
+    code, output = publish(apps, market, NO_HELM)
+    assert code == 3  # the apps are linted again, which needs helm
+    code, output = publish(apps, market)
+    assert code == 0, output
+    assert tree_bytes(market / "charts") == archives
+    assert json.loads(state_file.read_bytes())["tools"] != "an older olarespack"
