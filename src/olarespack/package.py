@@ -28,7 +28,7 @@ from typing import Any
 from olarespack.errors import PackageError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
-from olarespack.olares.generations import GenerationName
+from olarespack.olares.generations import GenerationName, archive_name
 from olarespack.write import Status, is_leftover, staging_folder, swap_in, write_file, write_files
 
 DIR_MODE = 0o755
@@ -62,7 +62,7 @@ def package_chart(chart: Mapping[str, str], name: str, version: str, helm: Helm,
         materialize(chart, source, mtime)
         out.mkdir()
         result = helm.package(source, out)
-        produced = out / f"{name}-{version}.tgz"
+        produced = out / archive_name(name, version)
         if not result.ok or not produced.is_file():
             detail = (result.stderr or result.stdout).strip() or f"no {produced.name} was written"
             raise PackageError(f"{name} {version}: helm {helm.version} package failed: {detail}")

@@ -174,7 +174,7 @@ def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport) -> 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for problems in pool.map(lambda call: call.analyse(call.run()), calls):
                 report.problems += problems
-    report.problems = sorted(set(report.problems))
+    report.problems = sorted(report.problems)
     return report
 
 
