@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ROOT / "apps"
@@ -31,3 +33,17 @@ def project(tmp_path: Path) -> Path:
 
 def tree_bytes(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_cli(cwd: Path | None, *args: str) -> tuple[int, str]:
+    """`olarespack ARGS` through its real entry point, in `cwd`; the exit code and everything it printed."""
+    from olarespack.cli import main
+
+    old = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout + result.stderr

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import tree_bytes
-from olarespack.cli import main
+from conftest import run_cli, tree_bytes
 from olarespack.olares.generations import app_id
 from specs import app_data, write_spec
 
@@ -19,13 +16,7 @@ COLLIDING = ("vllmapp65876", "vllmapp92574")
 
 
 def run(project: Path, *args: str) -> tuple[int, str]:
-    old = os.getcwd()
-    os.chdir(project)
-    try:
-        result = CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout + result.stderr
+    return run_cli(project, *args)
 
 
 @pytest.fixture

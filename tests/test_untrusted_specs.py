@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from conftest import APPS, tree_bytes
-from olarespack.cli import main
+from conftest import APPS, run_cli, tree_bytes
 from olarespack.errors import Problem
 from olarespack.render import render_chart
 from olarespack.spec import citations
@@ -23,14 +21,7 @@ CANARY_TOKEN = "hf_" + "Q" * 34
 
 
 def run(*args: str, cwd: Path | None = None) -> tuple[int, str]:
-    old = os.getcwd()
-    if cwd:
-        os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.stdout + result.stderr
+    return run_cli(cwd, *args)
 
 
 def build(project: Path, data: dict[str, Any] | None = None, *, text: str | bytes | None = None,
