@@ -56,7 +56,7 @@ def deployment(chart: dict[str, str]) -> dict[str, Any]:
 class Downloader:
     image: str
     script: str
-    env: dict[str, str]  # the plain values the chart sets (HF_ENDPOINT and HF_TOKEN come from Olares)
+    env: dict[str, str]  # the plain values the chart sets (HF_ENDPOINT and the token come from Olares)
     files: list[tuple[str, str]]  # (path in the repository, destination in the pod)
     engine_args: list[str]
 
@@ -74,7 +74,10 @@ def downloader() -> Downloader:
     assert "{{" not in script
     env = {e["name"]: e["value"] for e in init["env"] if "value" in e and e["value"] != "HELM"}
     names = [e["name"] for e in init["env"]]
-    assert names[:3] == ["MODEL_REPO", "MODEL_REVISION", "MODEL_FILES"] and {"HF_ENDPOINT", "HF_TOKEN"} <= set(names)
+    assert names[:3] == ["MODEL_REPO", "MODEL_REVISION", "MODEL_FILES"]
+    assert {"HF_ENDPOINT", "HF_TOKEN_PATH"} <= set(names)
+    assert {"name": "huggingface-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in \
+        init["volumeMounts"]
     files = [(line.split()[0], line.split()[1]) for line in env["MODEL_FILES"].splitlines() if line.strip()]
     return Downloader(init["image"], script, env, files, pod["containers"][0]["args"])
 
@@ -221,8 +224,10 @@ def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None) -> Run:
         "MODEL_REVISION": d.env["MODEL_REVISION"],
         "MODEL_FILES": "".join(f"{remote} {paths[remote]}\n" for remote, _ in d.files),
         "HF_ENDPOINT": endpoint,
-        **({"HF_TOKEN": token} if token is not None else {}),
     }
+    if token is not None:  # as the pod gets it: a file from the Secret, named by HF_TOKEN_PATH
+        (tmp_path / "token").write_text(token)
+        env["HF_TOKEN_PATH"] = str(tmp_path / "token")
     proc = subprocess.run(["sh", "-c", d.script], env=env, capture_output=True, text=True, timeout=120, check=False)
     return Run(proc, paths)
 

@@ -213,8 +213,10 @@ def test_seed_apps_fit_at_their_contexts(path: Path) -> None:
     assert report.utilization_needed is not None
 
 
-def test_vision_report_budget_adds_up() -> None:
-    report = fit_report(load_app("gemma4-vision"))
+def test_vision_report_budget_adds_up(tmp_path: Path) -> None:
+    data = app_data()
+    data["resources"]["gpu_memory"] = {"request": "24400Mi", "limit": "24400Mi"}  # the seed author's booking
+    report = fit_report(load_spec(write_spec(tmp_path, data)))
     total = 24400 * MiB
     assert report.total_bytes == total and report.budget_bytes == math.ceil(total * 0.94)
     non_kv = report.weights_bytes + report.drafter_weights_bytes + report.overhead_bytes
@@ -228,10 +230,12 @@ def test_vision_report_budget_adds_up() -> None:
     assert abs(report.kv_cache_available_bytes / GiB - 2.82) < 0.1
 
 
-def test_calibration_reproduces_the_refusal() -> None:
-    spec = load_app("gemma4-vision")
+def test_calibration_reproduces_the_refusal(tmp_path: Path) -> None:
+    data = app_data()
+    data["resources"]["gpu_memory"] = {"request": "24400Mi", "limit": "24400Mi"}  # the seed author's booking
+    spec = load_spec(write_spec(tmp_path, data))
     report = fit_report(spec, max_model_len=262144, calibrated_kv_available_bytes=3_030_200_000,
-                        calibrated_at_utilization=0.94)
+                        calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
     assert report.kv_cache_available_bytes == 3_030_200_000
     assert report.kv_cache_needed_bytes == 3_629_711_360
     assert not report.fits and report.max_model_len_fit == 203_584
@@ -239,8 +243,13 @@ def test_calibration_reproduces_the_refusal() -> None:
     non_kv = math.ceil(24400 * MiB * 0.94) - 3_030_200_000
     assert report.weights_bytes + report.drafter_weights_bytes + report.overhead_bytes == non_kv
     lower = fit_report(spec, gpu_memory_utilization=0.92, calibrated_kv_available_bytes=3_030_200_000,
-                       calibrated_at_utilization=0.94)
+                       calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
     assert lower.kv_cache_available_bytes == math.ceil(24400 * MiB * 0.92) - non_kv
+    # the measured non-KV memory carries over to another booking (the profile's 24000 MiB)
+    booked = fit_report(load_app("gemma4-vision"), calibrated_kv_available_bytes=3_030_200_000,
+                        calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
+    assert booked.total_bytes == 24000 * MiB
+    assert booked.kv_cache_available_bytes == math.ceil(24000 * MiB * 0.94) - non_kv
 
 
 def test_given_available_replaces_the_estimate() -> None:
@@ -278,7 +287,7 @@ def test_app_gpu_memory_limit_wins_over_the_profile(tmp_path: Path) -> None:
     assert report.max_model_len_fit == report.max_model_len_limit == 0
     assert report.concurrency == 0.0 and report.utilization_needed is None
     assert report.settings["kv_cache_tokens"] == 0
-    assert load_app("gemma4-dflash").gpu_memory()[1] == profiles()["rtx5090-laptop"].hami_limit_mib * MiB
+    assert load_app("gemma4-dflash").gpu_memory() == profiles()["rtx5090-laptop"].booking_mib * MiB
 
 
 def test_default_batched_tokens(tmp_path: Path) -> None:

@@ -58,8 +58,8 @@ def test_auto_context_resolves_to_the_largest_fit(tmp_path: Path) -> None:
     path = write_spec(tmp_path, data)
     spec = load_spec(path)
     resolved, problems = resolve_context(str(path), spec)
-    expected = fit_report(spec, calibrated_kv_available_bytes=round(2.82 * 2**30),
-                          calibrated_at_utilization=0.94).max_model_len_fit
+    expected = fit_report(spec, calibrated_kv_available_bytes=round(2.82 * 2**30), calibrated_at_utilization=0.94,
+                          calibrated_total_bytes=24400 * 2**20).max_model_len_fit
     assert resolved.engine.max_model_len == expected > 131072  # type: ignore[union-attr]
     assert [p.rule for p in problems] == ["context-window"]  # past the 128K Gemma 4 was trained for
     plan = plan_chart(resolved, str(path))
@@ -68,7 +68,8 @@ def test_auto_context_resolves_to_the_largest_fit(tmp_path: Path) -> None:
 
 def test_build_renders_auto_and_warns_past_the_trained_window(tmp_path: Path) -> None:
     data = app_data()
-    data["engine"]["max_model_len"] = 196608  # booted in seed post 2, past the native 128K
+    data["engine"]["max_model_len"] = 196608  # booted in seed post 2, past the native 128K, with 24400 MiB
+    data["resources"]["gpu_memory"] = {"request": "24400Mi", "limit": "24400Mi"}
     path = write_spec(tmp_path, data)
     old = os.getcwd()
     os.chdir(tmp_path)

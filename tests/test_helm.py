@@ -3,6 +3,7 @@ Olares injects, then the rendered manifests checked against Olares' rules and Ku
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,13 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
         kubernetes_validate.validate(doc, "1.34.0", strict=True)
 
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
-    assert deployment["metadata"]["annotations"]["applications.app.bytetrade.io/gpu-inject"] == "true"
+    # Olares' webhook injects the GPU into the engine's container, not into the downloader
+    assert deployment["metadata"]["annotations"]["applications.app.bytetrade.io/gpu-inject"] == \
+        deployment["spec"]["template"]["spec"]["containers"][0]["name"]
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     assert deployment["spec"]["replicas"] == 1
     pod = deployment["spec"]["template"]["spec"]
-    [volume] = pod["volumes"]
+    [volume] = [v for v in pod["volumes"] if "hostPath" in v]
     assert volume["hostPath"]["path"] == f"/olares/userspace/alice/Data/{app}/models"
     assert manifest["permission"]["appData"] is True
 
@@ -114,8 +117,10 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
 
     engine = pod["containers"][0]
     if generation == "current":
-        gpu_mib = quantity.mib(quantity.parse_bytes(declared["limitedGPUMemory"]))
-        assert engine["resources"]["requests"]["nvidia.com/gpumem"] == gpu_mib  # a bare integer, in MiB
+        gpu_mib = quantity.mib(quantity.parse_bytes(declared["requiredGPUMemory"]))
+        assert declared["limitedGPUMemory"] == declared["requiredGPUMemory"]
+        # requests = limits = requiredGPUMemory, the limit Olares' webhook sets: a bare integer of MiB
+        assert engine["resources"]["requests"]["nvidia.com/gpumem"] == gpu_mib
         assert engine["resources"]["limits"]["nvidia.com/gpumem"] == gpu_mib
     else:
         assert engine["resources"]["limits"]["nvidia.com/gpu"] == "1"
@@ -130,11 +135,18 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
     for doc in docs:
         if doc["kind"] != "Secret":
             assert TOKEN not in yaml.safe_dump(doc)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["huggingface-token"]["secret"] == {
+        "secretName": f"{app}-hf", "optional": True, "defaultMode": 0o400,
+        "items": [{"key": "HF_TOKEN", "path": "token"}]}
     for container in containers(deployment):
         env = {e["name"]: e for e in container.get("env", [])}
-        if "HF_TOKEN" in env:
-            assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {
-                "name": f"{app}-hf", "key": "HF_TOKEN", "optional": True}
+        assert "HF_TOKEN" not in env  # a file, not an env var every process listing shows
+        if "HF_TOKEN_PATH" in env:
+            assert env["HF_TOKEN_PATH"]["value"] == "/var/run/secrets/huggingface/token"
+            mounts = {m["name"]: m for m in container["volumeMounts"]}
+            assert mounts["huggingface-token"] == {"name": "huggingface-token",
+                                                   "mountPath": "/var/run/secrets/huggingface", "readOnly": True}
             assert env["HF_ENDPOINT"]["value"] == "https://hf-mirror.example"
     if with_token:
         [secret] = [d for d in docs if d["kind"] == "Secret"]
@@ -158,10 +170,13 @@ def test_vision_container_runs_the_seed_configuration(tmp_path: Path, helm: Helm
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     [engine] = deployment["spec"]["template"]["spec"]["containers"]
     assert engine["image"] == "vllm/vllm-openai:v0.21.0-cu129"
-    # what Kubernetes runs: command + args, after its $(VAR) expansion (no variable is referenced)
-    names = {e["name"] for e in engine.get("env", [])}
-    expanded = [re.sub(r"\$\((\w+)\)", lambda m: "<unexpanded>" if m.group(1) in names else m.group(0), a)
-                for a in engine["args"]]
+    # what Kubernetes runs: command + args after its expansion ($(VAR) from the container's env, $$ is $)
+    values = {e["name"]: e["value"] for e in engine.get("env", []) if "value" in e}
+    expanded = [re.sub(r"\$\$|\$\((\w+)\)", lambda m: "$" if m.group(0) == "$$" else values.get(m.group(1), m.group(0)),
+                       a) for a in engine["args"]]
     assert engine["command"] + expanded[:1] == ["vllm", "serve", SEED_VISION_ARGS[0]]
     assert as_pairs(expanded[1:]) == as_pairs(SEED_VISION_ARGS[1:])
-    assert "<unexpanded>" not in expanded
+    # the speculative-decoding JSON is visible as SPEC_CONFIG in the pod template, the name the seed charts use
+    assert "--speculative-config" in engine["args"]
+    assert engine["args"][engine["args"].index("--speculative-config") + 1] == "$(SPEC_CONFIG)"
+    assert json.loads(values["SPEC_CONFIG"])["method"] == "gemma4_mtp"

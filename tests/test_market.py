@@ -79,7 +79,7 @@ def test_generations_differ_in_manifest_and_hash(catalog: dict[str, Any]) -> Non
     current, legacy = catalog["generations"]["current"], catalog["generations"]["legacy"]
     dependency = {gen: by_name(catalog["generations"][gen], VISION)["options"]["dependencies"][0]["version"]
                   for gen in ("current", "legacy")}
-    assert dependency == {"current": ">=1.12.6-0", "legacy": ">=1.12.3-0"}
+    assert dependency == {"current": ">=1.12.6-0", "legacy": ">=1.12.3-0,<1.12.6"}
     assert current["hash"] != legacy["hash"]
     assert re.fullmatch(r"[0-9a-f]{32}", current["hash"])
 
@@ -88,27 +88,29 @@ def test_resources_are_cores_and_bytes(tmp_path: Path) -> None:
     data = app_data()
     data["resources"] = {"cpu": {"request": "1500m", "limit": 16}, "memory": {"request": "3Gi", "limit": "40Gi"},
                          "disk": {"request": "30Gi", "limit": "50Gi"},
-                         "gpu_memory": {"request": "20Gi", "limit": "20Gi"}}
+                         "gpu_memory": {"request": "24000Mi", "limit": "24000Mi"}}
     catalog = catalog_of([write_spec(tmp_path, data)])
     for generation in catalog["generations"].values():
         detail = by_name(generation, VISION)
         assert (detail["requiredCPU"], detail["requiredMemory"], detail["requiredDisk"], detail["requiredGPU"]) == \
-            ("1.5", str(3 * 2**30), str(30 * 2**30), str(20 * 2**30))
+            ("1.5", str(3 * 2**30), str(30 * 2**30), str(24000 * 2**20))
 
 
 def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     generation = catalog["generations"]["current"]
     vision = by_name(generation, VISION)
-    # 1.0.5, 1.0.2 and 1.0.1 have no date: they take 1.0.0's 2026-05-14 rather than the clock
-    assert vision["updated_at"] == "2026-05-14T00:00:00.000000000Z"
+    # 1.0.5, 1.0.2 and 1.0.1 have no date here (no git history): they take 1.0.0's 2026-05-14, each a second
+    # after the one before, because the Market keys its version history by mergedAt
     assert [h["version"] for h in vision["versionHistory"]] == ["1.0.5", "1.0.2", "1.0.1", "1.0.0"]
-    assert {h["mergedAt"] for h in vision["versionHistory"]} == {"2026-05-14T00:00:00.000000000Z"}
+    assert [h["mergedAt"] for h in vision["versionHistory"]] == [
+        f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
+    assert vision["updated_at"] == "2026-05-14T00:00:03.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
     assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "1970-01-01"]
-    audio = by_name(generation, "llamacppgemma4audione")  # no dates at all: the fixed epoch
-    assert audio["updated_at"] == "1970-01-01T00:00:00.000000000Z"
-    assert generation["last_updated"] == "2026-05-14T00:00:00.000000000Z"
+        ["2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
+    assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == 5
+    assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]
+    assert generation["last_updated"] == "2026-05-14T00:00:03.000000000Z"
     for detail in generation["details"].values():
         assert NANO_TIME.match(detail["updated_at"])
         assert all(NANO_TIME.match(h["mergedAt"]) for h in detail["versionHistory"])
@@ -159,7 +161,17 @@ def test_answers_have_the_shape_the_box_reads(catalog: dict[str, Any]) -> None:
     assert set(info["data"]) == {"apps", "recommends", "pages", "topics", "topic_lists", "tops", "latest", "tags"}
     assert all(entry["id"] == key for key, entry in info["data"]["apps"].items())
     assert [t["rank"] for t in info["data"]["tops"]] == [1, 2, 3]
-    assert {t["appId"] for t in info["data"]["tops"]} == set(info["data"]["apps"])
+    # the Market resolves tops by app name
+    assert {t["appId"] for t in info["data"]["tops"]} == {a["name"] for a in info["data"]["apps"].values()}
+    # a menu entry and a page for All and for every category the apps declare (AI)
+    assert set(info["data"]["tags"]) == set(info["data"]["pages"]) == {"All", "AI"}
+    assert info["data"]["tags"]["AI"]["name"] == "AI" and isinstance(info["data"]["tags"]["AI"]["sort"], int)
+    sections = json.loads(info["data"]["pages"]["AI"]["content"])
+    assert {"type": "Default Topic", "id": "Newest"} in sections
+    [topic_list] = [s["id"] for s in sections if s["type"] == "Topic"]
+    topic_id = info["data"]["topic_lists"][topic_list]["content"]
+    apps = info["data"]["topics"][topic_id]["data"]["en-US"]["apps"].split(",")
+    assert sorted(apps) == sorted(a["name"] for a in info["data"]["apps"].values())
     assert sorted(info["data"]["latest"]) == sorted(a["name"] for a in info["data"]["apps"].values())
     assert market.hash_answer(generation, "1.12.4") == \
         {"hash": generation["hash"], "last_updated": generation["last_updated"], "version": "1.12.4"}

@@ -73,7 +73,11 @@ def test_vision_effective_args_are_the_seed_configuration() -> None:
 
 def test_container_args_are_the_effective_args() -> None:
     plan = plan_chart(load("gemma4-dflash"), "apps/gemma4-dflash.yaml")
-    assert plan.args == plan.effective_args
+    # the speculative config travels in SPEC_CONFIG (the seed charts' name); every other arg is as run
+    at = plan.args.index("--speculative-config") + 1
+    assert plan.args[at] == "$(SPEC_CONFIG)"
+    assert plan.args[:at] + plan.args[at + 1:] == plan.effective_args[:at] + plan.effective_args[at + 1:]
+    assert dict(plan.container_env)["SPEC_CONFIG"] == plan.effective_args[at]
     spec_config = plan.effective_args[plan.effective_args.index("--speculative-config") + 1]
     assert json.loads(spec_config) == {
         "method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 8}
@@ -89,11 +93,20 @@ def test_literal_dollar_parens_in_extra_args_are_escaped() -> None:
 def test_llamacpp_args_and_downloads() -> None:
     plan = plan_chart(load("gemma4-audio"), "apps/gemma4-audio.yaml")
     pairs = as_pairs(plan.effective_args)
-    assert pairs["--model"] == "/models/unsloth--gemma-4-E4B-it-GGUF/gemma-4-E4B-it-Q4_K_M.gguf"
-    assert pairs["--mmproj"] == "/models/unsloth--gemma-4-E4B-it-GGUF/mmproj-BF16.gguf"
+    # where the installed 1.0.0 chart saved the files, the projector under its own name
+    assert pairs["--model"] == "/models/gemma-4-E4B-it-Q4_K_M.gguf"
+    assert pairs["--mmproj"] == "/models/gemma-4-E4B-it-mmproj-BF16.gguf"
     assert (pairs["--ctx-size"], pairs["--n-gpu-layers"], pairs["--flash-attn"]) == ("32768", "99", "on")
     assert pairs["--jinja"] is True and pairs["--no-context-shift"] is True and pairs["--mlock"] is True
-    assert plan.extra["downloads"]["MMPROJ_FILE"] == "mmproj-BF16.gguf"
+    assert plan.extra["files"] == [("gemma-4-E4B-it-Q4_K_M.gguf", "/models/gemma-4-E4B-it-Q4_K_M.gguf"),
+                                   ("mmproj-BF16.gguf", "/models/gemma-4-E4B-it-mmproj-BF16.gguf")]
+
+
+def test_gguf_files_default_to_a_folder_per_repository(tmp_path: Path) -> None:
+    data = app_data("gemma4-audio")
+    del data["engine"]["model"]["folder"], data["engine"]["model"]["saved_as"]
+    plan = plan_chart(load_spec(write_spec(tmp_path, data)), "app.yaml")
+    assert as_pairs(plan.effective_args)["--mmproj"] == "/models/unsloth--gemma-4-E4B-it-GGUF/mmproj-BF16.gguf"
 
 
 def test_render_is_deterministic() -> None:
@@ -159,15 +172,16 @@ def test_both_generations_from_one_spec() -> None:
     current = yaml.safe_load(render_chart(spec, "x", "current")["OlaresManifest.yaml"])
     legacy = yaml.safe_load(render_chart(spec, "x", "legacy")["OlaresManifest.yaml"])
     assert (current["olaresManifest.version"], current["apiVersion"]) == ("0.12.0", "v3")
-    assert (legacy["olaresManifest.version"], legacy["apiVersion"]) == ("0.10.0", "v2")
+    # v1, the single-chart format: Olares' linter refuses v2 without spec.subCharts
+    assert (legacy["olaresManifest.version"], legacy["apiVersion"]) == ("0.10.0", "v1")
     assert current["workloadReplicas"] == {"vllmgemma426ba4bvisionone": 1}
     assert "workloadReplicas" not in legacy
     [nvidia] = current["spec"]["accelerator"]
-    assert nvidia["mode"] == "nvidia" and nvidia["requiredGPUMemory"] == "24400Mi"
+    assert nvidia["mode"] == "nvidia" and nvidia["requiredGPUMemory"] == nvidia["limitedGPUMemory"] == "24000Mi"
     assert "requiredCpu" not in current["spec"] and "accelerator" not in legacy["spec"]
-    assert legacy["spec"]["requiredGpu"] == "24400Mi"
+    assert legacy["spec"]["requiredGpu"] == legacy["spec"]["limitedGpu"] == "24000Mi"
     assert current["options"]["dependencies"][0]["version"] == ">=1.12.6-0"
-    assert legacy["options"]["dependencies"][0]["version"] == ">=1.12.3-0"
+    assert legacy["options"]["dependencies"][0]["version"] == ">=1.12.3-0,<1.12.6"  # never on 1.12.6
     assert [e["valueFrom"]["envName"] for e in current["envs"]] == [
         "OLARES_SYSTEM_HUGGINGFACE_SERVICE", "OLARES_SYSTEM_HUGGINGFACE_TOKEN"]
     assert "OLARES_USER" not in "".join(render_chart(spec, "x", "current").values())
@@ -178,7 +192,7 @@ def test_spec_can_choose_the_legacy_generation(tmp_path: Path) -> None:
     data["olares"] = {"generation": "legacy"}
     chart = render_chart(load_spec(write_spec(tmp_path, data)), "x")
     assert "olaresManifest.version: '0.10.0'" in chart["OlaresManifest.yaml"]
-    assert 'value: "24400m"' in chart["templates/deployment.yaml"]
+    assert 'value: "24000m"' in chart["templates/deployment.yaml"]
 
 
 @pytest.mark.parametrize(("version", "generation"), [

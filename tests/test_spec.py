@@ -190,10 +190,17 @@ def test_limits_below_requests(tmp_path: Path) -> None:
 
 def test_gpu_memory_above_the_device(tmp_path: Path) -> None:
     data = app_data()
-    data["resources"]["gpu_memory"] = {"request": "8Gi", "limit": "32Gi"}
+    data["resources"]["gpu_memory"] = {"request": "32Gi", "limit": "32Gi"}
     problems = problems_for(tmp_path, data)
-    assert paths(problems) == ["resources.gpu_memory.limit"]
-    assert "24400Mi" in problems[0].fix
+    assert [(p.path, p.rule) for p in problems] == [("resources.gpu_memory.request", "gpu-memory-device")]
+    assert "24463Mi" in problems[0].fix  # what HAMi registers for the card, Olares' install check
+
+
+def test_gpu_memory_is_booked_whole(tmp_path: Path) -> None:
+    data = app_data()
+    data["resources"]["gpu_memory"] = {"request": "8Gi", "limit": "12Gi"}
+    problems = problems_for(tmp_path, data)
+    assert [(p.path, p.rule) for p in problems] == [("resources.gpu_memory.limit", "gpu-memory-booking")]
 
 
 def test_helm_template_markers_in_text_are_refused(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from test_serve import get_json, post_json, publish_market, request, running_ser
 
 pytestmark = pytest.mark.helm
 VISION = "vllmgemma426ba4bvisionone"
-BOXES = {"1.12.5": ("legacy", "0.10.0", ">=1.12.3-0"), "1.12.6": ("current", "0.12.0", ">=1.12.6-0")}
+BOXES = {"1.12.5": ("legacy", "0.10.0", ">=1.12.3-0,<1.12.6"), "1.12.6": ("current", "0.12.0", ">=1.12.6-0")}
 
 
 @dataclass

@@ -14,8 +14,8 @@ class HardwareProfile(BaseModel):
 
     name: str
     title: str
-    gpu_memory_mib: int = Field(gt=0, description="Device memory the driver reports, in MiB.")
-    hami_limit_mib: int = Field(gt=0, description="Device memory limit handed to HAMi, in MiB.")
+    gpu_memory_mib: int = Field(gt=0, description="Device memory the driver reports and HAMi registers, in MiB.")
+    booking_mib: int = Field(gt=0, description="GPU memory an app books by default, in MiB (below the device).")
     bandwidth_gb_s: int = Field(gt=0, description="Memory bandwidth in GB/s.")
     compute_capability: str
 

@@ -26,8 +26,9 @@ from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
 from olarespack.errors import Problem
 from olarespack.helm import Helm, HelmResult, split_rendered, values_file
+from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.olares.rules import accelerator_modes, manifest_problems
+from olarespack.olares.manifest import render_modes
 from olarespack.olares.values import install_values
 from olarespack.olares.workloads import Rendered, rendered_problems
 from olarespack.project import App, load_apps
@@ -80,15 +81,15 @@ def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[st
     """Charts whose values agree (domains aside) share one helm lint process."""
     groups: dict[str, list[Target]] = {}
     for target in targets:
-        values = _values(target.chart, accelerator_modes(target.chart.manifest)[0][0])
+        values = _values(target.chart, render_modes(target.chart.manifest)[0])
         values.pop("domain")
         values["userspace"] = {}
         groups.setdefault(json.dumps(values, sort_keys=True), []).append(target)
     for group in groups.values():
         for start in range(0, len(group), LINT_BATCH):
             batch = group[start:start + LINT_BATCH]
-            values = _values(batch[0].chart, accelerator_modes(batch[0].chart.manifest)[0][0])
-            values["domain"] = {k: v for t in batch for k, v in _values(t.chart, "nvidia")["domain"].items()}
+            values = _values(batch[0].chart, render_modes(batch[0].chart.manifest)[0])
+            values["domain"] = {k: v for t in batch for k, v in _values(t.chart, "")["domain"].items()}
             yield batch, values
 
 
@@ -108,7 +109,7 @@ def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmC
 
     def analyse(findings: dict[Path, list[str]]) -> list[Problem]:
         return [Problem(target.chart.label, "", f"helm {helm.version}: {line}",
-                        "fix the template or the values it reads", rule="helm-lint")
+                        "fix the template or the values it reads", rule="helm-lint", severity="warning")
                 for target in batch for line in findings[target.folder]]
 
     return HelmCall(run, analyse)
@@ -124,12 +125,14 @@ def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
 
     def analyse(out: HelmResult) -> list[Problem]:
         if not out.ok:
-            return [Problem(chart.label, "", f"helm {helm.version} template ({mode}): {out.stderr.strip()}",
+            return [Problem(chart.label, "", f"helm {helm.version} template ({mode or 'no GPU type'}): "
+                            f"{out.stderr.strip()}",
                             "fix the template or the values it reads", rule="helm-template")]
         try:
             documents = split_rendered(out.stdout)
         except yaml.YAMLError as exc:
-            return [Problem(chart.label, "", f"rendered YAML does not parse ({mode}): {exc}", "fix the template",
+            return [Problem(chart.label, "", f"rendered YAML does not parse ({mode or 'no GPU type'}): {exc}",
+                            "fix the template",
                             rule="helm-template")]
         problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
         for source, document, _ in documents:
@@ -149,7 +152,7 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
     calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
     if helms:
         calls += [_template_call(helms[0], target, mode)
-                  for target in targets for mode, _, _ in accelerator_modes(target.chart.manifest)]
+                  for target in targets for mode in render_modes(target.chart.manifest)]
     return calls
 
 
@@ -174,7 +177,8 @@ def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport) -> 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for problems in pool.map(lambda call: call.analyse(call.run()), calls):
                 report.problems += problems
-    report.problems = sorted(report.problems)
+    # a chart rendered for two accelerator modes shows a mode-independent finding twice: once is enough
+    report.problems = sorted(dict.fromkeys(report.problems))
     return report
 
 
@@ -197,7 +201,7 @@ def collect(paths: list[str], stack: ExitStack, report: LintReport) -> list[Targ
     report.spec_names += [app.spec.name for app in apps]
     report.checked += [target.chart.label for target in charts]
     for target in charts:
-        report.problems += manifest_problems(target.chart)
+        report.problems += chart_problems(target.chart)
     return _app_targets(apps, stack) + [t for t in charts if t.chart.manifest]
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from olarespack.chart import Chart
 from olarespack.engines import engine_problems
 from olarespack.errors import Problem
-from olarespack.olares.rules import manifest_problems
+from olarespack.olares.chartfiles import chart_problems
 from olarespack.spec.models import AppSpec
 
 
 def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
-    return engine_problems(file, spec) + [problem for chart in charts for problem in manifest_problems(chart)]
+    return engine_problems(file, spec) + [problem for chart in charts for problem in chart_problems(chart)]

@@ -35,8 +35,8 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
     from olarespack.check.lint import lint as run_lint
 
     if list_rules:
-        for rule_id, (layer, text) in RULES.items():
-            click.echo(f"{rule_id:28} {layer:7} {text}")
+        for rule_id, rule in RULES.items():
+            click.echo(f"{rule_id:28} {rule.layer:7} {rule.text} [{rule.source}]")
         return
 
     def helms() -> Sequence[Helm]:

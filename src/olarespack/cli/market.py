@@ -29,7 +29,9 @@ from olarespack.write import write_file
 def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, generation: GenerationName | None) -> None:
     """Package each SPEC (default: every apps/*.yaml) into a byte-reproducible chart archive."""
     output_folder(out_dir, "--out")
-    apps = render_apps(spec_files(specs, apps_dir), [generation] if generation else None)
+    from olarespack.market.publish import dated
+
+    apps = dated(render_apps(spec_files(specs, apps_dir), [generation] if generation else None))
     helm = helm_binary("helm4")
     for app in apps:
         archive = packaging.package_chart(app.chart, app.spec.name, app.spec.version, helm,

@@ -47,15 +47,18 @@ class EngineSpec(StrictModel):
 
 @dataclass(frozen=True)
 class Arg:
-    """One command-line item: a flag, a value, or a flag and its value."""
+    """One command-line item: a flag, a value, or a flag and its value. A value with `env` travels in that
+    environment variable of the container, and the args cite it as $(ENV)."""
 
     flag: str | None = None
     value: str | None = None
+    env: str | None = None
 
     def container_items(self) -> list[str]:
         """As written in the Deployment, where Kubernetes would expand a literal $(NAME)."""
-        return [x for x in (self.flag, None if self.value is None else kubernetes_literal(self.value))
-                if x is not None]
+        value = f"$({self.env})" if self.env and self.value is not None else (
+            None if self.value is None else kubernetes_literal(self.value))
+        return [x for x in (self.flag, value) if x is not None]
 
     def effective_items(self) -> list[str]:
         """As the process receives them, after Kubernetes expanded $(KEY)."""
@@ -90,6 +93,7 @@ class Flag:
     value: Callable[[Any], object]
     style: Style = "value"
     aliases: tuple[str, ...] = ()  # other spellings of the same setting the engine accepts
+    env: str | None = None  # carry the value in this env var of the container (the args cite $(ENV))
 
     def args(self, engine: Any) -> list[Arg]:
         value = self.value(engine)
@@ -101,7 +105,9 @@ class Flag:
             return [Arg(self.flag if value else self.flag.replace("--", "--no-", 1))]
         if value is None or (self.style == "given" and (value is False or value == "")):
             return []
-        return [Arg(self.flag)] if value is True and self.style == "given" else [Arg(self.flag, str(value))]
+        if value is True and self.style == "given":
+            return [Arg(self.flag)]
+        return [Arg(self.flag, str(value), self.env)]
 
     def spellings(self) -> tuple[str, ...]:
         if self.style == "positional":
@@ -156,8 +162,10 @@ class Engine(ABC):
         return effective
 
     def container_env(self, engine: Any) -> list[tuple[str, str]]:
-        """Env the engine's container needs before the spec's own (e.g. where model files live)."""
-        return []
+        """Env the engine's container needs before the spec's own: where model files live, then the values
+        the flag table carries in env vars (literal: Kubernetes expands nothing in them)."""
+        return [(arg.env, kubernetes_literal(arg.value)) for arg in self.args(engine)
+                if arg.env and arg.value is not None]
 
     def init_containers(self, engine: Any) -> list[ContainerResources]:
         return []
@@ -203,5 +211,6 @@ class Engine(ABC):
     @abstractmethod
     def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
             kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None) -> FitReport:
+            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
+            calibrated_total_bytes: int | None = None) -> FitReport:
         """Where the GPU memory goes and whether the context fits (see fit/)."""

@@ -24,7 +24,7 @@ from olarespack.fit.llamacpp_kv import (
 from olarespack.fit.report import FitReport, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
 from olarespack.models.arch import ModelInfo, find_model
-from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, StrictModel, Text, Tokens
+from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
@@ -43,6 +43,16 @@ class GgufModel(StrictModel):
     revision: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")] = Field(
         "main", description="Branch, tag or commit to download from."
     )
+    folder: ModelPath | None = Field(
+        None, description="Where the files are kept, under /models (the app's storage); default "
+        "/models/<owner>--<repo>, so two repositories' files never collide. Keep what an installed chart used, "
+        "or an upgrade downloads the files again.")
+    saved_as: dict[GgufName, GgufName] = Field(
+        default_factory=dict, max_length=8, description="Local names of repository files, when an installed "
+        "chart saved them under another name (file in the repository: file name on disk).")
+
+    def local(self, name: str) -> str:
+        return self.saved_as.get(name, name)
 
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
@@ -76,8 +86,13 @@ class LlamaCppEngine(EngineSpec):
 
 
 def gguf_dir(engine: LlamaCppEngine) -> str:
-    """Per-repository folder, so two repos' identically named files (mmproj-BF16.gguf) never collide."""
-    return f"{MODEL_DIR}/{engine.model.repo.replace('/', '--')}"
+    """The files' folder: the spec's, else one per repository, so two repositories' identically named files
+    (mmproj-BF16.gguf) never collide."""
+    return engine.model.folder or f"{MODEL_DIR}/{engine.model.repo.replace('/', '--')}"
+
+
+def gguf_path(engine: LlamaCppEngine, name: str) -> str:
+    return f"{gguf_dir(engine)}/{engine.model.local(name)}"
 
 
 def _has(args: list[str], *names: str) -> bool:
@@ -96,8 +111,8 @@ class LlamaCpp(Engine):
     flags: ClassVar[tuple[Flag, ...]] = (
         Flag("--host", "chart", lambda e: "0.0.0.0"),
         Flag("--port", "chart", lambda e: PORT),
-        Flag("--model", "engine.model", lambda e: f"{gguf_dir(e)}/{e.model.file}", aliases=("-m",)),
-        Flag("--mmproj", "engine.model.mmproj", lambda e: e.model.mmproj and f"{gguf_dir(e)}/{e.model.mmproj}",
+        Flag("--model", "engine.model", lambda e: gguf_path(e, e.model.file), aliases=("-m",)),
+        Flag("--mmproj", "engine.model.mmproj", lambda e: e.model.mmproj and gguf_path(e, e.model.mmproj),
              "given", aliases=("-mm",)),
         Flag("--alias", "engine.alias", lambda e: e.alias, aliases=("-a",)),
         Flag("--ctx-size", "engine.ctx_size", lambda e: e.ctx_size, aliases=("-c",)),
@@ -119,11 +134,9 @@ class LlamaCpp(Engine):
 
     def template_values(self, engine: Any) -> dict[str, Any]:
         model = engine.model
-        return {
-            "gguf_dir": gguf_dir(engine),
-            "downloads": {"MODEL_REPO": model.repo, "MODEL_REVISION": model.revision, "MODEL_FILE": model.file,
-                          **({"MMPROJ_FILE": model.mmproj} if model.mmproj else {})},
-        }
+        files = [model.file, *([model.mmproj] if model.mmproj else [])]
+        return {"repo": model.repo, "revision": model.revision,
+                "files": [(name, gguf_path(engine, name)) for name in files]}
 
     def images(self, engine: Any) -> list[tuple[str, str]]:
         found = [("engine.image", engine.image)]
@@ -162,7 +175,8 @@ class LlamaCpp(Engine):
 
     def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
             kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None) -> FitReport:
+            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
+            calibrated_total_bytes: int | None = None) -> FitReport:
         engine = spec.engine
         assert isinstance(engine, LlamaCppEngine)
         if calibrated_kv_available_bytes is not None:

@@ -23,7 +23,18 @@ from olarespack.fit.vllm_kv import (
     vllm_overhead_estimate,
 )
 from olarespack.models.arch import ModelInfo, find_model
-from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, Revision, StrictModel, Text, Tokens
+from olarespack.spec.types import (
+    MAX_ITEMS,
+    ArgText,
+    EnvName,
+    HfRepo,
+    Image,
+    ModelPath,
+    Revision,
+    StrictModel,
+    Text,
+    Tokens,
+)
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
@@ -64,6 +75,9 @@ class Calibration(StrictModel):
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="The utilization of that boot; defaults to engine.gpu_memory_utilization."
     )
+    gpu_memory_mib: int | None = Field(
+        None, gt=0, le=1_048_576, description="The GPU memory the engine saw at that boot (its HAMi limit), in MiB; "
+        "defaults to the app's GPU memory.")
 
 
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "float16"]
@@ -113,6 +127,9 @@ class VllmEngine(EngineSpec):
     calibration: Calibration | None = Field(
         None, description="One boot's measured KV budget; replaces the estimated non-KV memory in fit checks."
     )
+    download_dir: ModelPath = Field(
+        HF_HOME, description="--download-dir: where vLLM keeps the weights, under /models (the app's storage). "
+        "Keep what an installed chart used, or an upgrade downloads the model again.")
 
     @property
     def context_length(self) -> int:
@@ -152,11 +169,13 @@ class Vllm(Engine):
         Flag("--max-num-batched-tokens", "engine.max_num_batched_tokens", lambda e: e.max_num_batched_tokens,
              "given"),
         Flag("--attention-backend", "engine.attention_backend", lambda e: e.attention_backend, "given"),
-        Flag("--speculative-config", "engine.speculative", _speculative_json, "given"),
+        # in SPEC_CONFIG, the name the seed charts, their users and reviewers know: a release that changes the
+        # drafting shows as a one-line SPEC_CONFIG diff of the pod template
+        Flag("--speculative-config", "engine.speculative", _speculative_json, "given", env="SPEC_CONFIG"),
         Flag("--kv-cache-dtype", "engine.kv_cache_dtype", lambda e: e.kv_cache_dtype),
         Flag("--dtype", "engine.dtype", lambda e: e.dtype),
         Flag("--trust-remote-code", "engine.trust_remote_code", lambda e: e.trust_remote_code, "given"),
-        Flag("--download-dir", "chart", lambda e: HF_HOME),
+        Flag("--download-dir", "engine.download_dir", lambda e: e.download_dir),
         Flag("--enable-prefix-caching", "engine.enable_prefix_caching", lambda e: e.enable_prefix_caching, "switch"),
         Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill,
              "switch"),
@@ -170,7 +189,7 @@ class Vllm(Engine):
         return effective[1:]  # the preset names the model on its own line
 
     def container_env(self, engine: Any) -> list[tuple[str, str]]:
-        return [("HF_HOME", HF_HOME)]
+        return [("HF_HOME", HF_HOME), *super().container_env(engine)]
 
     def template_values(self, engine: Any) -> dict[str, Any]:
         return {"hf_home": HF_HOME}
@@ -205,10 +224,13 @@ class Vllm(Engine):
     def calibration(self, engine: Any) -> dict[str, Any]:
         if engine.calibration is None:
             return {}
-        return {
+        found = {
             "calibrated_kv_available_bytes": round(engine.calibration.available_kv_cache_gib * 2**30),
             "calibrated_at_utilization": engine.calibration.gpu_memory_utilization or engine.gpu_memory_utilization,
         }
+        if engine.calibration.gpu_memory_mib:
+            found["calibrated_total_bytes"] = engine.calibration.gpu_memory_mib * 2**20
+        return found
 
     # ----------------------------------------------------------------------- rules
 
@@ -280,7 +302,8 @@ class Vllm(Engine):
 
     def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
             kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None) -> FitReport:
+            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
+            calibrated_total_bytes: int | None = None) -> FitReport:
         engine = spec.engine
         assert isinstance(engine, VllmEngine)
         target = find_model(engine.model, registry)
@@ -317,7 +340,9 @@ class Vllm(Engine):
             available, source = kv_available_bytes, "given"
             non_kv = budget - available
         elif calibrated_kv_available_bytes is not None and calibrated_at_utilization is not None:
-            non_kv, source = math.ceil(total * calibrated_at_utilization) - calibrated_kv_available_bytes, "calibrated"
+            measured_total = calibrated_total_bytes or total
+            non_kv = math.ceil(measured_total * calibrated_at_utilization) - calibrated_kv_available_bytes
+            source = "calibrated"
             available = budget - non_kv
             notes.append(f"non-KV memory calibrated from a boot at gpu_memory_utilization "
                          f"{calibrated_at_utilization:g} ({gib(calibrated_kv_available_bytes):.2f} GiB available)")

@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
 def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_utilization: float | None = None,
                kv_available_bytes: int | None = None, calibrated_kv_available_bytes: int | None = None,
-               calibrated_at_utilization: float | None = None,
+               calibrated_at_utilization: float | None = None, calibrated_total_bytes: int | None = None,
                registry: dict[str, ModelInfo] | None = None) -> FitReport:
     """The GPU memory budget of one app. `kv_available_bytes` replaces the computed KV budget; the calibrated
-    pair (the `Available KV cache memory` of one vLLM boot and the utilization it ran at) replaces the
-    estimated non-KV memory. `registry` replaces the shipped model data (keyed by repository)."""
+    pair (the `Available KV cache memory` of one vLLM boot and the utilization it ran at, with the GPU memory
+    that boot saw) replaces the estimated non-KV memory. `registry` replaces the shipped model data (keyed by
+    repository)."""
     if max_model_len is not None and max_model_len < 1:
         raise UsageError(f"max_model_len must be a positive number of tokens, not {max_model_len}")
     for name, util in (("gpu_memory_utilization", gpu_memory_utilization),
@@ -32,11 +33,12 @@ def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_ut
         raise UsageError("calibration needs both the measured available KV bytes and the utilization of that boot")
     if kv_available_bytes is not None and calibrated_kv_available_bytes is not None:
         raise UsageError("give either kv_available_bytes or a calibration, not both")
-    _, total = spec.gpu_memory()  # the engine sees its GPU memory limit as the device
+    total = spec.gpu_memory()  # the engine sees the GPU memory it books as the device
     return engine_for(spec.engine).fit(
         spec, total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
         kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
-        calibrated_at_utilization=calibrated_at_utilization, registry=registry)
+        calibrated_at_utilization=calibrated_at_utilization, calibrated_total_bytes=calibrated_total_bytes,
+        registry=registry)
 
 
 def spec_calibration(spec: AppSpec) -> dict[str, Any]:

@@ -5,9 +5,9 @@ One catalog holds both manifest generations, because one market serves boxes on 
 generation has its own summaries, detail entries and hash, built from that generation's rendered
 manifest, so the catalog can never disagree with the chart a box downloads.
 
-Every value is derived from content: ids are md5(name)[:8], times come from changelog dates (an entry
-without a date takes the nearest older dated entry's, else EPOCH), and the hash covers the entries and
-the archives' sha256 only. Publishing the same specs twice therefore gives the same bytes and the same
+Every value is derived from content: ids are md5(name)[:8], times come from changelog dates (publish fills
+an undated entry with the date of the commit that added it; see dated_spec), and the hash covers the
+entries and the archives' sha256 only. Publishing the same specs twice therefore gives the same bytes and the same
 hash, and boxes do not re-sync for nothing.
 
 On-disk layout of a market folder (written by package.py, read by serve.py):
@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from olarespack import quantity
 from olarespack.chart import Chart
+from olarespack.market.sections import sections
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id, archive_name
 from olarespack.spec.models import AppSpec
 from olarespack.yamltext import load_yaml
@@ -42,9 +43,7 @@ CHARTS_DIR: Final = "charts"
 ICONS_DIR: Final = "icons"
 STATIC_DIR: Final = "static"
 DIGESTS_FILE: Final = "SHA256SUMS"
-FORMAT: Final = "olarespack-market/1"
-# The time of anything that has no dated changelog entry: fixed, so output never depends on the clock.
-EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+FORMAT: Final = "olarespack-market/2"
 # The Olares version the static files answer with (the box adopts the `version` of the info answer for
 # its detail requests, so it must stay inside the generation the file was built for).
 STATIC_OLARES_VERSION: Final[dict[GenerationName, str]] = {"current": "1.12.6", "legacy": "1.12.5"}
@@ -70,21 +69,47 @@ def timestamp(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond * 1000:09d}Z"
 
 
+class UndatedError(ValueError):
+    """A changelog without any date to place its releases in time."""
+
+
+def dated_spec(spec: AppSpec, added: dict[str, dt.date] | None = None) -> AppSpec:
+    """The spec with a date on every changelog entry: its own, else the date `added` knows for its version
+    (the commit that added the entry), else the nearest dated entry's (older first). UndatedError when no
+    entry has a date at all: a release is never published as 1970."""
+    found = [entry.date or (added or {}).get(entry.version) for entry in spec.changelog]
+    if not any(found):
+        raise UndatedError(f"{spec.name}: no changelog entry has a date")
+    for i in range(len(found)):
+        if found[i] is None:
+            older = next((d for d in found[i + 1:] if d), None)
+            found[i] = older or next(d for d in reversed(found[:i]) if d)
+    entries = [entry.model_copy(update={"date": date}) for entry, date in zip(spec.changelog, found, strict=True)]
+    return spec.model_copy(update={"changelog": entries})
+
+
 def release_times(spec: AppSpec) -> list[dt.datetime]:
-    """One time per changelog entry (newest first): its date, else the nearest older dated entry's, else
-    EPOCH. Never decreasing from old to new, and derived from the spec alone."""
+    """One time per changelog entry (newest first), from its date, each a second after the older one when
+    they share a day: the Market keys its version history by this time, so two must never be equal."""
     times: list[dt.datetime] = []
-    known = EPOCH
-    for entry in reversed(spec.changelog):
-        if entry.date is not None:
-            known = dt.datetime.combine(entry.date, dt.time(), tzinfo=dt.UTC)
-        times.append(known)
+    previous: dt.datetime | None = None
+    for entry in reversed(dated_spec(spec).changelog):
+        assert entry.date is not None
+        moment = dt.datetime.combine(entry.date, dt.time(), tzinfo=dt.UTC)
+        if previous is not None and moment <= previous:
+            moment = previous + dt.timedelta(seconds=1)
+        times.append(moment)
+        previous = moment
     return times[::-1]
 
 
 def release_epoch(spec: AppSpec) -> int:
     """Seconds since 1970 of the current release: the mtime stamped on every file of its archive."""
     return int(release_times(spec)[0].timestamp())
+
+
+# The last update of a market without apps: fixed, so output never depends on the clock.
+_NO_APPS: Final = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -202,12 +227,14 @@ def build_generation(apps: list[MarketApp], generation: GenerationName) -> dict[
     content = {"generation": generation, "apps": summaries, "details": details, "archives": archives}
     return {
         "hash": hashlib.md5(canonical_json(content), usedforsecurity=False).hexdigest(),
-        "last_updated": max((s["updated_at"] for s in summaries.values()), default=timestamp(EPOCH)),
+        "last_updated": max((s["updated_at"] for s in summaries.values()), default=timestamp(_NO_APPS)),
         "olares_version": STATIC_OLARES_VERSION[generation],
         "apps": summaries,
         "details": details,
         "latest": [s["name"] for s in newest_first],
-        "tops": [{"appId": s["id"], "appid": s["id"], "rank": rank} for rank, s in enumerate(newest_first, 1)],
+        # the Market resolves a top by app name (center.ts _getTopList), whatever the field is called
+        "tops": [{"appId": s["name"], "appid": s["name"], "rank": rank} for rank, s in enumerate(newest_first, 1)],
+        "sections": sections([(s["name"], list(details[s["id"]]["categories"])) for s in newest_first]),
         "charts": {a.spec.name: archive_name(a.spec.name, a.spec.version) for a in ordered},
         "archives": archives,
     }
@@ -226,8 +253,9 @@ def _info_fields(generation: dict[str, Any]) -> dict[str, Any]:
     count = len(generation["apps"])
     return {
         "hash": generation["hash"], "last_updated": generation["last_updated"],
-        "data": {"apps": generation["apps"], "recommends": {}, "pages": {}, "topics": {}, "topic_lists": {},
-                 "tops": generation["tops"], "latest": generation["latest"], "tags": {}},
+        "data": {"apps": generation["apps"], "recommends": {}, "pages": generation["sections"]["pages"],
+                 "topics": generation["sections"]["topics"], "topic_lists": generation["sections"]["topic_lists"],
+                 "tops": generation["tops"], "latest": generation["latest"], "tags": generation["sections"]["tags"]},
         "stats": {"totalApps": count, "totalItems": count, "hash": generation["hash"]},
     }
 

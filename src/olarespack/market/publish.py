@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +29,7 @@ from olarespack.market import catalog as market
 from olarespack.market.state import load_state
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, archive_name
 from olarespack.project import App, render_apps
+from olarespack.release import git
 from olarespack.write import Status
 
 STATE_FILE = "publish-state.json"
@@ -99,9 +100,28 @@ def _reusable(market_dir: Path, gen: GenerationName, file_name: str, key: str,
     return packaging.Archive(file_name, path.read_bytes())
 
 
+def dated(apps: list[App]) -> list[App]:
+    """The apps with a date on every changelog entry: an undated one gets the day of the commit that added it
+    (or its nearest dated entry's); an app with no date at all is refused, never published as 1970."""
+    out: list[App] = []
+    problems: list[Problem] = []
+    for app in apps:
+        undated = [entry.version for entry in app.spec.changelog if entry.date is None]
+        added = git.added_dates(Path(app.file), undated) if undated else {}
+        try:
+            out.append(replace(app, spec=market.dated_spec(app.spec, added)))
+        except market.UndatedError:
+            problems.append(Problem(app.file, "changelog[0].date", "no changelog entry has a date, and git does "
+                                    "not know when they were added", "add date: YYYY-MM-DD to the newest entry",
+                                    rule="changelog-date"))
+    if problems:
+        raise ProblemsError(problems)
+    return out
+
+
 def publish(files: list[Path], market_dir: Path, base_url: str | None, others: dict[str, str] | None,
             helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2) -> Published:
-    apps = render_apps(files, GENERATION_NAMES, others)
+    apps = dated(render_apps(files, GENERATION_NAMES, others))
     tools = tool_fingerprint()
     checked_by, previous = _previous(market_dir)
     keys = {(gen, app.spec.name): content_key(chart) for app in apps for gen, chart in app.charts.items()}

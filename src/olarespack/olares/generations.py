@@ -34,8 +34,10 @@ GENERATIONS: Final[dict[GenerationName, Generation]] = {
         "current", "0.12.0", "v3", ">=1.12.6-0",
         "HF_ENDPOINT", "OLARES_SYSTEM_HUGGINGFACE_SERVICE", "HF_TOKEN", "OLARES_SYSTEM_HUGGINGFACE_TOKEN",
     ),
+    # apiVersion v1, the single-chart format: Olares' linter refuses v2 without spec.subCharts
+    # (checkSubCharts), and a v1 app is kept off 1.12.6, which would refuse it (validateOlaresDependency).
     "legacy": Generation(
-        "legacy", "0.10.0", "v2", ">=1.12.3-0",
+        "legacy", "0.10.0", "v1", ">=1.12.3-0,<1.12.6",
         "OLARES_USER_HUGGINGFACE_SERVICE", "OLARES_USER_HUGGINGFACE_SERVICE",
         "OLARES_USER_HUGGINGFACE_TOKEN", "OLARES_USER_HUGGINGFACE_TOKEN",
     ),

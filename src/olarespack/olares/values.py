@@ -25,15 +25,16 @@ MIDDLEWARE = {"postgres": "databases", "redis": None, "mongodb": "databases", "m
               "nats": "subjects", "zinc": "indexes"}
 
 
-def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "nvidia",
+def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "",
                    ) -> dict[str, Any]:
     """What Olares' own linter gives any chart: the injected values, a domain per entrance, the system
     objects (schedule, os, oidc, dep, svcs) and every middleware, so foreign charts render too."""
     values = olares_values(app)
     values["domain"] = {name: f"{i:08x}.alice.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
     values["olaresEnv"] = dict(olares_env)
-    values["gpu"] = gpu_mode
-    values["GPU"] = {**values["GPU"], "Type": gpu_mode}
+    values["gpu"] = gpu_mode or values["gpu"]
+    values["GPU"] = {**values["GPU"], "Type": gpu_mode} if gpu_mode else {k: v for k, v in values["GPU"].items()
+                                                                           if k != "Type"}
     values.update(schedule={"nodeName": "node1"}, os={"appKey": "key", "appSecret": "secret"},
                   oidc={"client": {"id": "id", "secret": "secret"}, "issuer": "https://auth.alice.olares.com"},
                   dep={}, svcs={})

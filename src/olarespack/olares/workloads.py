@@ -1,18 +1,26 @@
-"""Olares' rules on the manifests helm rendered for one accelerator mode (the checks olares-cli runs after
-rendering a chart with Olares' values): the Deployment named after the app, namespaces, hostPath with
-Recreate, container resources and their sums against the manifest, GPU memory as HAMi reads it, no token
-outside a Secret, no root for images not from beclab."""
+"""Olares' rules on what helm rendered, as oac runs them after rendering a chart (chart.go
+lintRenderedScenario; internal/resources/limits.go, hostpath.go, namespace.go, securitycontext.go,
+serviceaccount.go), plus olarespack's own advice about the GPU (HAMi) and the Hugging Face token, marked as
+such. Pure: the parsed documents of one render in, Problems out."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from olarespack import quantity
-from olarespack.chart import Chart
+from olarespack.chart import MANIFEST, Chart
 from olarespack.errors import Problem
-from olarespack.olares.rules import CLUSTER_SCOPED, WORKLOAD_KINDS, _problem, accelerator_modes
+from olarespack.olares.manifest import api_version, is_legacy, is_modern
+
+WORKLOADS = frozenset({"Deployment", "StatefulSet"})
+POD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"})
+GPU_INJECT = "applications.app.bytetrade.io/gpu-inject"
+FORBIDDEN_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection", "*"})
+FORBIDDEN_RESOURCES = frozenset({"nodes", "networkpolicies", "*"})
+Document = tuple[str, dict[str, Any], str]  # (template path, document, its text)
 
 
 @dataclass(frozen=True)
@@ -21,109 +29,269 @@ class Rendered:
 
     mode: str
     namespace: str
-    documents: list[tuple[str, dict[str, Any], str]]  # (template path, document, its text)
+    documents: list[Document]
 
 
-def _containers(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return ([(f"spec.template.spec.initContainers[{i}]", c) for i, c in enumerate(pod.get("initContainers") or [])]
-            + [(f"spec.template.spec.containers[{i}]", c) for i, c in enumerate(pod.get("containers") or [])])
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _name(document: dict[str, Any]) -> str:
+    return str(_map(document.get("metadata")).get("name"))
+
+
+def _pod_path(document: dict[str, Any]) -> str:
+    kind = document.get("kind")
+    return "spec" if kind == "Pod" else (
+        "spec.jobTemplate.spec.template.spec" if kind == "CronJob" else "spec.template.spec")
+
+
+def pod_spec(document: dict[str, Any]) -> dict[str, Any]:
+    found: Any = document
+    for part in _pod_path(document).split("."):
+        found = _map(found).get(part)
+    return _map(found)
+
+
+def containers(document: dict[str, Any], init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(field path, container) of a workload's pod, init containers first."""
+    pod = pod_spec(document)
+    groups = (("initContainers", "containers") if init else ("containers",))
+    for group in groups:
+        for i, container in enumerate(_list(pod.get(group))):
+            yield f"{_pod_path(document)}.{group}[{i}]", _map(container)
+
+
+class _Out:
+    def __init__(self, chart: Chart) -> None:
+        self.chart = chart
+        self.found: list[Problem] = []
+
+    def add(self, source: str, field: str, message: str, fix: str, rule: str, severity: str = "error") -> None:
+        self.found.append(Problem(self.chart.where(source), field, message, fix, rule=rule,
+                                  severity="warning" if severity == "warning" else "error"))
 
 
 def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | None) -> list[Problem]:
+    out = _Out(chart)
     manifest = chart.manifest
-    problems: list[Problem] = []
-    app = str((manifest.get("metadata") or {}).get("name", chart.name))
-    deployments = {d["metadata"].get("name") for _, d, _ in rendered.documents if d.get("kind") == "Deployment"}
-    if app not in deployments:
-        problems.append(_problem(chart, "templates", "Deployment", f"no Deployment named {app!r} ({rendered.mode})",
-                                 "name the main Deployment after the app", "olares-deployment"))
-    workloads = {d["metadata"].get("name") for _, d, _ in rendered.documents if d.get("kind") in WORKLOAD_KINDS}
-    for name in manifest.get("workloadReplicas") or {}:
-        if name not in workloads:
-            problems.append(_problem(chart, "OlaresManifest.yaml", f"workloadReplicas.{name}", "no such Deployment "
-                                     "or StatefulSet in the chart", "list the chart's workloads",
-                                     "olares-workload-replicas"))
-    sums: dict[str, list[int]] = {}  # "<init|app>:<resource>_<request|limit>" -> each container's amount
-    for source, document, text in rendered.documents:
-        kind = str(document.get("kind"))
-        name = str((document.get("metadata") or {}).get("name"))
-        if kind not in CLUSTER_SCOPED and (document.get("metadata") or {}).get("namespace") != rendered.namespace:
-            problems.append(_problem(chart, source, f"{kind}/{name}.metadata.namespace", "not the release namespace",
-                                     'set namespace: "{{ .Release.Namespace }}"', "olares-namespace"))
-        if kind in WORKLOAD_KINDS:
-            problems += _workload_problems(chart, source, document, sums)
+    documents = rendered.documents
+    _upload_dest(out, manifest, documents)
+    _deployment_name(out, manifest, documents, rendered.mode)
+    for source, document, text in documents:
+        kind, name = str(document.get("kind")), _name(document)
+        _host_path(out, source, document)
+        _namespace(out, source, document, rendered.namespace)
+        if kind in POD_KINDS:
+            _security_context(out, source, document)
+        if kind in WORKLOADS:
+            _gpu_memory(out, manifest, source, document, rendered.mode)
         if secret_sentinel and kind != "Secret" and secret_sentinel in text:
-            problems.append(_problem(chart, source, f"{kind}/{name}", "the Hugging Face token appears outside a "
-                                     "Secret", "put it in a Secret and reference it with secretKeyRef",
-                                     "secret-outside-secret"))
-    for mode, fields, at in accelerator_modes(manifest):
-        if mode != rendered.mode:
+            out.add(source, f"{kind}/{name}", "the Hugging Face token appears outside a Secret", "put it in a "
+                    "Secret and reference it with secretKeyRef", "secret-outside-secret", "warning")
+    _service_accounts(out, documents)
+    _resource_limits(out, manifest, documents, rendered.mode)
+    return out.found
+
+
+def _upload_dest(out: _Out, manifest: dict[str, Any], documents: list[Document]) -> None:
+    """CheckUploadConfig: options.upload.dest is mounted by a main container of a workload."""
+    dest = str(_map(_map(manifest.get("options")).get("upload")).get("dest") or "").rstrip("/")
+    if not dest:
+        return
+    mounts = {str(_map(m).get("mountPath", "")).rstrip("/") for _, d, _ in documents if d.get("kind") in WORKLOADS
+              for _, c in containers(d, init=False) for m in _list(c.get("volumeMounts"))}
+    if dest not in mounts:
+        out.add(MANIFEST, "options.upload.dest", f"no container mounts {dest!r}", "mount the upload folder",
+                "olares-upload")
+
+
+def _deployment_name(out: _Out, manifest: dict[str, Any], documents: list[Document], mode: str) -> None:
+    """CheckDeploymentName: an app has a Deployment or StatefulSet named after it."""
+    if str(manifest.get("olaresManifest.type") or "app") != "app":
+        return
+    app = str(_map(manifest.get("metadata")).get("name", ""))
+    if app not in {_name(d) for _, d, _ in documents if d.get("kind") in WORKLOADS}:
+        out.add("templates", "", f"must have a Deployment or StatefulSet named {app!r} (mode {mode})",
+                "name the main workload after the app", "olares-deployment")
+
+
+def _host_path(out: _Out, source: str, document: dict[str, Any]) -> None:
+    """CheckHostPath: a hostPath volume cannot be shared by an old and a new pod during a rolling update."""
+    kind = document.get("kind")
+    if kind not in WORKLOADS or not any("hostPath" in _map(v) for v in _list(pod_spec(document).get("volumes"))):
+        return
+    spec = _map(document.get("spec"))
+    field, strategy = ("strategy", _map(spec.get("strategy")).get("type")) if kind == "Deployment" else (
+        "updateStrategy", _map(spec.get("updateStrategy")).get("type"))
+    if strategy in (None, "", "RollingUpdate"):
+        want = "Recreate" if kind == "Deployment" else "OnDelete"
+        out.add(source, f"{kind}/{_name(document)}.spec.{field}", "hostPath volumes cannot take a rolling update",
+                f"set {field}: {{type: {want}}}", "olares-hostpath-recreate")
+
+
+def _namespace(out: _Out, source: str, document: dict[str, Any], namespace: str) -> None:
+    """CheckResourceNamespace: workloads in the app's namespace, other objects there or in user-system-*."""
+    found = _map(document.get("metadata")).get("namespace")
+    if not found:
+        return  # oac takes an object without a namespace for cluster-scoped
+    kind = str(document.get("kind"))
+    allowed = found == namespace or (kind not in {"Deployment", "StatefulSet", "DaemonSet"}
+                                     and str(found).startswith("user-system-"))
+    if not allowed:
+        out.add(source, f"{kind}/{_name(document)}.metadata.namespace", f"illegal namespace {found!r}",
+                'use namespace: "{{ .Release.Namespace }}"', "olares-namespace")
+
+
+def _beclab(image: str) -> bool:
+    return image.startswith("beclab/") or "/beclab/" in image
+
+
+def _root(context: dict[str, Any]) -> str | None:
+    if context.get("privileged") is True:
+        return "privileged: true"
+    if context.get("runAsUser") == 0:
+        return "runAsUser: 0"
+    if context.get("runAsNonRoot") is False:
+        return "runAsNonRoot: false"
+    return None
+
+
+def _security_context(out: _Out, source: str, document: dict[str, Any]) -> None:
+    """CheckSecurityContextForNonBeclabImage: only beclab's images may run privileged or as root."""
+    pod = _root(_map(pod_spec(document).get("securityContext")))
+    for at, container in containers(document):
+        image = str(container.get("image") or "")
+        reason = _root(_map(container.get("securityContext"))) or pod
+        if reason and not _beclab(image):
+            out.add(source, f"{document.get('kind')}/{_name(document)}.{at}.securityContext",
+                    f"non-beclab image {image!r} runs with a root-equivalent securityContext ({reason})",
+                    "drop privileged, runAsUser: 0 and runAsNonRoot: false", "olares-privileged")
+
+
+def _service_accounts(out: _Out, documents: list[Document]) -> None:
+    """CheckServiceAccountRules: no role bound to a service account may change nodes or network policies."""
+    bound = {str(_map(d.get("roleRef")).get("name")) for _, d, _ in documents
+             if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")
+             and any(_map(s).get("kind") == "ServiceAccount" for s in _list(d.get("subjects")))}
+    for source, document, _ in documents:
+        if document.get("kind") not in ("Role", "ClusterRole") or _name(document) not in bound:
             continue
-        for key, manifest_field, parse in (("cpu_request", "requiredCpu", quantity.parse_cpu),
-                                           ("cpu_limit", "limitedCpu", quantity.parse_cpu),
-                                           ("memory_request", "requiredMemory", quantity.parse_bytes),
-                                           ("memory_limit", "limitedMemory", quantity.parse_bytes)):
-            declared = fields.get(manifest_field)
-            try:
-                limit = parse(str(declared)) if declared is not None else None
-            except ValueError:
-                continue
-            needed = quantity.pod_effective(sums.get(f"app:{key}", []), sums.get(f"init:{key}", []))
-            if limit is not None and needed > limit:
-                shown = quantity.format_cpu(needed) if "cpu" in key else quantity.format_bytes(needed)
-                problems.append(_problem(chart, "OlaresManifest.yaml", f"{at}.{manifest_field}",
-                                         f"the pod's {key.replace('_', ' ')} is {shown} (as Kubernetes "
-                                         f"counts it), above the declared {declared}",
-                                         f"declare at least {shown} or lower the containers' resources",
-                                         "olares-resource-sums"))
-    return problems
+        for i, rule in enumerate(_list(document.get("rules"))):
+            rule = _map(rule)
+            if set(map(str, _list(rule.get("resources")))) & FORBIDDEN_RESOURCES and \
+                    set(map(str, _list(rule.get("verbs")))) & FORBIDDEN_VERBS:
+                out.add(source, f"{document.get('kind')}/{_name(document)}.rules[{i}]", "service account role "
+                        "grants forbidden permissions (changing nodes or network policies)", "narrow the rule",
+                        "olares-service-account")
 
 
-def _workload_problems(chart: Chart, source: str, document: dict[str, Any],
-                       sums: dict[str, list[int]]) -> list[Problem]:
-    problems: list[Problem] = []
-    name = document["metadata"].get("name")
-    pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
-    if any("hostPath" in (v or {}) for v in pod.get("volumes") or []) and document.get("kind") == "Deployment" \
-            and ((document.get("spec") or {}).get("strategy") or {}).get("type") != "Recreate":
-        problems.append(_problem(chart, source, f"Deployment/{name}.spec.strategy", "hostPath volumes need "
-                                 "strategy Recreate", "set strategy: {type: Recreate}", "olares-hostpath-recreate"))
-    for at, container in _containers(document):
-        where = f"{document['kind']}/{name}.{at}"
-        group = "init" if ".initContainers[" in at else "app"
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        for resource, parse in (("cpu", quantity.parse_cpu), ("memory", quantity.parse_bytes)):
-            if group == "init" and resource not in requests and resource not in limits:
-                continue  # Olares requires resources on app containers only
-            if resource not in requests or resource not in limits:
-                problems.append(_problem(chart, source, f"{where}.resources", f"{resource} request and limit are "
-                                         "both required", f"set resources.requests.{resource} and "
-                                         f"resources.limits.{resource}", "olares-container-resources"))
-                continue
-            try:
-                request, limit = parse(str(requests[resource])), parse(str(limits[resource]))
-            except ValueError as exc:
-                problems.append(_problem(chart, source, f"{where}.resources", str(exc), "write a quantity",
-                                         "olares-container-resources"))
-                continue
-            if request > limit:
-                problems.append(_problem(chart, source, f"{where}.resources.requests.{resource}", "above the "
-                                         "limit", "lower the request or raise the limit", "olares-container-resources"))
-            sums.setdefault(f"{group}:{resource}_request", []).append(request)
-            sums.setdefault(f"{group}:{resource}_limit", []).append(limit)
-        for key in ("nvidia.com/gpumem",):
-            for side, values in (("requests", requests), ("limits", limits)):
-                if key in values and not re.fullmatch(r"\d+", str(values[key])):
-                    problems.append(_problem(chart, source, f"{where}.resources.{side}.{key}", f"{values[key]!r}: "
-                                             "HAMi reads a bare integer of MiB and misreads unit suffixes",
-                                             "write the MiB as a bare integer, e.g. 24400", "gpumem-bare-mib"))
-        image = str(container.get("image", ""))
-        security = container.get("securityContext") or {}
-        pod_security = pod.get("securityContext") or {}
-        if not image.startswith(("beclab/", "docker.io/beclab/")) and (
-                security.get("privileged") or security.get("runAsUser") == 0 or pod_security.get("runAsUser") == 0):
-            problems.append(_problem(chart, source, f"{where}.securityContext", f"{image} runs privileged or as "
-                                     "root", "drop privileged and runAsUser: 0", "olares-privileged"))
-    return problems
+def _requirement(manifest: dict[str, Any], mode: str) -> dict[str, Any] | None:
+    """The requirement fields Olares compares a render with, or None when it compares nothing (v2, or a
+    0.12.0 manifest without spec.accelerator)."""
+    spec = _map(manifest.get("spec"))
+    if api_version(manifest) == "v2":
+        return None
+    if is_legacy(manifest):
+        return spec
+    accelerator = [_map(e) for e in _list(spec.get("accelerator"))]
+    if is_modern(manifest) and not accelerator:
+        return None
+    return next((e for e in accelerator if str(e.get("mode")) == mode), None)
+
+
+def _resource_limits(out: _Out, manifest: dict[str, Any], documents: list[Document], mode: str) -> None:
+    """checkResourceLimits / CheckResourceLimits: every main container of a workload sets cpu and memory
+    requests and limits, and their sums fit the manifest's requirement for this mode. Where oac compares
+    nothing (apiVersion v2, or a 0.12.0 manifest without accelerator[]), the same findings are olarespack's
+    advice: Olares admits the app by what the manifest declares, Kubernetes schedules the pod by its requests."""
+    mirrored = _requirement(manifest, mode)
+    fields = mirrored if mirrored is not None else _map(manifest.get("spec"))
+    severity = "error" if mirrored is not None else "warning"
+    sums = {"requests.cpu": Fraction(0), "requests.memory": Fraction(0), "limits.cpu": Fraction(0),
+            "limits.memory": Fraction(0)}
+    for source, document, _ in documents:
+        if document.get("kind") not in WORKLOADS:
+            continue
+        for at, container in containers(document, init=False):
+            where = f"{document.get('kind')}/{_name(document)}.{at}.resources"
+            resources = _map(container.get("resources"))
+            amounts: dict[str, Fraction] = {}
+            for side in ("requests", "limits"):
+                for resource in ("cpu", "memory"):
+                    raw = _map(resources.get(side)).get(resource)
+                    try:
+                        amount = quantity.parse_quantity(str(raw)) if raw is not None else Fraction(0)
+                    except ValueError as exc:
+                        out.add(source, f"{where}.{side}.{resource}", str(exc), "write a quantity",
+                                "olares-container-resources", severity)
+                        amount = Fraction(0)
+                    if amount == 0:
+                        out.add(source, where, f"must set {resource} {side[:-1]}", f"set {side}.{resource}",
+                                "olares-container-resources", severity)
+                    amounts[f"{side}.{resource}"] = amount
+                    sums[f"{side}.{resource}"] += amount
+            for resource in ("cpu", "memory"):
+                if amounts[f"limits.{resource}"] and amounts[f"requests.{resource}"] > amounts[f"limits.{resource}"]:
+                    out.add(source, f"{where}.requests.{resource}", f"requests.{resource} must be <= "
+                            f"limits.{resource}", "lower the request or raise the limit", "olares-container-resources",
+                            severity)
+    for total, declared in (("limits.cpu", "limitedCpu"), ("limits.memory", "limitedMemory"),
+                            ("requests.cpu", "requiredCpu"), ("requests.memory", "requiredMemory")):
+        raw = str(fields.get(declared) or "").strip()
+        if not raw or raw == "-1":
+            continue
+        try:
+            allowed = quantity.parse_quantity(raw)
+        except ValueError:
+            allowed = Fraction(0)
+        if sums[total] > allowed:
+            shown = quantity.format_cpu(int(sums[total] * 1000)) if "cpu" in total else \
+                quantity.format_bytes(int(sums[total]))
+            out.add(MANIFEST, f"{_path(manifest, mode)}.{declared}", f"sum of container resources.{total} ({shown}, "
+                    f"mode {mode or 'default'}) must be <= {declared} ({raw})", f"declare at least {shown} or lower "
+                    "the containers' resources", "olares-resource-sums", severity)
+
+
+def _path(manifest: dict[str, Any], mode: str) -> str:
+    accelerator = _list(_map(manifest.get("spec")).get("accelerator"))
+    for i, entry in enumerate(accelerator):
+        if str(_map(entry).get("mode")) == mode:
+            return f"spec.accelerator[{i}]"
+    return "spec"
+
+
+def _injected(document: dict[str, Any], name: str) -> bool:
+    value = str(_map(_map(document.get("metadata")).get("annotations")).get(GPU_INJECT, ""))
+    return value == "true" or name in {part.strip() for part in value.split(",")}
+
+
+def _gpu_memory(out: _Out, manifest: dict[str, Any], source: str, document: dict[str, Any], mode: str) -> None:
+    """olarespack's advice, from HAMi and Olares' GPU webhook (app-service webhook.go addGpuResourceLimits):
+    HAMi reads nvidia.com/gpumem as bare MiB, and the webhook sets the limit of an injected container to
+    requiredGPUMemory in MiB; a request that differs makes Kubernetes refuse the pod (extended resources need
+    requests equal to limits)."""
+    fields = _requirement(manifest, mode) or {}
+    required = fields.get("requiredGPUMemory") if mode == "nvidia" else None
+    try:
+        booked = quantity.mib(quantity.parse_bytes(str(required))) if required not in (None, "", "-1") else None
+    except ValueError:
+        booked = None
+    for at, container in containers(document):
+        resources = _map(container.get("resources"))
+        where = f"{document.get('kind')}/{_name(document)}.{at}.resources"
+        for side in ("requests", "limits"):
+            value = _map(resources.get(side)).get("nvidia.com/gpumem")
+            if value is not None and not str(value).isdigit():
+                out.add(source, f"{where}.{side}.nvidia.com/gpumem", f"{value!r}: HAMi reads a bare integer of MiB "
+                        "and misreads unit suffixes", "write the MiB as a bare integer, e.g. 23552", "gpumem-bare-mib")
+        request = _map(resources.get("requests")).get("nvidia.com/gpumem")
+        if booked is not None and request is not None and str(request).isdigit() and \
+                _injected(document, str(container.get("name"))) and int(str(request)) != booked:
+            out.add(source, f"{where}.requests.nvidia.com/gpumem", f"{request} MiB, but Olares sets the limit to "
+                    f"requiredGPUMemory ({required} = {booked} MiB): Kubernetes refuses a pod whose GPU memory request "
+                    "differs from its limit", f"request {booked}", "gpu-memory-request")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 from pathlib import Path
 
@@ -55,3 +56,25 @@ def folder_at(root: Path, ref: str, folder: str) -> dict[str, str]:
         if text is not None:
             files[name.removeprefix(folder.rstrip("/") + "/")] = text
     return files
+
+
+def added_dates(file: Path, versions: list[str]) -> dict[str, dt.date]:
+    """version -> the day the commit that first added `version: <version>` to the file was made: the date
+    of an undated changelog entry. Nothing for a file outside git or a line not committed yet."""
+    out = _git(file.parent, "rev-parse", "--show-toplevel")
+    if out.returncode != 0:
+        return {}
+    found: dict[str, dt.date] = {}
+    for version in versions:
+        # the changelog line itself (quoted or not), so 1.0.5 never matches the commit that added 1.0.50; git
+        # reads an extended regular expression, in which a semver's only special characters are . and +
+        literal = "".join(f"[{c}]" if c in ".+" else c for c in version)
+        line = rf"version:[[:space:]]*[\"']?{literal}[\"']?[[:space:]]*$"
+        log = _git(file.parent, "log", "--format=%cs", "-G", line, "--", file.name)
+        days = log.stdout.split()
+        if log.returncode == 0 and days:
+            try:
+                found[version] = dt.date.fromisoformat(days[-1])
+            except ValueError:
+                continue
+    return found

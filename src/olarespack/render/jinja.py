@@ -28,7 +28,10 @@ def yaml_scalar(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return json.dumps(value)
-    return json.dumps(str(value), ensure_ascii=False)
+    text = str(value)
+    if '"' in text and "'" not in text and text.isprintable():
+        return f"'{text}'"  # JSON values read as they are typed: '{"image":1}', not "{\"image\":1}"
+    return json.dumps(text, ensure_ascii=False)
 
 
 def helm_scalar(value: object) -> str:

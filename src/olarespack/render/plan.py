@@ -34,8 +34,7 @@ class Plan:
     port: int
     containers: list[ContainerResources]
     init_containers: list[ContainerResources]
-    gpu_memory_request: int
-    gpu_memory_limit: int
+    gpu_memory: int  # booked: requests = limits = the manifest's requirement
     startup_failure_threshold: int
     startup_period_seconds: int
     hf_env: bool  # the server container gets HF_ENDPOINT / HF_TOKEN
@@ -65,19 +64,19 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         engine.container_name, quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
         quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
     )
-    gpu_request, gpu_limit = spec.gpu_memory()
+    gpu_memory = spec.gpu_memory()
     context = citation_context(spec, engine, hardware, effective, version)
-    preset = preset_section(spec, engine, engine.listed_args(effective), hardware, gpu_limit)
+    preset = preset_section(spec, engine, engine.listed_args(effective), hardware, gpu_memory)
     engine_env = sorted((name, kubernetes_literal(value)) for name, value in spec.engine.env.items())
     if gen.name == "legacy":
         # HAMi-core reads Olares' default CUDA_DEVICE_MEMORY_LIMIT_0=0m as zero bytes.
-        engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_limit)}m"))
+        engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_memory)}m"))
     return Plan(
         spec=spec, generation=gen, hardware=hardware, engine_template=engine.template, engine_version=version,
         container_name=engine.container_name, command=list(engine.command),
         args=[item for arg in args for item in arg.container_items()], effective_args=effective,
         port=engine.port, containers=[server], init_containers=engine.init_containers(spec.engine),
-        gpu_memory_request=gpu_request, gpu_memory_limit=gpu_limit,
+        gpu_memory=gpu_memory,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
         startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.hf_env,
         container_env=engine.container_env(spec.engine), engine_env=engine_env,

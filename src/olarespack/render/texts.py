@@ -34,10 +34,10 @@ def _cite(source: str, context: dict[str, Any], file: str, path: str) -> str:
 
 
 def preset_section(spec: AppSpec, engine: Engine, listed_args: list[str], hardware: HardwareProfile,
-                   gpu_limit: int) -> str:
+                   gpu_memory: int) -> str:
     lines = ["**Preset configuration**", f"- Image: `{spec.engine.image}`", *engine.preset_lines(spec.engine),
              f"- Engine args: `{shell_join(listed_args)}`",
-             f"- GPU: {hardware.title}, {quantity.format_bytes(gpu_limit)} GPU memory"]
+             f"- GPU: {hardware.title}, {quantity.format_bytes(gpu_memory)} GPU memory"]
     return "\n".join(lines)
 
 

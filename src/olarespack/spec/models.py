@@ -99,7 +99,8 @@ class Resources(StrictModel):
     memory: ByteRange = Field(description="Host memory of the engine container.")
     disk: ByteRange = Field(description="Disk the app needs (model files included).")
     gpu_memory: ByteRange | None = Field(
-        None, description="GPU memory; defaults to the hardware profile's whole device (its HAMi limit)."
+        None, description="GPU memory the app books (request = limit); defaults to the hardware profile's "
+        "booking (23Gi on the RTX 5090 Laptop)."
     )
 
 
@@ -128,11 +129,10 @@ class AppSpec(StrictModel):
     changelog: list[ChangelogEntry] = Field(min_length=1, max_length=1_000,
                                             description="One entry per release, newest first.")
 
-    def gpu_memory(self) -> tuple[int, int]:
-        """(request, limit) of GPU memory in bytes: the spec's, or the hardware profile's whole device (its
-        HAMi limit). The one place this total is computed."""
+    def gpu_memory(self) -> int:
+        """The GPU memory the app books, in bytes: the spec's request (its limit must equal it), or the hardware
+        profile's default booking. Olares gives the pod exactly this (requests = limits = requiredGPUMemory),
+        and the engine sees it as the device. The one place this amount is computed."""
         if self.resources.gpu_memory is not None:
-            return (quantity.parse_bytes(self.resources.gpu_memory.request),
-                    quantity.parse_bytes(self.resources.gpu_memory.limit))
-        device = profiles()[self.hardware].hami_limit_mib * 2**20
-        return device, device
+            return quantity.parse_bytes(self.resources.gpu_memory.request)
+        return profiles()[self.hardware].booking_mib * 2**20

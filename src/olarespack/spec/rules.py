@@ -61,15 +61,22 @@ def _resource_problems(file: str, spec: AppSpec) -> list[Problem]:
         ("disk", quantity.parse_bytes(res.disk.request), quantity.parse_bytes(res.disk.limit)),
     ]
     if res.gpu_memory is not None:
-        gpu_request, gpu_limit = spec.gpu_memory()
-        pairs.append(("gpu_memory", gpu_request, gpu_limit))
-        device = profiles()[spec.hardware].hami_limit_mib * 2**20
-        if gpu_limit > device:
+        gpu_request = spec.gpu_memory()
+        pairs.append(("gpu_memory", gpu_request, quantity.parse_bytes(res.gpu_memory.limit)))
+        device_mib = profiles()[spec.hardware].gpu_memory_mib
+        if gpu_request > device_mib * 2**20:
             problems.append(Problem(
-                file, "resources.gpu_memory.limit",
-                f"exceeds the {spec.hardware} device limit of {profiles()[spec.hardware].hami_limit_mib}Mi",
-                f"use at most {profiles()[spec.hardware].hami_limit_mib}Mi or pick another hardware profile",
-                rule="gpu-memory-device"))
+                file, "resources.gpu_memory.request",
+                f"exceeds the {device_mib}Mi the {spec.hardware} registers: Olares refuses the install",
+                f"use at most {device_mib}Mi (official apps for this card book {profiles()[spec.hardware].booking_mib}"
+                "Mi) or pick another hardware profile", rule="gpu-memory-device"))
+    if res.gpu_memory is not None and res.gpu_memory.request != res.gpu_memory.limit and \
+            quantity.parse_bytes(res.gpu_memory.request) != quantity.parse_bytes(res.gpu_memory.limit):
+        problems.append(Problem(
+            file, "resources.gpu_memory.limit", "differs from the request: Olares gives the pod exactly the "
+            "requested GPU memory (its webhook sets the limit to requiredGPUMemory), so a higher limit is never used "
+            "and a request above it is refused", f"set the limit to {res.gpu_memory.request}",
+            rule="gpu-memory-booking"))
     for name, request, limit in pairs:
         if limit < request:
             problems.append(Problem(
