@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# checkov (pod hardening checks) in a venv of its own: its many pinned dependencies stay out of olarespack's
+CHECKOV_VERSION := 3.3.30
+CHECKOV := $(VENV)/checkov/bin/checkov
+CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 
 .PHONY: build test lint drift gate unit bench clean
 
@@ -25,8 +29,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks
 	$(BIN)/mypy
 
-unit: $(STAMP) $(BIN)/helm
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest
+unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" $(BIN)/pytest
 
 # Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
 # market server's requests/s on loopback; then a fuzz run of 1000 mutated specs with a fresh seed.
@@ -44,6 +48,12 @@ $(STAMP): pyproject.toml
 
 $(BIN)/helm: tools/install_helm.py | $(STAMP)
 	$(BIN)/python tools/install_helm.py $(BIN)
+
+$(CHECKOV_STAMP):
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/checkov/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+	touch $@
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

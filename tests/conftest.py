@@ -11,6 +11,15 @@ ROOT = Path(__file__).resolve().parents[1]
 APPS = ROOT / "apps"
 CHARTS = ROOT / "charts"
 APP_FILES = sorted(APPS.glob("*.yaml"))
+SHARED = ROOT.parent / "shared"  # the design, reference charts and corpus: beside the clone in CI only
+
+
+def shared(relative: str) -> Path:
+    """A path under ../shared, or skip the test (with the reason) on a clone with nothing beside it."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"{path} is not here: ../shared lies beside the clone in CI, not on a user's machine")
+    return path
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

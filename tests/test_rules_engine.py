@@ -53,7 +53,8 @@ def test_unknown_vllm_version_is_a_warning_for_version_bound_methods(tmp_path: P
 
 @pytest.mark.parametrize(("image", "release"), [
     ("vllm/vllm-openai:v0.21.0-cu129", (0, 21, 0)), ("vllm/vllm-openai:v0.20.1", (0, 20, 1)),
-    ("vllm/vllm-openai:nightly-abc", None)])
+    ("vllm/vllm-openai:v0.21.0-cu129@sha256:" + "c" * 64, (0, 21, 0)),  # a digest pins, the tag still tells
+    ("vllm/vllm-openai@sha256:" + "c" * 64, None), ("vllm/vllm-openai:nightly-abc", None)])
 def test_vllm_release_from_the_tag(tmp_path: Path, image: str, release: tuple[int, int, int] | None) -> None:
     spec = load_with(tmp_path, "gemma4-vision", {"image": image})
     assert isinstance(spec.engine, VllmEngine)

@@ -128,6 +128,11 @@ RULES: dict[str, Rule] = {
                               "oac resources.CheckDeploymentName"),
     "olares-namespace": Rule("olares", "workloads are in the release namespace, other objects there or "
                              "user-system-*", "oac resources.CheckResourceNamespace"),
+    "olares-cluster-names": Rule("olares", "a cluster-scoped object's name changes with the release (or, when "
+                                 "the app allows one install, with the owner)",
+                                 "oac checkAllowMultipleInstall (resources.CheckClusterScopedFixedNames)"),
+    "olares-multiple-install": Rule("olares", "an app that allows several installs names a workload after the "
+                                    "release", "oac checkAllowMultipleInstall (release-name workload gate)"),
     "olares-hostpath-recreate": Rule("olares", "hostPath volumes come with strategy Recreate (OnDelete for "
                                      "StatefulSets)", "oac resources.CheckHostPath"),
     "olares-container-resources": Rule("olares", "main containers set cpu and memory requests and limits, "

@@ -26,6 +26,7 @@ from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
 from olarespack.errors import Problem
 from olarespack.helm import Helm, HelmResult, split_rendered, values_file
+from olarespack.olares import probes
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
 from olarespack.olares.manifest import render_modes
@@ -73,7 +74,8 @@ def _entrance_names(manifest: dict[str, Any]) -> list[str]:
     return [str(e.get("name")) for key in ("entrances", "sharedEntrances") for e in manifest.get(key) or []]
 
 
-def _values(chart: Chart, mode: str) -> dict[str, Any]:
+def render_values(chart: Chart, mode: str) -> dict[str, Any]:
+    """The values a chart is rendered with for `mode`: what Olares injects at install, and its envs."""
     return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode)
 
 
@@ -81,15 +83,15 @@ def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[st
     """Charts whose values agree (domains aside) share one helm lint process."""
     groups: dict[str, list[Target]] = {}
     for target in targets:
-        values = _values(target.chart, render_modes(target.chart.manifest)[0])
+        values = render_values(target.chart, render_modes(target.chart.manifest)[0])
         values.pop("domain")
         values["userspace"] = {}
         groups.setdefault(json.dumps(values, sort_keys=True), []).append(target)
     for group in groups.values():
         for start in range(0, len(group), LINT_BATCH):
             batch = group[start:start + LINT_BATCH]
-            values = _values(batch[0].chart, render_modes(batch[0].chart.manifest)[0])
-            values["domain"] = {k: v for t in batch for k, v in _values(t.chart, "")["domain"].items()}
+            values = render_values(batch[0].chart, render_modes(batch[0].chart.manifest)[0])
+            values["domain"] = {k: v for t in batch for k, v in render_values(t.chart, "")["domain"].items()}
             yield batch, values
 
 
@@ -120,7 +122,7 @@ def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
     namespace = f"{chart.name}-alice"
 
     def run() -> HelmResult:
-        with values_file(_values(chart, mode)) as path:
+        with values_file(render_values(chart, mode)) as path:
             return helm.template(target.folder, chart.name, namespace, path)
 
     def analyse(out: HelmResult) -> list[Problem]:
@@ -146,13 +148,61 @@ def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
     return HelmCall(run, analyse)
 
 
+def _probe_call(helm: Helm, target: Target) -> HelmCall:
+    """Olares' multiple-install probes: two release names, then two owners only when a cluster-scoped name
+    stayed fixed (and only the first render when it shows nothing a second one could reveal)."""
+    chart = target.chart
+    namespace = f"{chart.name}-alice"
+    values = render_values(chart, render_modes(chart.manifest)[0])
+
+    def render(release: str, owner: str | None = None) -> HelmResult:
+        with values_file({**values, "bfl": {**values["bfl"], "username": owner}} if owner else values) as path:
+            return helm.template(target.folder, release, namespace, path)
+
+    def parsed(result: HelmResult) -> probes.Documents | None:
+        try:
+            return split_rendered(result.stdout) if result.ok else None
+        except yaml.YAMLError:
+            return None
+
+    def run() -> dict[str, HelmResult]:
+        first, second = probes.PROBE_RELEASES
+        out = {first: render(first)}
+        documents = parsed(out[first])
+        if documents is None or not (probes.workload_check_applies(chart.manifest) or
+                                     probes.cluster_scoped(documents)):
+            return out
+        out[second] = render(second)
+        other = parsed(out[second])
+        if other is not None and probes.needs_owner_probes(chart.manifest, documents, other):
+            out |= {owner: render(probes.USER_PROBE_RELEASE, owner) for owner in probes.USER_PROBES}
+        return out
+
+    def analyse(results: dict[str, HelmResult]) -> list[Problem]:
+        renders: dict[str, probes.Documents] = {}
+        for name, result in results.items():
+            documents = parsed(result)
+            if documents is None:
+                detail = result.stderr.strip() if not result.ok else "the rendered YAML does not parse"
+                return [Problem(chart.label, "", f"helm {helm.version} template (multiple-install probe {name!r}): "
+                                f"{detail}", "fix the template or the values it reads", rule="helm-template")]
+            renders[name] = documents
+        if probes.PROBE_RELEASES[1] not in renders:
+            return []  # nothing cluster-scoped and no workload gate: nothing a second render could show
+        return probes.probe_problems(chart, renders)
+
+    return HelmCall(run, analyse)
+
+
 def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
     """Every chart through `helm lint --strict` with each helm (batched), then `helm template` with the
-    first (Helm 3, what Olares embeds) for each accelerator mode, for the Olares and schema rules."""
+    first (Helm 3, what Olares embeds) for each accelerator mode, for the Olares and schema rules, and under
+    the release names and owners of Olares' multiple-install probes where they apply."""
     calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
     if helms:
         calls += [_template_call(helms[0], target, mode)
                   for target in targets for mode in render_modes(target.chart.manifest)]
+        calls += [_probe_call(helms[0], target) for target in targets if probes.probes_apply(target.chart.manifest)]
     return calls
 
 

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "dev"})
 
 
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (`repo:tag`, `repo:tag@sha256:...`), None when it has none: a digest
+    pins the bytes, the tag still names the engine release the rules and descriptions read."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else None
+
+
 def is_gemma4(model: str) -> bool:
     return bool(re.search(r"gemma-?4", model, re.IGNORECASE))
 
@@ -23,8 +30,7 @@ def floating_images(file: str, spec: AppSpec, engine: Engine) -> Iterator[Proble
     for path, image in engine.images(spec.engine):
         if "@sha256:" in image:
             continue
-        name = image.rsplit("/", 1)[-1]
-        tag = name.split(":", 1)[1] if ":" in name else None
+        tag = image_tag(image)
         if tag is None or tag in FLOATING_TAGS:
             yield Problem(file, path, f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
                           "the box would run whatever the registry serves that day",

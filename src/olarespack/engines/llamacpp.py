@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import Field, StringConstraints
 
 from olarespack.engines.base import MODEL_DIR, ContainerResources, Engine, EngineSpec, Flag
-from olarespack.engines.common import is_gemma4
+from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.errors import ModelDataError, Problem, UsageError
 from olarespack.fit.llamacpp_kv import (
     LLAMACPP_AUTO_PARALLEL,
@@ -151,7 +151,7 @@ class LlamaCpp(Engine):
         return str(engine.model.repo)
 
     def version(self, engine: Any) -> str | None:
-        match = re.search(r"-(b\d+)$", engine.image)
+        match = re.search(r"-(b\d+)$", image_tag(engine.image) or "")
         return match.group(1) if match else None
 
     def preset_lines(self, engine: Any) -> list[str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, StringConstraints
 
 from olarespack.engines.base import MODEL_DIR, Engine, EngineSpec, Flag, compact_json
-from olarespack.engines.common import is_gemma4
+from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.errors import ModelDataError, Problem
 from olarespack.fit.report import FitReport, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
@@ -206,7 +206,7 @@ class Vllm(Engine):
     def version(self, engine: Any) -> str | None:
         if engine.version:
             return str(engine.version)
-        match = re.search(r":v(\d+\.\d+\.\d+)(?:-|$)", engine.image)
+        match = re.search(r"^v(\d+\.\d+\.\d+)(?:-|$)", image_tag(engine.image) or "")
         return match.group(1) if match else None
 
     def release(self, engine: VllmEngine) -> tuple[int, int, int] | None:

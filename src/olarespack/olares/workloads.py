@@ -212,6 +212,7 @@ def _resource_limits(out: _Out, manifest: dict[str, Any], documents: list[Docume
     mirrored = _requirement(manifest, mode)
     fields = mirrored if mirrored is not None else _map(manifest.get("spec"))
     severity = "error" if mirrored is not None else "warning"
+    advice = "" if mirrored is not None else "; Olares does not compare these for this manifest, so this is advice"
     sums = {"requests.cpu": Fraction(0), "requests.memory": Fraction(0), "limits.cpu": Fraction(0),
             "limits.memory": Fraction(0)}
     for source, document, _ in documents:
@@ -231,15 +232,15 @@ def _resource_limits(out: _Out, manifest: dict[str, Any], documents: list[Docume
                                 "olares-container-resources", severity)
                         amount = Fraction(0)
                     if amount == 0:
-                        out.add(source, where, f"must set {resource} {side[:-1]}", f"set {side}.{resource}",
+                        out.add(source, where, f"must set {resource} {side[:-1]}{advice}", f"set {side}.{resource}",
                                 "olares-container-resources", severity)
                     amounts[f"{side}.{resource}"] = amount
                     sums[f"{side}.{resource}"] += amount
             for resource in ("cpu", "memory"):
                 if amounts[f"limits.{resource}"] and amounts[f"requests.{resource}"] > amounts[f"limits.{resource}"]:
-                    out.add(source, f"{where}.requests.{resource}", f"requests.{resource} must be <= "
-                            f"limits.{resource}", "lower the request or raise the limit", "olares-container-resources",
-                            severity)
+                    out.add(source, f"{where}.requests.{resource}",
+                            f"requests.{resource} must be <= limits.{resource}{advice}",
+                            "lower the request or raise the limit", "olares-container-resources", severity)
     for total, declared in (("limits.cpu", "limitedCpu"), ("limits.memory", "limitedMemory"),
                             ("requests.cpu", "requiredCpu"), ("requests.memory", "requiredMemory")):
         raw = str(fields.get(declared) or "").strip()
@@ -252,9 +253,10 @@ def _resource_limits(out: _Out, manifest: dict[str, Any], documents: list[Docume
         if sums[total] > allowed:
             shown = quantity.format_cpu(int(sums[total] * 1000)) if "cpu" in total else \
                 quantity.format_bytes(int(sums[total]))
-            out.add(MANIFEST, f"{_path(manifest, mode)}.{declared}", f"sum of container resources.{total} ({shown}, "
-                    f"mode {mode or 'default'}) must be <= {declared} ({raw})", f"declare at least {shown} or lower "
-                    "the containers' resources", "olares-resource-sums", severity)
+            out.add(MANIFEST, f"{_path(manifest, mode)}.{declared}",
+                    f"sum of container resources.{total} ({shown}, mode {mode or 'default'}) must be <= {declared} "
+                    f"({raw}){advice}", f"declare at least {shown} or lower the containers' resources",
+                    "olares-resource-sums", severity)
 
 
 def _path(manifest: dict[str, Any], mode: str) -> str:

@@ -1,0 +1,290 @@
+"""Charts shaped like the test charts of Olares' own linter (beclab/Olares framework/oac testdata and the
+inline charts of its tests), written here from their description, each refused or accepted as oac's tests
+expect. Where an oac test skips a check (its resource check, for the legacy firefox chart), the chart here
+satisfies that check instead, so the case still runs every layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from olarespack.check.lint import lint
+from olarespack.helm import HelmBinary
+
+pytestmark = pytest.mark.helm
+
+
+@pytest.fixture(scope="module")
+def helms() -> list[HelmBinary]:
+    return [HelmBinary(name="helm")]
+
+
+def manifest(name: str, *, version: str = "0.8.1", api: str | None = None, options: str = "",
+             resources: str = "", spec: str = "", top: str = "") -> str:
+    api_line = f"apiVersion: '{api}'\n" if api is not None else ""
+    envelope = resources or """  requiredCpu: 100m
+  limitedCpu: 500m
+  requiredMemory: 128Mi
+  limitedMemory: 512Mi
+  requiredDisk: 50Mi
+  limitedDisk: 100Mi
+"""
+    window = "'>=1.12.6-0'" if api == "v3" else "'>=1.12.3-0,<1.12.6'"
+    return f"""olaresManifest.version: '{version}'
+olaresManifest.type: app
+{api_line}metadata:
+  name: {name}
+  appid: {name}
+  title: {name.capitalize()}
+  description: a test chart
+  icon: https://example.org/icon.png
+  version: '0.1.0'
+  categories:
+    - Utilities
+entrances:
+  - name: {name}
+    host: {name}
+    port: 80
+    title: {name.capitalize()}
+    icon: https://example.org/icon.png
+    authLevel: private
+spec:
+  versionName: '1.0'
+  developer: test
+  submitter: test
+  locale:
+    - en-US
+  supportArch:
+    - amd64
+{envelope}{spec}permission:
+  appData: true
+options:
+  dependencies:
+    - name: olares
+      version: {window}
+      type: system
+{options}{top}"""
+
+
+def deployment(name: str = "{{ .Release.Name }}", *, extra_volume: str = "", replicas: str = "1",
+               resources: str = "") -> str:
+    limits = resources or """            requests:
+              cpu: 50m
+              memory: 64Mi
+            limits:
+              cpu: 200m
+              memory: 256Mi
+"""
+    volume = extra_volume or """        - name: data
+          hostPath:
+            type: DirectoryOrCreate
+            path: "{{ .Values.userspace.appData }}/app"
+"""
+    return f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: "{name}"
+  namespace: "{{{{ .Release.Namespace }}}}"
+spec:
+  replicas: {replicas}
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: web
+          image: docker.io/library/nginx:1.27
+          resources:
+{limits}          volumeMounts:
+            - name: data
+              mountPath: /data
+      volumes:
+{volume}---
+apiVersion: v1
+kind: Service
+metadata:
+  name: "{{{{ .Release.Name }}}}"
+  namespace: "{{{{ .Release.Namespace }}}}"
+spec:
+  selector:
+    app: web
+  ports:
+    - port: 80
+"""
+
+
+def cluster_role(name: str) -> str:
+    return f"""apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: "{name}"
+rules:
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get"]
+"""
+
+
+def chart(root: Path, name: str, manifest_text: str, templates: dict[str, str], values: str = "") -> Path:
+    folder = root / name
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\ndescription: a test chart\n"
+                                       "type: application\nversion: 0.1.0\nappVersion: '1.0'\n", encoding="utf-8")
+    (folder / "values.yaml").write_text(values, encoding="utf-8")
+    (folder / "OlaresManifest.yaml").write_text(manifest_text, encoding="utf-8")
+    for file, text in templates.items():
+        (folder / "templates" / file).write_text(text, encoding="utf-8")
+    return folder
+
+
+def errors(folder: Path, helms: list[HelmBinary]) -> list[str]:
+    return [f"{p.rule}: {p.path}: {p.message}" for p in lint([str(folder)], helms).errors]
+
+
+PROVIDER = """apiVersion: sys.bytetrade.io/v1alpha1
+kind: ProviderRegistry
+metadata:
+  name: prowlarr-provider
+  namespace: user-system-{{ .Values.bfl.username }}
+spec:
+  dataType: legacy_prowlarr
+  deployment: prowlarr
+  description: prowlarr provider
+  endpoint: prowlarr-svc.{{ .Release.Namespace }}
+  group: api.prowlarr
+  kind: provider
+  version: v1
+status:
+  state: active
+"""
+
+
+def test_legacy_chart_like_firefox_is_accepted(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # oac's firefox: manifest 0.8.1 without apiVersion, hostPath with strategy Recreate, no securityContext,
+    # an object in the owner's user-system namespace
+    folder = chart(tmp_path, "firefoxlike", manifest("firefoxlike"),
+                   {"deployment.yaml": deployment("firefoxlike"), "provider.yaml": PROVIDER})
+    assert errors(folder, helms) == []
+
+
+MULTI = "  allowMultipleInstall: true\n"
+
+
+@pytest.mark.parametrize(("name", "options", "role", "workload", "refused"), [
+    # multiclusterbad: several installs, a ClusterRole with a fixed name
+    ("multiclusterbad", MULTI, "fixed-multicluster-role", "{{ .Release.Name }}", "olares-cluster-names"),
+    # multiclusterok: the same ClusterRole named after the release
+    ("multiclusterok", MULTI, "{{ .Release.Name }}-role", "{{ .Release.Name }}", None),
+    # multiclusterbadworkload: several installs, but the workload keeps one fixed name
+    ("multiclusterbadworkload", MULTI, "{{ .Release.Name }}-role", "multiclusterbadworkload",
+     "olares-multiple-install"),
+    # multiclusterusername: one install per user, a ClusterRole named after the owner
+    ("multiclusterusername", "", "{{ .Values.bfl.username }}-role", "{{ .Release.Name }}", None),
+    # apiVersion v1 probes cluster-scoped names even without allowMultipleInstall
+    ("singleclusterfixed", "", "fixed-single-role", "{{ .Release.Name }}", "olares-cluster-names"),
+])
+def test_multiple_install_probes(tmp_path: Path, helms: list[HelmBinary], name: str, options: str, role: str,
+                                 workload: str, refused: str | None) -> None:
+    folder = chart(tmp_path, name, manifest(name, version="0.11.0", api="v1", options=options),
+                   {"deployment.yaml": deployment(workload), "role.yaml": cluster_role(role)})
+    found = errors(folder, helms)
+    if refused is None:
+        assert found == []
+    else:
+        assert found and all(line.startswith(refused) for line in found), found
+        if refused == "olares-cluster-names":
+            assert role in found[0]
+
+
+ACCELERATOR = """  accelerator:
+    - mode: cpu
+      requiredCpu: 100m
+      limitedCpu: 200m
+      requiredMemory: 128Mi
+      limitedMemory: 256Mi
+      requiredDisk: 1Gi
+      limitedDisk: 2Gi
+"""
+SMALL = """            requests:
+              cpu: 50m
+              memory: 64Mi
+            limits:
+              cpu: 100m
+              memory: 128Mi
+"""
+TOO_BIG = """            requests:
+              cpu: 500m
+              memory: 64Mi
+            limits:
+              cpu: 1
+              memory: 128Mi
+"""
+REPLICAS = "workloadReplicas:\n  {name}: 1\n"
+REPLICA_VALUES = "workloads:\n  {name}:\n    replicaCount: 1\n"
+REPLICA_FIELD = "{{{{ .Values.workloads.{name}.replicaCount }}}}"
+
+
+def modern(tmp_path: Path, name: str, api: str, containers: str, **kwargs: str) -> Path:
+    return chart(tmp_path, name,
+                 manifest(name, version="0.12.0", api=api, resources=ACCELERATOR, top=REPLICAS.format(name=name),
+                          **kwargs),
+                 {"deployment.yaml": deployment(name, resources=containers, replicas=REPLICA_FIELD.format(name=name))},
+                 values=REPLICA_VALUES.format(name=name))
+
+
+def test_resource_limits_follow_the_inline_accelerator_envelope(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # resourcelimits_v1_inline and its v3 twin: the containers fit the cpu mode's envelope
+    assert errors(modern(tmp_path, "inlinev1", "v1", SMALL), helms) == []
+    assert errors(modern(tmp_path, "inlinev3", "v3", SMALL), helms) == []
+    # resourcelimits_v1_inline_toobig: refused, naming requiredCpu
+    found = errors(modern(tmp_path, "toobig", "v1", TOO_BIG), helms)
+    assert any(line.startswith("olares-resource-sums") and "requiredCpu" in line and "must be <=" in line
+               for line in found), found
+    # an unknown apiVersion is refused before any resource is compared
+    found = errors(modern(tmp_path, "apiv0", "v0", SMALL), helms)
+    assert any(line.startswith("olares-api-version") for line in found), found
+
+
+def test_apiversion_v2_skips_the_resource_comparison(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # oac skips checkResourceLimits for v2 at any manifest version: the overrun is advice, not an error
+    sub = "  subCharts:\n    - name: toobigv2\n      shared: true\n"
+    folder = chart(tmp_path, "toobigv2", manifest("toobigv2", version="0.11.0", api="v2", spec=sub),
+                   {"deployment.yaml": deployment("toobigv2", resources=TOO_BIG.replace("cpu: 1\n", "cpu: 4\n"))})
+    report = lint([str(folder)], helms)
+    assert not [p for p in report.errors if p.rule.startswith("olares-resource")], [str(p) for p in report.errors]
+    assert [p for p in report.problems if p.rule == "olares-resource-sums" and p.severity == "warning"]
+
+
+V3_ENV = "envs:\n  - envName: {env}\n    default: smtp.example.org\n    required: false\n    type: string\n"
+
+
+@pytest.mark.parametrize(("env", "template_line", "values", "refused"), [
+    ("SMTP_HOST", "{{ .Values.olaresEnv.SMTP_HOST }}", "", None),
+    ("SMTP_HOST", "{{ .Values.OLARES_USER_SMTP_SERVER }}", "", "olares-user-env"),
+    ("SMTP_HOST", "{{ .Values.olaresEnv.SMTP_HOST }}", "OLARES_USER_SMTP_SERVER: x\n", "olares-user-env"),
+    ("OLARES_USER_SMTP_SERVER", "{{ .Values.olaresEnv.OLARES_USER_SMTP_SERVER }}", "", "olares-user-env"),
+])
+def test_v3_user_envs(tmp_path: Path, helms: list[HelmBinary], env: str, template_line: str, values: str,
+                      refused: str | None) -> None:
+    # v3_envs_test.go: apps read user variables through envs[].valueFrom, never by the OLARES_USER_ name
+    name = "envsv3"
+    text = deployment(name, resources=SMALL, replicas=REPLICA_FIELD.format(name=name)).replace(
+        "      containers:\n        - name: web\n",
+        f"      containers:\n        - name: web\n          env:\n            - name: SMTP\n"
+        f"              value: \"{template_line}\"\n")
+    folder = chart(tmp_path, name,
+                   manifest(name, version="0.12.0", api="v3", resources=ACCELERATOR,
+                            top=REPLICAS.format(name=name) + V3_ENV.format(env=env)),
+                   {"deployment.yaml": text}, values=REPLICA_VALUES.format(name=name) + values)
+    found = errors(folder, helms)
+    if refused is None:
+        assert found == []
+    else:
+        assert found and all(line.startswith(refused) for line in found), found
