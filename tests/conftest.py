@@ -5,12 +5,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ROOT / "apps"
 CHARTS = ROOT / "charts"
 APP_FILES = sorted(APPS.glob("*.yaml"))
+
+
+def spec_version(stem: str) -> str:
+    """The version apps/<stem>.yaml carries now, so tests follow the committed apps through their bumps."""
+    return str(yaml.safe_load((APPS / f"{stem}.yaml").read_text(encoding="utf-8"))["version"])
+
+
 SHARED = ROOT.parent / "shared"  # the design, reference charts and corpus: beside the clone in CI only
 
 

@@ -101,16 +101,16 @@ def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     vision = by_name(generation, VISION)
     # 1.0.5, 1.0.2 and 1.0.1 have no date here (no git history): they take 1.0.0's 2026-05-14, each a second
     # after the one before, because the Market keys its version history by mergedAt
-    assert [h["version"] for h in vision["versionHistory"]] == ["1.0.5", "1.0.2", "1.0.1", "1.0.0"]
-    assert [h["mergedAt"] for h in vision["versionHistory"]] == [
+    assert [h["version"] for h in vision["versionHistory"]] == ["1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+    assert [h["mergedAt"] for h in vision["versionHistory"]] == ["2026-11-30T00:00:00.000000000Z"] + [
         f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
-    assert vision["updated_at"] == "2026-05-14T00:00:03.000000000Z"
+    assert vision["updated_at"] == "2026-11-30T00:00:00.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
     assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
-    assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == 5
+        ["2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
+    assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == 6
     assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]
-    assert generation["last_updated"] == "2026-05-14T00:00:03.000000000Z"
+    assert generation["last_updated"] == "2026-11-30T00:00:00.000000000Z"
     for detail in generation["details"].values():
         assert NANO_TIME.match(detail["updated_at"])
         assert all(NANO_TIME.match(h["mergedAt"]) for h in detail["versionHistory"])
@@ -123,7 +123,7 @@ def test_i18n_has_every_locale_of_the_chart(catalog: dict[str, Any]) -> None:
     assert set(vision["i18n"]) == {"en-US", "fr-FR"}
     french = vision["i18n"]["fr-FR"]
     assert "avec vision" in french["metadata"]["description"]
-    assert french["spec"]["upgradeDescription"].startswith("v1.0.5:")
+    assert french["spec"]["upgradeDescription"].startswith("v1.1.0:")
     assert french["entrances"] is None
 
 
@@ -133,20 +133,20 @@ def test_catalog_is_deterministic(catalog: dict[str, Any]) -> None:
 
 def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path, catalog: dict[str, Any]) -> None:
     data = app_data()
-    data["version"] = "1.0.6"
-    data["changelog"].insert(0, {"version": "1.0.6", "date": dt.date(2026, 6, 1), "note": "bumped for the test"})
+    data["version"] = "1.1.1"
+    data["changelog"].insert(0, {"version": "1.1.1", "date": dt.date(2026, 12, 1), "note": "bumped for the test"})
     files = [f for f in APP_FILES if f.stem != "gemma4-vision"] + [write_spec(tmp_path, data, "vision.yaml")]
     bumped = catalog_of(files)
     for gen, generation in bumped["generations"].items():
         before = catalog["generations"][gen]
         assert generation["hash"] != before["hash"]
         vision = market.app_id(VISION)
-        assert generation["apps"][vision]["version"] == "1.0.6"
-        assert generation["details"][vision]["chartName"] == f"{VISION}-1.0.6.tgz"
+        assert generation["apps"][vision]["version"] == "1.1.1"
+        assert generation["details"][vision]["chartName"] == f"{VISION}-1.1.1.tgz"
         for ident in set(generation["details"]) - {vision}:
             assert generation["details"][ident] == before["details"][ident]
             assert generation["apps"][ident] == before["apps"][ident]
-        assert generation["latest"][0] == VISION and generation["last_updated"].startswith("2026-06-01")
+        assert generation["latest"][0] == VISION and generation["last_updated"].startswith("2026-12-01")
 
 
 def test_the_hash_covers_the_archives(catalog: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import APPS, tree_bytes
+from conftest import APPS, spec_version, tree_bytes
 from olarespack.cli import main
 from olarespack.errors import PackageError
 from olarespack.helm import HelmBinary
@@ -25,6 +25,7 @@ from olarespack.project import render_apps
 from specs import app_data, write_spec
 
 VISION = "vllmgemma426ba4bvisionone"
+V_VISION, V_DFLASH, V_AUDIO = (spec_version(stem) for stem in ("gemma4-vision", "gemma4-dflash", "gemma4-audio"))
 ICON_HOST = "https://orales-one-market.aamsellem.workers.dev"
 helm_test = pytest.mark.helm
 
@@ -77,8 +78,8 @@ def test_two_package_runs_give_identical_archives(tmp_path: Path, apps: Path) ->
     assert code == 0
     first, second = tree_bytes(tmp_path / "a"), tree_bytes(tmp_path / "b")
     assert first == second
-    assert sorted(first) == ["SHA256SUMS", "llamacppgemma4audione-1.0.0.tgz", f"{VISION}-1.0.5.tgz",
-                             "vllmgemma4dflashone-1.0.4.tgz"]
+    assert sorted(first) == ["SHA256SUMS", f"llamacppgemma4audione-{V_AUDIO}.tgz", f"{VISION}-{V_VISION}.tgz",
+                             f"vllmgemma4dflashone-{V_DFLASH}.tgz"]
     sums = dict(line.split("  ")[::-1] for line in first["SHA256SUMS"].decode().splitlines())
     assert sums == {name: hashlib.sha256(data).hexdigest() for name, data in first.items() if name.endswith(".tgz")}
 
@@ -87,8 +88,8 @@ def test_two_package_runs_give_identical_archives(tmp_path: Path, apps: Path) ->
 def test_an_archive_is_the_chart_folder_with_fixed_times(tmp_path: Path) -> None:
     (app,) = render_apps([APPS / "gemma4-vision.yaml"], ["current"])
     mtime = market.release_epoch(app.spec)
-    archive = package_chart(app.chart, VISION, "1.0.5", HelmBinary(name="helm4"), mtime)
-    assert archive.file_name == f"{VISION}-1.0.5.tgz"
+    archive = package_chart(app.chart, VISION, V_VISION, HelmBinary(name="helm4"), mtime)
+    assert archive.file_name == f"{VISION}-{V_VISION}.tgz"
     assert archive.data[:2] == b"\x1f\x8b" and struct.unpack("<I", archive.data[4:8]) == (0,)
     found = members(archive.data)
     assert {m.name for m in found} == {f"{VISION}/{path}" for path in app.chart}
@@ -112,7 +113,7 @@ def test_olares_version_picks_the_generation(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, _, _ = run("package", str(APPS / "gemma4-vision.yaml"), "--olares-version", "1.12.5", "--out", str(out))
     assert code == 0
-    manifest = read_member((out / f"{VISION}-1.0.5.tgz").read_bytes(), f"{VISION}/OlaresManifest.yaml")
+    manifest = read_member((out / f"{VISION}-{V_VISION}.tgz").read_bytes(), f"{VISION}/OlaresManifest.yaml")
     assert "olaresManifest.version: '0.10.0'" in manifest
 
 
@@ -149,7 +150,7 @@ def test_a_published_version_never_changes(tmp_path: Path, apps: Path) -> None:
     spec.write_text(spec.read_text(encoding="utf-8").replace("max_num_seqs: 4", "max_num_seqs: 2"), encoding="utf-8")
     code, _, err = run("publish", "--apps-dir", str(apps), "--market-dir", str(market_dir))
     assert code == 1
-    assert f"{spec}: version: 1.0.5 is already published" in err and "bump version" in err
+    assert f"{spec}: version: {V_VISION} is already published" in err and "bump version" in err
     assert "[published-version]" in err
     assert tree_bytes(market_dir) == before
 
@@ -177,12 +178,12 @@ def test_publish_writes_a_self_contained_market(tmp_path: Path, apps: Path) -> N
     assert out.count("(created)") == 6 and "catalog created" in out
     files = sorted(tree_bytes(market_dir))
     for gen in ("current", "legacy"):
-        assert f"charts/{gen}/{VISION}-1.0.5.tgz" in files
+        assert f"charts/{gen}/{VISION}-{V_VISION}.tgz" in files
         assert f"static/{gen}/api/v1/appstore/info" in files and f"static/{gen}/api/v2/appstore/hash" in files
     sums = (market_dir / "charts/SHA256SUMS").read_text().splitlines()
     assert len(sums) == 6 and all(line.split("  ")[1].startswith(("current/", "legacy/")) for line in sums)
     catalog = (market_dir / "catalog.json").read_bytes()
-    legacy = market_dir / f"charts/legacy/{VISION}-1.0.5.tgz"
+    legacy = market_dir / f"charts/legacy/{VISION}-{V_VISION}.tgz"
     assert "'0.10.0'" in read_member(legacy.read_bytes(), f"{VISION}/OlaresManifest.yaml")
     assert hashlib.sha256(legacy.read_bytes()).hexdigest().encode() in catalog
 

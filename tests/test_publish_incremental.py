@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import APPS, tree_bytes
+from conftest import APPS, spec_version, tree_bytes
 from olarespack.cli import main
 from olarespack.market.publish import STATE_FILE
 
@@ -46,18 +46,22 @@ def test_a_changed_app_alone_is_linted_and_packaged(published: tuple[Path, Path]
     apps, market = published
     spec = apps / "gemma4-audio.yaml"
     text = spec.read_text(encoding="utf-8")
-    text = text.replace("\nversion: 1.0.0\n", "\nversion: 1.0.1\n").replace("threads: 8", "threads: 4")
-    spec.write_text(text.replace("\nchangelog:\n", "\nchangelog:\n  - version: 1.0.1\n    note: threads 4\n"),
+    old = spec_version("gemma4-audio")
+    major, minor, patch = old.split(".")
+    new = f"{major}.{minor}.{int(patch) + 1}"
+    text = text.replace(f"\nversion: {old}\n", f"\nversion: {new}\n").replace("threads: 8", "threads: 4")
+    spec.write_text(text.replace("\nchangelog:\n", f"\nchangelog:\n  - version: {new}\n    note: threads 4\n"),
                     encoding="utf-8")
     code, output = publish(apps, market, NO_HELM)
     assert code == 3 and "helm" in output  # the changed app needs helm, and only it does
     code, output = publish(apps, market)
     assert code == 0, output
-    assert "llamacppgemma4audione 1.0.1: current" in output and "(created)" in output
+    assert f"llamacppgemma4audione {new}: current" in output and "(created)" in output
     assert output.count("(unchanged)") == 4  # the two other apps, both generations
     state = json.loads((market / STATE_FILE).read_bytes())
-    assert set(state["archives"]["current"]) == {"llamacppgemma4audione-1.0.1.tgz", "vllmgemma4dflashone-1.0.4.tgz",
-                                                 "vllmgemma426ba4bvisionone-1.0.5.tgz"}
+    assert set(state["archives"]["current"]) == {
+        f"llamacppgemma4audione-{new}.tgz", f"vllmgemma4dflashone-{spec_version('gemma4-dflash')}.tgz",
+        f"vllmgemma426ba4bvisionone-{spec_version('gemma4-vision')}.tgz"}
 
 
 def test_another_olarespack_rechecks_but_keeps_the_archives(published: tuple[Path, Path]) -> None:

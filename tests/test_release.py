@@ -11,15 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import semver
 import yaml
 from click.testing import CliRunner
 
-from conftest import APPS, CHARTS, tree_bytes
+from conftest import APPS, CHARTS, spec_version, tree_bytes
 from olarespack.cli import main
 
 pytestmark = pytest.mark.helm
 VISION = "vllmgemma426ba4bvisionone"
 AUDIO = "llamacppgemma4audione"
+# the committed versions, and the ones a bump gives them
+V_VISION, V_AUDIO, V_DFLASH = (spec_version(stem) for stem in ("gemma4-vision", "gemma4-audio", "gemma4-dflash"))
+VISION_MINOR = str(semver.Version.parse(V_VISION).bump_minor())
+AUDIO_PATCH = str(semver.Version.parse(V_AUDIO).bump_patch())
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
@@ -63,19 +68,20 @@ def test_bump_minor_edits_the_spec_in_place_and_rerenders(repo: Path) -> None:
     before = spec.read_text(encoding="utf-8")
     code, out, err = run("bump", "--minor", "apps/gemma4-vision.yaml", "--note", "Longer prompts: 64K tested")
     assert code == 0, err
-    assert f"bumped {VISION} 1.0.5 -> 1.1.0" in out
+    assert f"bumped {VISION} {V_VISION} -> {VISION_MINOR}" in out
     after = spec.read_text(encoding="utf-8")
     changes = changed_lines(before, after)
-    assert changes[:2] == ["- version: 1.0.5", "+ version: 1.1.0"]
-    assert changes[2:4] == ["+   - version: 1.1.0", changes[3]] and changes[3].startswith("+     date: ")
+    assert changes[:2] == [f"- version: {V_VISION}", f"+ version: {VISION_MINOR}"]
+    assert changes[2:4] == [f"+   - version: {VISION_MINOR}", changes[3]] and changes[3].startswith("+     date: ")
     assert changes[4:] == ["+     note: 'Longer prompts: 64K tested'"] or changes[4:] == [
         '+     note: "Longer prompts: 64K tested"']
     assert "# vLLM's boot log at gpu_memory_utilization 0.94" in after  # comments survive
     chart = yaml.safe_load((repo / f"charts/{VISION}/Chart.yaml").read_text())
     manifest = yaml.safe_load((repo / f"charts/{VISION}/OlaresManifest.yaml").read_text())
-    assert chart["version"] == chart["appVersion"] == "1.1.0"
-    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.1.0"
-    assert manifest["spec"]["upgradeDescription"].startswith("v1.1.0: Longer prompts: 64K tested\n\nv1.0.5: ")
+    assert chart["version"] == chart["appVersion"] == VISION_MINOR
+    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == VISION_MINOR
+    assert manifest["spec"]["upgradeDescription"].startswith(
+        f"v{VISION_MINOR}: Longer prompts: 64K tested\n\nv{V_VISION}: ")
     assert run("build", "--check")[0] == 0
 
 
@@ -85,15 +91,15 @@ def test_bump_without_paths_bumps_only_the_changed_app(repo: Path) -> None:
     code, out, err = run("bump", "--patch")
     assert code == 0, err
     assert out.count("bumped") == 1
-    assert f"bumped {AUDIO} 1.0.0 -> 1.0.1: --ctx-size 32768 -> 16384" in out
+    assert f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_PATCH}: --ctx-size 32768 -> 16384" in out
     assert {p: p.read_bytes() for p in untouched} == untouched
-    assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == "1.0.1"
-    assert "version: 1.0.4" in (repo / "apps/gemma4-dflash.yaml").read_text()
+    assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == AUDIO_PATCH
+    assert f"version: {V_DFLASH}" in (repo / "apps/gemma4-dflash.yaml").read_text()
     # once committed, the same command finds nothing; an app already raised is left alone
-    git(repo, "commit", "-qam", "audio 1.0.1")
+    git(repo, "commit", "-qam", f"audio {AUDIO_PATCH}")
     assert "nothing to bump" in run("bump", "--patch", "--base", "HEAD")[1]
     code, out, _ = run("bump", "--patch", "--base", "HEAD~1")
-    assert code == 0 and f"skip {AUDIO}: already 1.0.1 (base 1.0.0), left alone" in out
+    assert code == 0 and f"skip {AUDIO}: already {AUDIO_PATCH} (base {V_AUDIO}), left alone" in out
 
 
 def test_prerelease_bumps_go_forward(repo: Path) -> None:
@@ -102,7 +108,7 @@ def test_prerelease_bumps_go_forward(repo: Path) -> None:
         code, out, err = run("bump", part, "apps/gemma4-audio.yaml", "--note", "rc")
         assert code == 0, err
         versions.append(out.split(" -> ")[1].split(":")[0])
-    assert versions == ["1.0.1-rc.1", "1.0.1-rc.2", "1.0.1"]
+    assert versions == [f"{AUDIO_PATCH}-rc.1", f"{AUDIO_PATCH}-rc.2", AUDIO_PATCH]
 
 
 def test_diff_shows_the_changed_argument_under_the_deployment_and_nothing_else(repo: Path) -> None:
@@ -134,14 +140,14 @@ def test_diff_after_a_bump_passes_the_gate(repo: Path) -> None:
     assert run("bump", "--patch")[0] == 0
     code, out, _ = run("diff", "--exit-code")
     assert code == 1 and f"Deployment/{VISION}" in out  # changed, so --exit-code says so
-    assert run("diff")[0] == 0  # but the gate passes: 1.0.6 > 1.0.5
+    assert run("diff")[0] == 0  # but the gate passes: the patch release is above the base
 
 
 def test_diff_markdown_and_json(repo: Path) -> None:
     replace_in(repo / "apps/gemma4-audio.yaml", "ctx_size: 32768", "ctx_size: 16384")
     code, out, _ = run("diff", "--format", "markdown")
     assert code == 1
-    assert f"### `{AUDIO}` 1.0.0 -> 1.0.0 **(version not raised)**" in out
+    assert f"### `{AUDIO}` {V_AUDIO} -> {V_AUDIO} **(version not raised)**" in out
     assert "--ctx-size 32768 -> 16384" in out
     assert f"<details><summary><code>Deployment/{AUDIO}</code> changed</summary>" in out
     assert "```diff" in out and out.count("```") % 2 == 0

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import jinja2
 import pytest
+import semver
 import yaml
 
-from conftest import APPS
+from conftest import APPS, shared
 from olarespack.engines.base import Arg
 from olarespack.errors import RenderError, SpecError, UsageError
 from olarespack.olares.generations import generation_for_olares
@@ -102,6 +103,33 @@ def test_llamacpp_args_and_downloads() -> None:
                                    ("mmproj-BF16.gguf", "/models/gemma-4-E4B-it-mmproj-BF16.gguf")]
 
 
+def _quoted_after(text: str, flag: str) -> str:
+    """The argument after `flag` in a container's args list, as a chart file writes it."""
+    found = re.search(rf'- "?{re.escape(flag)}"?\n\s*- "?([^"\n]+)"?', text)
+    assert found, flag
+    return found.group(1)
+
+
+@pytest.mark.parametrize("stem", ["gemma4-vision", "gemma4-dflash", "gemma4-audio"])
+def test_an_upgrade_from_the_authors_chart_finds_its_model_files(stem: str) -> None:
+    """The author's installed charts (../shared/reference/seed-market): ours are offered above their
+    version, and read the models from the same host folder and paths, so an upgrade downloads nothing."""
+    spec = load(stem)
+    author = shared("reference/seed-market") / spec.name
+    assert semver.Version.parse(spec.version) > semver.Version.parse(
+        str(yaml.safe_load((author / "Chart.yaml").read_text(encoding="utf-8"))["version"]))
+    theirs = (author / "templates/deployment.yaml").read_text(encoding="utf-8")
+    ours = render_chart(spec, "x")["templates/deployment.yaml"]
+    host = re.compile(r'path: "(\{\{ \.Values\.userspace\.appData \}\}[^"]*)"')
+    assert host.findall(ours) == host.findall(theirs)
+    if "--download-dir" in theirs:
+        assert _quoted_after(ours, "--download-dir") == _quoted_after(theirs, "--download-dir")
+    else:
+        values = dict(re.findall(r'^  ([A-Z_]+): "([^"]*)"', theirs, re.M))  # the author's ConfigMap
+        assert _quoted_after(ours, "--model") == f"/models/{values['MODEL_FILE']}"
+        assert _quoted_after(ours, "--mmproj") == f"/models/{values['MMPROJ_FILE']}"
+
+
 def test_gguf_files_default_to_a_folder_per_repository(tmp_path: Path) -> None:
     data = app_data("gemma4-audio")
     del data["engine"]["model"]["folder"], data["engine"]["model"]["saved_as"]
@@ -126,11 +154,11 @@ def test_versions_agree_everywhere() -> None:
     chart = render_chart(load("gemma4-vision"), "x")
     chart_yaml = yaml.safe_load(chart["Chart.yaml"])
     manifest = yaml.safe_load(chart["OlaresManifest.yaml"])
-    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.0.5"
-    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.0.5"
-    assert manifest["spec"]["upgradeDescription"].startswith("v1.0.5: ")
+    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.1.0"
+    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.1.0"
+    assert manifest["spec"]["upgradeDescription"].startswith("v1.1.0: ")
     entries = re.findall(r"^v(\d+\.\d+\.\d+): ", manifest["spec"]["upgradeDescription"], re.M)
-    assert entries == ["1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+    assert entries == ["1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
 
 
 @pytest.mark.parametrize(("field", "value", "replacements"), [

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conftest import APPS, ROOT
+from conftest import APPS, ROOT, spec_version
 from olarespack.cli import main
 from olarespack.market import catalog as market
 
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.helm  # the market is published with the real helm
 HOST = "127.0.0.1"
 VISION = "vllmgemma426ba4bvisionone"
 VISION_ID = market.app_id(VISION)
+V_VISION = spec_version("gemma4-vision")
 Answer = tuple[int, dict[str, str], bytes]
 
 
@@ -175,7 +176,7 @@ def test_pinned_prefixes_ignore_the_version(server: str, catalog: dict[str, Any]
     assert get_json(server, "/legacy/api/v1/appstore/hash?version=1.12.9")["hash"] == legacy["hash"]
     status, _, body = request(server, "GET", f"/legacy/api/v2/applications/{VISION}/chart?version=1.12.9")
     assert status == 200
-    assert body == (published / "market" / "charts" / "legacy" / f"{VISION}-1.0.5.tgz").read_bytes()
+    assert body == (published / "market" / "charts" / "legacy" / f"{VISION}-{V_VISION}.tgz").read_bytes()
     assert get_json(server, "/current/api/v1/appstore/info?version=1.12.4")["hash"] == \
         catalog["generations"]["current"]["hash"]
 
@@ -189,15 +190,15 @@ def test_unknown_ids_are_listed_as_not_found(server: str) -> None:
     assert answer["not_found"] == ["deadbeef", "../../x", ""]
 
 
-# A box sends the chart's own version (1.0.5) with a download, which is no generation preference.
+# A box sends the chart's own version with a download, which is no generation preference.
 @pytest.mark.parametrize(("version", "generation"), [("1.12.5", "legacy"), ("1.12.6", "current"), (None, "current"),
-                                                     ("1.0.5", "current"), ("0.9.0", "current")])
+                                                     (V_VISION, "current"), ("0.9.0", "current")])
 def test_charts_come_from_the_generation_folder(server: str, published: Path, version: str | None,
                                                 generation: str) -> None:
-    query = f"fileName={VISION}-1.0.5.tgz" + (f"&version={version}" if version else "")
+    query = f"fileName={VISION}-{V_VISION}.tgz" + (f"&version={version}" if version else "")
     status, headers, body = request(server, "GET", f"/api/v1/applications/{VISION}/chart?{query}")
     assert status == 200 and headers["content-type"] == "application/gzip"
-    assert body == (published / "market" / "charts" / generation / f"{VISION}-1.0.5.tgz").read_bytes()
+    assert body == (published / "market" / "charts" / generation / f"{VISION}-{V_VISION}.tgz").read_bytes()
     # without fileName: the app's current version
     assert request(server, "GET", f"/api/v2/applications/{VISION}/chart" + (f"?version={version}" if version
                                                                            else ""))[2] == body
@@ -291,10 +292,10 @@ def test_chunked_bodies_are_bounded_too(server: str) -> None:
     f"/api/v1/applications/{VISION}/chart?fileName=../../catalog.json",
     f"/api/v1/applications/{VISION}/chart?fileName=..%2F..%2Fcatalog.json",
     f"/api/v1/applications/{VISION}/chart?fileName=/etc/passwd",
-    f"/api/v1/applications/{VISION}/chart?fileName=current/{VISION}-1.0.5.tgz",
-    f"/api/v1/applications/{VISION}/chart?fileName={VISION}-1.0.5.tgz%00.png",
+    f"/api/v1/applications/{VISION}/chart?fileName=current/{VISION}-{V_VISION}.tgz",
+    f"/api/v1/applications/{VISION}/chart?fileName={VISION}-{V_VISION}.tgz%00.png",
     f"/api/v1/applications/{VISION}/chart?fileName={VISION}-9.9.9.tgz",
-    f"/api/v1/applications/{VISION}/chart?fileName=vllmgemma4dflashone-1.0.4.tgz",
+    f"/api/v1/applications/{VISION}/chart?fileName=vllmgemma4dflashone-{spec_version('gemma4-dflash')}.tgz",
     f"/api/v1/applications/{VISION}/chart?fileName={'x' * 5000}",
     "/api/v1/applications/evil/chart?fileName=evil-1.0.0.tgz",
     "/api/v1/applications/nosuchapp/chart",

@@ -35,15 +35,16 @@ def test_committed_apps_load(path: Path) -> None:
 def test_seed_apps_carry_the_seed_settings() -> None:
     vision = load_spec(APPS / "gemma4-vision.yaml")
     assert isinstance(vision.engine, VllmEngine)
-    assert (vision.name, vision.version) == ("vllmgemma426ba4bvisionone", "1.0.5")
+    # published above the author's 1.0.5, 1.0.4 and 1.0.0, so boxes that run those are offered the upgrade
+    assert (vision.name, vision.version) == ("vllmgemma426ba4bvisionone", "1.1.0")
     assert vision.engine.speculative is not None
     assert vision.engine.speculative.method == "gemma4_mtp"
     dflash = load_spec(APPS / "gemma4-dflash.yaml")
     assert isinstance(dflash.engine, VllmEngine) and dflash.engine.speculative is not None
-    assert (dflash.version, dflash.engine.speculative.num_speculative_tokens) == ("1.0.4", 8)
+    assert (dflash.version, dflash.engine.speculative.num_speculative_tokens) == ("1.1.0", 8)
     audio = load_spec(APPS / "gemma4-audio.yaml")
     assert isinstance(audio.engine, LlamaCppEngine)
-    assert audio.engine.model.mmproj == "mmproj-BF16.gguf"
+    assert audio.engine.model.mmproj == "mmproj-BF16.gguf" and audio.version == "1.1.0"
 
 
 def test_unknown_key_names_the_path_and_suggests_the_spelling(tmp_path: Path) -> None:

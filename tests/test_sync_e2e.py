@@ -149,8 +149,9 @@ def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
 
         spec = apps / "gemma4-vision.yaml"
         data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        data["version"] = "1.0.6"
-        data["changelog"].insert(0, {"version": "1.0.6", "date": dt.date(2026, 6, 1), "note": "a bump for the test"})
+        before = data["version"]
+        data["version"] = "9.0.0"
+        data["changelog"].insert(0, {"version": "9.0.0", "date": dt.date(2027, 6, 1), "note": "a bump for the test"})
         write_spec(apps, data, "gemma4-vision.yaml")
         publish_market(apps, tmp_path / "market")
 
@@ -160,18 +161,18 @@ def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
             assert wait_for(lambda box=box, stale=stale: get_json(
                 base, f"/api/v1/appstore/hash?version={box.version}")["hash"] != stale)
             assert sync(base, box)
-            assert box.details[vision]["version"] == "1.0.6" and f"{VISION}-1.0.6.tgz" in box.charts
-            assert box.details[vision]["versionHistory"][0]["mergedAt"] == "2026-06-01T00:00:00.000000000Z"
+            assert box.details[vision]["version"] == "9.0.0" and f"{VISION}-9.0.0.tgz" in box.charts
+            assert box.details[vision]["versionHistory"][0]["mergedAt"] == "2027-06-01T00:00:00.000000000Z"
             for ident, detail in box.details.items():
                 if ident != vision:
                     assert detail == old[olares][1][ident]
                     assert box.summaries[ident] == old[olares][2][ident]
             # the old archive stays downloadable, from its own generation
             status, _, archive = request(base, "GET", f"/api/v1/applications/{VISION}/chart"
-                                       f"?fileName={VISION}-1.0.5.tgz&version={olares}")
+                                       f"?fileName={VISION}-{before}.tgz&version={olares}")
             generation = BOXES[olares][0]
             assert status == 200
-            assert archive == (tmp_path / "market" / "charts" / generation / f"{VISION}-1.0.5.tgz").read_bytes()
+            assert archive == (tmp_path / "market" / "charts" / generation / f"{VISION}-{before}.tgz").read_bytes()
 
 
 def test_details_come_in_batches_of_ten(tmp_path: Path) -> None:
