@@ -288,3 +288,26 @@ def test_v3_user_envs(tmp_path: Path, helms: list[HelmBinary], env: str, templat
         assert found == []
     else:
         assert found and all(line.startswith(refused) for line in found), found
+
+
+OVERLAY = ("overlayGateway:\n  entrances:\n    - title: Game\n      port: 7777\n      protocol: udp\n"
+           "      workload: {workload}\n")
+
+
+@pytest.mark.parametrize(("workload", "refused"), [("wlreplicas", None), ("ghost", "olares-overlay-gateway")])
+def test_overlay_gateway_names_a_rendered_workload(tmp_path: Path, helms: list[HelmBinary], workload: str,
+                                                   refused: str | None) -> None:
+    # wlreplicas (accepted) and wlrbad (its overlay entrance names the workload "ghost"): 0.12.0, v1, the
+    # replica count read from values.yaml as Olares starts and stops apps
+    name = "wlreplicas"
+    folder = chart(tmp_path, name,
+                   manifest(name, version="0.12.0", api="v1", resources=ACCELERATOR,
+                            top=REPLICAS.format(name=name) + OVERLAY.format(workload=workload)),
+                   {"deployment.yaml": deployment(name, resources=SMALL, replicas=REPLICA_FIELD.format(name=name))},
+                   values=REPLICA_VALUES.format(name=name))
+    found = errors(folder, helms)
+    if refused is None:
+        assert found == []
+    else:
+        assert found == [f"{refused}: overlayGateway.entrances[0].workload: workload 'ghost' does not match any "
+                         "rendered Deployment/StatefulSet"]

@@ -133,6 +133,9 @@ RULES: dict[str, Rule] = {
                                  "oac checkAllowMultipleInstall (resources.CheckClusterScopedFixedNames)"),
     "olares-multiple-install": Rule("olares", "an app that allows several installs names a workload after the "
                                     "release", "oac checkAllowMultipleInstall (release-name workload gate)"),
+    "olares-overlay-gateway": Rule("olares", "each overlayGateway entrance names a rendered Deployment or "
+                                   "StatefulSet",
+                                   "oac checkManifestWorkloadRefs (resources.CheckOverlayGatewayWorkloads)"),
     "olares-hostpath-recreate": Rule("olares", "hostPath volumes come with strategy Recreate (OnDelete for "
                                      "StatefulSets)", "oac resources.CheckHostPath"),
     "olares-container-resources": Rule("olares", "main containers set cpu and memory requests and limits, "

@@ -82,6 +82,7 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
     documents = rendered.documents
     _upload_dest(out, manifest, documents)
     _deployment_name(out, manifest, documents, rendered.mode)
+    _overlay_workloads(out, manifest, documents)
     for source, document, text in documents:
         kind, name = str(document.get("kind")), _name(document)
         _host_path(out, source, document)
@@ -96,6 +97,17 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
     _service_accounts(out, documents)
     _resource_limits(out, manifest, documents, rendered.mode)
     return out.found
+
+
+def _overlay_workloads(out: _Out, manifest: dict[str, Any], documents: list[Document]) -> None:
+    """CheckOverlayGatewayWorkloads: each overlayGateway entrance names a rendered Deployment/StatefulSet."""
+    names = {_name(d) for _, d, _ in documents if d.get("kind") in WORKLOADS}
+    for i, entry in enumerate(_list(_map(manifest.get("overlayGateway")).get("entrances"))):
+        workload = str(_map(entry).get("workload") or "")
+        if workload and workload not in names:
+            out.add(MANIFEST, f"overlayGateway.entrances[{i}].workload",
+                    f"workload {workload!r} does not match any rendered Deployment/StatefulSet",
+                    f"name one of: {', '.join(sorted(names)) or 'no workload was rendered'}", "olares-overlay-gateway")
 
 
 def _upload_dest(out: _Out, manifest: dict[str, Any], documents: list[Document]) -> None:
