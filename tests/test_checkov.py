@@ -18,7 +18,7 @@ from conftest import APP_FILES, ROOT
 from olarespack.check.lint import render_values
 from olarespack.helm import HelmBinary, values_file
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.olares.manifest import render_modes
+from olarespack.olares.versions import render_modes
 from olarespack.project import load_apps
 from olarespack.write import write_files
 from specs import app_data, write_spec

@@ -29,8 +29,8 @@ from olarespack.helm import Helm, HelmResult, split_rendered, values_file
 from olarespack.olares import probes
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.olares.manifest import render_modes
 from olarespack.olares.values import install_values
+from olarespack.olares.versions import render_modes
 from olarespack.olares.workloads import Rendered, rendered_problems
 from olarespack.project import App, load_apps
 from olarespack.write import write_files

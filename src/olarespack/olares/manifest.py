@@ -8,13 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import semver
-
 from olarespack import quantity
 from olarespack.chart import MANIFEST, Chart
 from olarespack.errors import Problem, Severity
+from olarespack.olares.versions import api_version, is_legacy, is_modern, parse_version, satisfies
 
-MODERN = semver.Version(0, 12, 0)
 ENTRANCE_NAME = re.compile(r"^[a-z0-9A-Z-]*$")
 HOST = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])$")
 SUBCHART = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -42,39 +40,6 @@ MODERN_ONLY = (("apiVersion", "v3"), ("spec", "accelerator"), ("workloadReplicas
                ("options", "LLMGatewaySupported"), ("options", "templateOnly"), ("options", "shared"),
                ("permission", "appCommon"), ("permission", "loginOlaresCLI"))
 LOGIN_CLI_APPS = frozenset({"lares"})
-
-
-def parse_version(text: object) -> semver.Version | None:
-    """Like Masterminds' NewVersion, which oac uses: a leading v and missing parts are accepted."""
-    raw = str(text or "").strip().removeprefix("v")
-    try:
-        return semver.Version.parse(raw, optional_minor_and_patch=True)
-    except (ValueError, TypeError):
-        return None
-
-
-def is_modern(manifest: dict[str, Any]) -> bool:
-    """oac resourcesCheckApplies: olaresManifest.version parses and is >= 0.12.0 (a prerelease is not)."""
-    version = parse_version(manifest.get("olaresManifest.version"))
-    return version is not None and version >= MODERN
-
-
-def is_legacy(manifest: dict[str, Any]) -> bool:
-    """oac isLegacyVersion: parses and is below 0.12.0 (an unparseable version counts as modern)."""
-    version = parse_version(manifest.get("olaresManifest.version"))
-    return version is not None and version < MODERN
-
-
-def render_modes(manifest: dict[str, Any]) -> list[str]:
-    """The accelerator modes oac renders a chart for (.Values.GPU.Type): each mode of spec.accelerator[];
-    one render without a GPU type when there is none."""
-    accelerator = _list(_map(manifest.get("spec")).get("accelerator"))
-    modes = [_text(_map(entry).get("mode")) for entry in accelerator]
-    return [mode for mode in dict.fromkeys(modes) if mode] or [""]
-
-
-def api_version(manifest: dict[str, Any]) -> str:
-    return str(manifest.get("apiVersion") or "").strip()
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -389,34 +354,6 @@ def _workload_replicas(out: _Findings, manifest: dict[str, Any], api: str) -> No
                 "declare workloadReplicas.<workload>: 1 for every Deployment/StatefulSet", "olares-workload-replicas")
 
 
-_CONSTRAINT = re.compile(r"^\s*(>=|<=|!=|=|>|<|~|\^)?\s*v?([0-9][0-9A-Za-z.+-]*)\s*$")
-
-
-def _satisfies(version: str, constraint: str) -> bool | None:
-    """Masterminds-style: ',' (or space) is AND, '||' is OR; None when the constraint cannot be read."""
-    target = semver.Version.parse(version)
-    for alternative in constraint.split("||"):
-        parts = [p for p in re.split(r"[,\s]+(?=[<>=!~^0-9v])", alternative.strip()) if p.strip()]
-        if not parts:
-            return None
-        ok = True
-        for part in parts:
-            match = _CONSTRAINT.match(part)
-            bound = parse_version(match.group(2)) if match else None
-            if match is None or bound is None:
-                return None
-            op = match.group(1) or "="
-            # Masterminds ignores prereleases of the bound for release targets: compare the release parts
-            low = bound.replace(prerelease=None, build=None) if bound.prerelease == "0" else bound
-            result = {">=": target >= low, "<=": target <= low, ">": target > low, "<": target < low,
-                      "=": target == low, "!=": target != low,
-                      "~": low <= target < low.bump_minor(), "^": low <= target < low.bump_major()}[op]
-            ok = ok and result
-        if ok:
-            return True
-    return False
-
-
 def _olares_dependency(out: _Findings, manifest: dict[str, Any], api: str) -> None:
     """validateOlaresDependency: every manifest names the olares system dependency, and its version range keeps
     the app on the Olares releases that read its apiVersion (v3: 1.12.6 and later; v1/v2: 1.12.3-1.12.5)."""
@@ -430,8 +367,8 @@ def _olares_dependency(out: _Findings, manifest: dict[str, Any], api: str) -> No
         return
     constraint = _text(olares[0].get("version"))
     outside = ("1.12.5", "1.12.0", "0.1.0") if v3 else ("1.12.2", "1.12.6", "2.0.0")
-    allowed = [v for v in outside if _satisfies(v, constraint)]
-    readable = _satisfies("1.12.6" if v3 else "1.12.5", constraint) is not None
+    allowed = [v for v in outside if satisfies(v, constraint)]
+    readable = satisfies("1.12.6" if v3 else "1.12.5", constraint) is not None
     if not readable:
         out.add("options.dependencies", f"{constraint!r} is not a valid semver constraint", f"use '{want}'",
                 "olares-dependency")

@@ -13,7 +13,7 @@ from typing import Any
 from olarespack import quantity
 from olarespack.chart import MANIFEST, Chart
 from olarespack.errors import Problem
-from olarespack.olares.manifest import api_version, is_legacy, is_modern
+from olarespack.olares.versions import api_version, is_legacy, is_modern
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet"})
 POD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"})
