@@ -213,6 +213,13 @@ def local(tmp_path: Path, dest: str) -> Path:
     return tmp_path / "pod" / dest.lstrip("/")
 
 
+def leave_part(tmp_path: Path, dest: str, content: bytes) -> None:
+    """The `.part` file an interrupted earlier run left for `dest`."""
+    part = local(tmp_path, dest + ".part")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(content)
+
+
 def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None) -> Run:
     """The script as the pod runs it, its destinations moved under tmp_path/pod."""
     paths = {remote: local(tmp_path, dest) for remote, dest in d.files}
@@ -421,9 +428,7 @@ def test_a_part_left_by_an_earlier_run_is_continued(
     data = hf_like(downloader, a, b, "localhost")
     first = downloader.files[0][0]
     have = 77_777
-    part = local(tmp_path, downloader.files[0][1] + ".part")
-    part.parent.mkdir(parents=True)
-    part.write_bytes(data[first][:have])
+    leave_part(tmp_path, downloader.files[0][1], data[first][:have])
     result = run(downloader, tmp_path, a.url(), None)
     assert_landed(result, data)
     assert [r.headers.get("range") for r in b.requests if first in r.path] == [f"bytes={have}-"]
@@ -462,9 +467,7 @@ def test_a_server_without_ranges_starts_over(
     a, b = servers
     data = hf_like(downloader, a, b, "localhost", ranges=False)
     first = downloader.files[0][0]
-    part = local(tmp_path, downloader.files[0][1] + ".part")
-    part.parent.mkdir(parents=True)
-    part.write_bytes(b"x" * 1000)  # not even the right bytes: they must not survive
+    leave_part(tmp_path, downloader.files[0][1], b"x" * 1000)  # not even the right bytes: they must not survive
     result = run(downloader, tmp_path, a.url(), None)
     assert_landed(result, data)
     assert [r.headers.get("range") for r in b.requests if first in r.path] == ["bytes=1000-", None]
@@ -492,9 +495,7 @@ def test_a_complete_part_is_renamed_without_downloading_again(
     a, b = servers
     data = hf_like(downloader, a, b, "localhost")
     first, dest = downloader.files[0]
-    part = local(tmp_path, dest + ".part")
-    part.parent.mkdir(parents=True)
-    part.write_bytes(data[first])
+    leave_part(tmp_path, dest, data[first])
     result = run(downloader, tmp_path, a.url(), TOKEN)
     assert_landed(result, data)
     assert [r.headers.get("range") for r in b.requests if first in r.path] == [f"bytes={len(data[first])}-"]
@@ -506,9 +507,7 @@ def test_a_part_longer_than_the_file_is_discarded(
     a, b = servers
     data = hf_like(downloader, a, b, "localhost")
     first, dest = downloader.files[0]
-    part = local(tmp_path, dest + ".part")
-    part.parent.mkdir(parents=True)
-    part.write_bytes(data[first] + b"junk")
+    leave_part(tmp_path, dest, data[first] + b"junk")
     result = run(downloader, tmp_path, a.url(), TOKEN)
     assert_landed(result, data)
     assert [r.headers.get("range") for r in b.requests if first in r.path] == [f"bytes={len(data[first]) + 4}-", None]

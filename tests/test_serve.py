@@ -86,13 +86,18 @@ def running_server(market_dir: Path, log: Path, *extra: str) -> Iterator[str]:
                 yield base
                 return
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
     raise AssertionError(f"the server did not start:\n{log.read_text()}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the server to stop; kill it if it has not within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:

@@ -26,7 +26,7 @@ from olarespack.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
 from olarespack.market.state import load_state
 from olarespack.project import render_apps
-from test_serve import HOST, free_port, replace, request, running_server, wait_for
+from test_serve import HOST, free_port, replace, request, running_server, stop, wait_for
 
 SENTINEL = "\x00olarespack-version\x00"  # the marker the server used to split its answers on
 AWKWARD = [SENTINEL, '"version":"1.12.6"', '\\u0000"}', "\u2028 tab\t", "ümlaut ✓"]
@@ -81,12 +81,7 @@ def guarded_server(market_dir: Path, log: Path, **limits: Any) -> Iterator[str]:
         assert wait_for(lambda: _up(base) or proc.poll() is not None, 20) and proc.poll() is None, log.read_text()
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _up(base: str) -> bool:

@@ -25,8 +25,7 @@ from olarespack.spec.types import ArgText, EnvName, Image, StrictModel
 
 if TYPE_CHECKING:
     from olarespack.errors import Problem
-    from olarespack.fit.report import FitReport
-    from olarespack.models.arch import ModelInfo
+    from olarespack.fit.report import FitReport, FitRequest
     from olarespack.spec.models import AppSpec
 
 MODEL_DIR = "/models"
@@ -209,8 +208,5 @@ class Engine(ABC):
         """What this engine would refuse at boot or run badly, found from the spec."""
 
     @abstractmethod
-    def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
-            kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
-            calibrated_total_bytes: int | None = None) -> FitReport:
+    def fit(self, spec: AppSpec, request: FitRequest) -> FitReport:
         """Where the GPU memory goes and whether the context fits (see fit/)."""

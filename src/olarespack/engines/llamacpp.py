@@ -21,9 +21,9 @@ from olarespack.fit.llamacpp_kv import (
     llamacpp_context,
     llamacpp_kv_bytes,
 )
-from olarespack.fit.report import FitReport, Source
+from olarespack.fit.report import FitReport, FitRequest, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
-from olarespack.models.arch import ModelInfo, find_model
+from olarespack.models.arch import find_model
 from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
 
 if TYPE_CHECKING:
@@ -173,15 +173,12 @@ class LlamaCpp(Engine):
             yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
                           "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
 
-    def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
-            kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
-            calibrated_total_bytes: int | None = None) -> FitReport:
+    def fit(self, spec: AppSpec, request: FitRequest) -> FitReport:
         engine = spec.engine
         assert isinstance(engine, LlamaCppEngine)
-        if calibrated_kv_available_bytes is not None:
+        if request.calibrated_kv_available_bytes is not None:
             raise UsageError("calibration from `Available KV cache memory` applies to vLLM apps only")
-        info = find_model(engine.model.repo, registry)
+        info = find_model(engine.model.repo, request.registry)
         if info.arch is None:
             raise ModelDataError(f"{info.repo} has no KV layers of its own: llama.cpp cannot serve it alone")
         arch = info.arch
@@ -196,7 +193,7 @@ class LlamaCpp(Engine):
         exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
         if main.host_bytes:
             notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
-        length = max_model_len or engine.ctx_size
+        length = request.max_model_len or engine.ctx_size
         if engine.parallel is None:
             parallel, unified = LLAMACPP_AUTO_PARALLEL, True
             notes.append(f"--parallel not set: llama-server's {parallel} slots over a unified cache taken")
@@ -222,11 +219,11 @@ class LlamaCpp(Engine):
         overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
                     + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
         source: Source = "estimate"
-        if kv_available_bytes is not None:
-            available, source = kv_available_bytes, "given"
-            overhead = total - weights - available
+        if request.kv_available_bytes is not None:
+            available, source = request.kv_available_bytes, "given"
+            overhead = request.total - weights - available
         else:
-            available = total - weights - overhead
+            available = request.total - weights - overhead
         fits = available > 0 and needed <= available
 
         def fits_at(n: int) -> bool:
@@ -237,13 +234,13 @@ class LlamaCpp(Engine):
         fit_ctx = llamacpp_context(fit_len, **options) if fit_len else None
         return FitReport(
             app=spec.name, engine=self.kind, engine_title=self.title, model=f"{info.repo}/{engine.model.file}",
-            drafter=None, total_bytes=total, gpu_memory_utilization=None, budget_bytes=total,
+            drafter=None, total_bytes=request.total, gpu_memory_utilization=None, budget_bytes=request.total,
             weights_bytes=weights, drafter_weights_bytes=0, overhead_bytes=overhead, overhead_source=source,
             kv_cache_needed_bytes=needed, drafter_kv_bytes=0, kv_cache_available_bytes=available,
             headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
             max_model_len_limit=largest_fitting(ceiling, fits_at) if available > 0 else 0,
             concurrency=float(fit_ctx.n_ctx // fit_ctx.n_ctx_seq) if fit_ctx else 0.0,
-            fits=fits, utilization_needed=share_needed(total, weights + overhead + needed),
+            fits=fits, utilization_needed=share_needed(request.total, weights + overhead + needed),
             kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
             settings={"n_ctx": ctx.n_ctx, "n_ctx_per_slot": ctx.n_ctx_seq, "n_ubatch": ctx.n_ubatch,
                       "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},

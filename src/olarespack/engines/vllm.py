@@ -12,7 +12,7 @@ from pydantic import Field, StringConstraints
 from olarespack.engines.base import MODEL_DIR, Engine, EngineSpec, Flag, compact_json
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.errors import ModelDataError, Problem
-from olarespack.fit.report import FitReport, Source
+from olarespack.fit.report import FitReport, FitRequest, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
 from olarespack.fit.vllm_kv import (
     VLLM_BLOCK_SIZE,
@@ -22,7 +22,7 @@ from olarespack.fit.vllm_kv import (
     vllm_kv_needed,
     vllm_overhead_estimate,
 )
-from olarespack.models.arch import ModelInfo, find_model
+from olarespack.models.arch import find_model
 from olarespack.spec.types import (
     MAX_ITEMS,
     ArgText,
@@ -300,27 +300,24 @@ class Vllm(Engine):
 
     # ----------------------------------------------------------------------- fit
 
-    def fit(self, spec: AppSpec, total: int, *, max_model_len: int | None, gpu_memory_utilization: float | None,
-            kv_available_bytes: int | None, calibrated_kv_available_bytes: int | None,
-            calibrated_at_utilization: float | None, registry: dict[str, ModelInfo] | None,
-            calibrated_total_bytes: int | None = None) -> FitReport:
+    def fit(self, spec: AppSpec, request: FitRequest) -> FitReport:
         engine = spec.engine
         assert isinstance(engine, VllmEngine)
-        target = find_model(engine.model, registry)
+        target = find_model(engine.model, request.registry)
         if target.arch is None:
             raise ModelDataError(f"{engine.model} has no KV layers of its own: it cannot be a vLLM target")
         arch = target.arch
         notes: list[str] = []
         drafter = None
         if engine.speculative and engine.speculative.model:
-            drafter = find_model(engine.speculative.model, registry)
+            drafter = find_model(engine.speculative.model, request.registry)
             if drafter.arch is None:
                 notes.append(f"drafter {drafter.repo} reads the target's KV cache and adds none")
-        length = max_model_len or (engine.max_model_len if engine.max_model_len != "auto"
+        length = request.max_model_len or (engine.max_model_len if engine.max_model_len != "auto"
                                    else arch.max_position_embeddings)
         if length is None:
             raise ModelDataError(f"{engine.model}: max_model_len auto needs the model's max_position_embeddings")
-        utilization = gpu_memory_utilization or engine.gpu_memory_utilization
+        utilization = request.gpu_memory_utilization or engine.gpu_memory_utilization
         kv_bytes = vllm_kv_dtype_bytes(engine.kv_cache_dtype, engine.dtype, arch)
         mnbt = engine.max_num_batched_tokens
         if mnbt is None:
@@ -332,20 +329,21 @@ class Vllm(Engine):
         layout = vllm_kv_layout(layers, kv_dtype_bytes=kv_bytes)
         needed = layout.needed(length, mnbt)
         drafter_kv = needed - vllm_kv_needed(arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes)
-        budget = math.ceil(total * utilization)
+        budget = math.ceil(request.total * utilization)
         weights = target.weights_bytes
         drafter_weights = drafter.weights_bytes if drafter else 0
         source: Source
-        if kv_available_bytes is not None:
-            available, source = kv_available_bytes, "given"
+        if request.kv_available_bytes is not None:
+            available, source = request.kv_available_bytes, "given"
             non_kv = budget - available
-        elif calibrated_kv_available_bytes is not None and calibrated_at_utilization is not None:
-            measured_total = calibrated_total_bytes or total
-            non_kv = math.ceil(measured_total * calibrated_at_utilization) - calibrated_kv_available_bytes
+        elif request.calibrated_kv_available_bytes is not None and request.calibrated_at_utilization is not None:
+            measured_total = request.calibrated_total_bytes or request.total
+            measured_kv = request.calibrated_kv_available_bytes
+            non_kv = math.ceil(measured_total * request.calibrated_at_utilization) - measured_kv
             source = "calibrated"
             available = budget - non_kv
             notes.append(f"non-KV memory calibrated from a boot at gpu_memory_utilization "
-                         f"{calibrated_at_utilization:g} ({gib(calibrated_kv_available_bytes):.2f} GiB available)")
+                         f"{request.calibrated_at_utilization:g} ({gib(measured_kv):.2f} GiB available)")
         else:
             non_kv = weights + drafter_weights + vllm_overhead_estimate(arch, mnbt)
             available, source = budget - non_kv, "estimate"
@@ -360,14 +358,14 @@ class Vllm(Engine):
         return FitReport(
             app=spec.name, engine=self.kind, engine_title=self.title, model=target.repo,
             drafter=drafter.repo if drafter else None,
-            total_bytes=total, gpu_memory_utilization=utilization, budget_bytes=budget,
+            total_bytes=request.total, gpu_memory_utilization=utilization, budget_bytes=budget,
             weights_bytes=weights, drafter_weights_bytes=drafter_weights,
             overhead_bytes=non_kv - weights - drafter_weights, overhead_source=source,
             kv_cache_needed_bytes=needed, drafter_kv_bytes=drafter_kv, kv_cache_available_bytes=available,
             headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
             max_model_len_limit=limit,
             concurrency=layout.concurrency(fit_len, mnbt, available) if fit_len else 0.0,
-            fits=fits, utilization_needed=share_needed(total, non_kv + needed),
+            fits=fits, utilization_needed=share_needed(request.total, non_kv + needed),
             kv_cache_dtype=engine.kv_cache_dtype, weights_exact=target.weights_exact,
             settings={"block_size": VLLM_BLOCK_SIZE, "max_num_batched_tokens": mnbt, "kv_dtype_bytes": kv_bytes,
                       "kv_layout": layout.mode, "kv_groups": len(layout.groups), "kv_group_size": layout.group_size,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from olarespack.engines import engine_for
 from olarespack.errors import ModelDataError, Problem, UsageError
-from olarespack.fit.report import FitReport
+from olarespack.fit.report import FitReport, FitRequest
 from olarespack.fit.units import gib
 from olarespack.models.arch import ModelInfo, find_model
 
@@ -34,11 +34,11 @@ def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_ut
     if kv_available_bytes is not None and calibrated_kv_available_bytes is not None:
         raise UsageError("give either kv_available_bytes or a calibration, not both")
     total = spec.gpu_memory()  # the engine sees the GPU memory it books as the device
-    return engine_for(spec.engine).fit(
-        spec, total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+    return engine_for(spec.engine).fit(spec, FitRequest(
+        total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
         kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
         calibrated_at_utilization=calibrated_at_utilization, calibrated_total_bytes=calibrated_total_bytes,
-        registry=registry)
+        registry=registry))
 
 
 def spec_calibration(spec: AppSpec) -> dict[str, Any]:

@@ -6,8 +6,26 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from olarespack.fit.units import gib
+from olarespack.models.arch import ModelInfo
 
 Source = Literal["estimate", "calibrated", "given"]
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What one fit is asked, checked by fit_report before an engine sees it: the GPU memory the engine sees
+    (`total`), overrides of the spec's context and utilization, a KV budget to take as given, or one boot's
+    measurement (the `Available KV cache memory` at a utilization, on a GPU of `calibrated_total_bytes`), and
+    model data replacing the shipped one (keyed by repository)."""
+
+    total: int
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_available_bytes: int | None = None
+    calibrated_kv_available_bytes: int | None = None
+    calibrated_at_utilization: float | None = None
+    calibrated_total_bytes: int | None = None
+    registry: dict[str, ModelInfo] | None = None
 
 
 @dataclass(frozen=True)
