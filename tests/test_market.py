@@ -13,6 +13,7 @@ import pytest
 
 from conftest import APP_FILES, ROOT
 from olarespack.market import catalog as market
+from olarespack.market.sections import sections
 from olarespack.olares.generations import GenerationName
 from olarespack.project import App, render_apps
 from specs import app_data, write_spec
@@ -192,3 +193,15 @@ def test_static_files_are_one_site_root_per_generation(catalog: dict[str, Any]) 
 @pytest.mark.parametrize(("millicores", "text"), [(4000, "4"), (2100, "2.1"), (250, "0.25"), (1234, "1.234")])
 def test_cores(millicores: int, text: str) -> None:
     assert market._cores(millicores) == text
+
+
+def test_categories_that_slug_alike_keep_their_own_pages() -> None:
+    info = sections([("a", ["Home Lab"]), ("b", ["home-lab"]), ("c", ["All", "AI"])])
+    assert list(info["tags"]) == ["All", "AI", "Home Lab", "home-lab"]
+    assert len({tag["_id"] for tag in info["tags"].values()}) == 4
+    for category, app in (("Home Lab", "a"), ("home-lab", "b"), ("AI", "c")):
+        [topic] = [t for t in info["topics"].values() if t["data"]["en-US"]["group"] == category]
+        assert topic["data"]["en-US"]["apps"] == app
+        listed = json.loads(info["pages"][category]["content"])
+        assert {"type": "Topic", "id": topic["name"]} in listed
+

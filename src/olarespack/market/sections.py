@@ -28,14 +28,19 @@ def _slug(name: str) -> str:
 def sections(apps: list[tuple[str, list[str]]]) -> dict[str, Any]:
     """The tags, pages, topics and topic_lists of an info answer, for apps given as (name, categories) in
     the order the Market should list them (newest first)."""
-    categories = sorted({category for _, names in apps for category in names})
+    # "All" is the menu's own entry (every app); a spec's category named so adds nothing to it
+    categories = sorted({category for _, names in apps for category in names} - {"All"})
+    slugs: set[str] = set()
     tags: dict[str, Any] = {}
     pages: dict[str, Any] = {}
     topics: dict[str, Any] = {}
     topic_lists: dict[str, Any] = {}
     for sort, category in enumerate(["All", *categories]):
         title, icon = KNOWN.get(category, ({"en-US": category}, "sym_r_apps"))
-        slug = _slug(category)
+        slug = base = _slug(category)
+        while slug in slugs:  # "Home Lab" and "home-lab" are two categories: each keeps its own topic
+            slug = f"{base}-{len(slugs)}"
+        slugs.add(slug)
         tags[category] = {"_id": slug, "name": category, "title": title, "icon": icon, "sort": sort}
         members = [name for name, names in apps if category == "All" or category in names]
         content: list[dict[str, str]] = []
