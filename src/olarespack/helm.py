@@ -3,13 +3,16 @@ template and package as subprocess calls. Tests of the code around it can pass a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +23,10 @@ from olarespack.errors import ToolMissingError
 from olarespack.yamltext import load_yaml
 
 MINIMUM_VERSION = (3, 19, 0)
+# A chart from a stranger runs its templates in helm: a loop over `until 100000000` must end in a message,
+# not a machine out of time, memory or disk. Real charts render in well under a second and a few MiB.
+TIMEOUT_SECONDS = 300
+OUTPUT_LIMIT = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -45,11 +52,13 @@ class HelmBinary:
     """The real helm: `name` (helm = 3.19, helm4 = 4.1) next to the running interpreter (the project venv),
     or on PATH, or an explicit path."""
 
-    def __init__(self, path: str | None = None, name: str = "helm") -> None:
+    def __init__(self, path: str | None = None, name: str = "helm", *, timeout: float = TIMEOUT_SECONDS,
+                 output_limit: int = OUTPUT_LIMIT) -> None:
         found = path or find_binary(name)
         if not found:
             raise ToolMissingError(f"{name} not found: run `make build` (it installs the pinned helm into .venv/bin)")
         self.path = found
+        self.timeout, self.output_limit = timeout, output_limit
         self.version = self._probe_version()
 
     def _probe_version(self) -> str:
@@ -67,8 +76,41 @@ class HelmBinary:
     def _run(self, *args: str) -> HelmResult:
         env = {**os.environ, "HELM_CACHE_HOME": _scratch("cache"), "HELM_CONFIG_HOME": _scratch("config"),
                "HELM_DATA_HOME": _scratch("data")}
-        proc = subprocess.run([self.path, *args], capture_output=True, text=True, env=env, check=False)
-        return HelmResult(proc.returncode == 0, proc.stdout, proc.stderr)
+        # its own process group, so a kill also reaches anything it started (a plugin) that holds its output
+        with subprocess.Popen([self.path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              start_new_session=True) as proc:
+            return self._bounded(proc, args[0])
+
+    def _bounded(self, proc: subprocess.Popen[bytes], command: str) -> HelmResult:
+        """The run's result, or a failure once it outlives the timeout or prints past the output limit."""
+        streams = {"stdout": bytearray(), "stderr": bytearray()}
+        over = threading.Event()
+
+        def drain(name: str) -> None:
+            pipe = getattr(proc, name)
+            while chunk := pipe.read1(1 << 16):
+                if len(streams[name]) + len(chunk) > self.output_limit:
+                    over.set()
+                    _kill_group(proc)
+                    return
+                streams[name] += chunk
+
+        readers = [threading.Thread(target=drain, args=(name,), daemon=True) for name in streams]
+        for reader in readers:
+            reader.start()
+        try:
+            proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return HelmResult(False, "", f"helm {command} did not finish within {self.timeout:g} s")
+        finally:
+            for reader in readers:
+                reader.join()
+        if over.is_set():
+            return HelmResult(False, "", f"helm {command} printed more than {self.output_limit // 2**20} MiB")
+        return HelmResult(proc.returncode == 0, streams["stdout"].decode("utf-8", "replace"),
+                          streams["stderr"].decode("utf-8", "replace"))
 
     def lint(self, chart: Path, values: Path) -> HelmResult:
         return self._run("lint", "--strict", "--values", str(values), str(chart))
@@ -95,6 +137,11 @@ class HelmBinary:
 
     def package(self, chart: Path, destination: Path) -> HelmResult:
         return self._run("package", str(chart), "--destination", str(destination))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def find_binary(name: str) -> str | None:
