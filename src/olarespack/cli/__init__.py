@@ -14,7 +14,7 @@ from __future__ import annotations
 import click
 
 from olarespack import __version__
-from olarespack.cli import build, check, market, release
+from olarespack.cli import build, calibrate, check, importer, market, model, release
 from olarespack.cli.group import CatchingGroup
 
 
@@ -25,5 +25,5 @@ def main() -> None:
 
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
-                market.serve, build.schema):
+                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate):
     main.add_command(command)

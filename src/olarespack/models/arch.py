@@ -91,6 +91,8 @@ class ModelInfo:
     files: Mapping[str, GgufFile] = field(default_factory=dict)  # GGUF repositories: per file
     sources: tuple[str, ...] = ()
     native_context: int | None = None  # the context the model was trained for, when below its positions
+    family: str | None = None  # model family (config model_type without _text, e.g. gemma4, qwen3): parser rules
+    drafter_for: tuple[str, ...] = ()  # a drafter: the target repositories it was made for
 
     @property
     def trained_context(self) -> int | None:
