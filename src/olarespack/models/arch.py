@@ -272,3 +272,9 @@ def find_model(repo: str, registry: Mapping[str, ModelInfo] | None = None) -> Mo
             "(add src/olarespack/data/models/<name>.yaml, or build one with "
             "arch.model_from_hf_config from the model's config.json)")
     return known[repo]
+
+
+def models_for(spec_file: str | Path | None) -> dict[str, ModelInfo]:
+    """The models a spec can use: the project's models/ folder beside the spec's folder first, then the
+    shipped data. (Only the shipped data until `olarespack model add` lands.)"""
+    return dict(models())
