@@ -85,6 +85,17 @@ class ModelDataError(OlaresPackError):
     """A model the fit arithmetic cannot use: unknown, or a config it does not understand."""
 
 
+class UnknownModelError(ModelDataError):
+    """A model olarespack has no data for, in the project's models/ folder or the shipped data. Its own exit
+    code, so a script can tell "add the model" from "does not fit"; `command` adds it."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, command: str) -> None:
+        self.command = command
+        super().__init__(message)
+
+
 class CatalogError(OlaresPackError):
     """The market folder's catalog cannot be used. str() names the file and what to do; `reason` is the
     one-line cause alone, without paths (what /health shows the world)."""
