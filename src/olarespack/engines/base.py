@@ -42,6 +42,12 @@ class EngineSpec(StrictModel):
     env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_EXTRA,
                                         description="Extra environment of the engine (values are literal: $(VAR) "
                                         "is not expanded).")
+    command: list[ArgText] | None = Field(
+        None, min_length=1, max_length=8, description="The server executable (and the words before its flags) "
+        "when the image names it otherwise than its family (data/engine-images.yaml): a custom build.")
+    port: int | None = Field(None, ge=1024, le=65_535, description="The port the server listens on; default "
+                             "the engine's (vLLM 8000, llama.cpp 8080). Keep what clients of an installed chart "
+                             "call.")
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,18 @@ class Engine(ABC):
         """The command line: the flag table, then the spec's extra args as given."""
         table = [arg for flag in self.flags for arg in flag.args(engine)]
         return table + [Arg(value=extra) for extra in engine.extra_args]
+
+    def server_port(self, engine: Any) -> int:
+        return int(engine.port or self.port)
+
+    def server_command(self, engine: Any) -> list[str]:
+        """The executable the container runs: the spec's, else its image family's, else the engine's."""
+        from olarespack.engines.images import family_of
+
+        if engine.command:
+            return list(engine.command)
+        family = family_of(self.kind, engine.image)
+        return list(family.command) if family else list(self.command)
 
     def typed_flags(self) -> dict[str, str]:
         """Every spelling of a flag the table writes -> the spec field that owns it."""

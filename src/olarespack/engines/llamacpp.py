@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
-from olarespack.engines.base import MODEL_DIR, ContainerResources, Engine, EngineSpec, Flag
+from olarespack.engines.base import MODEL_DIR, Arg, ContainerResources, Engine, EngineSpec, Flag
+from olarespack.engines.images import family_of
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.errors import ModelDataError, Problem, UsageError
 from olarespack.fit.llamacpp_kv import (
@@ -23,7 +24,7 @@ from olarespack.fit.llamacpp_kv import (
 )
 from olarespack.fit.report import FitReport, FitRequest, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
-from olarespack.models.arch import find_model
+from olarespack.models.arch import find_model, models
 from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
 
 if TYPE_CHECKING:
@@ -55,7 +56,30 @@ class GgufModel(StrictModel):
         return self.saved_as.get(name, name)
 
 
-CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+# ggml's types (f16, q8_0, ...) and those a fork adds (turbo3): which ones an image knows is in
+# data/engine-images.yaml, checked by the rules
+CacheType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
+SpecTypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class DrafterFile(StrictModel):
+    repo: HfRepo = Field(description="Hugging Face repository holding the drafter GGUF.")
+    file: GgufName = Field(description="Drafter GGUF file name (kept in the model's folder).")
+    revision: Revision = Field("main", description="Branch, tag or commit to download from.")
+
+
+class LlamaSpeculative(StrictModel):
+    """Speculative decoding in llama-server and its forks: which --spec-type values an image knows, and the
+    flag that names the drafter file (--model-draft, a fork's --mtp-head), come from its family."""
+
+    type: SpecTypeName | None = Field(None, description="--spec-type (draft, draft-mtp; forks: mtp, dflash).")
+    drafter: DrafterFile | None = Field(None, description="The drafter GGUF (an MTP head or a draft model).")
+    draft_max: int | None = Field(None, ge=0, le=1_024, description="--draft-max.")
+    draft_min: int | None = Field(None, ge=0, le=1_024, description="--draft-min.")
+    n_gpu_layers: int | None = Field(None, ge=0, le=10_000, description="-ngld / --n-gpu-layers-draft.")
+    cache_type_k: CacheType | None = Field(None, description="-ctkd / --cache-type-k-draft.")
+    cache_type_v: CacheType | None = Field(None, description="-ctvd / --cache-type-v-draft.")
 
 
 class LlamaCppEngine(EngineSpec):
@@ -78,6 +102,7 @@ class LlamaCppEngine(EngineSpec):
     jinja: bool = Field(False, description="--jinja (use the model's chat template).")
     mlock: bool = Field(False, description="--mlock.")
     context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
+    speculative: LlamaSpeculative | None = Field(None, description="Speculative decoding (drafter, MTP head).")
     extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
                                       description="Further llama-server arguments.")
     env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
@@ -93,6 +118,20 @@ def gguf_dir(engine: LlamaCppEngine) -> str:
 
 def gguf_path(engine: LlamaCppEngine, name: str) -> str:
     return f"{gguf_dir(engine)}/{engine.model.local(name)}"
+
+
+def drafter_flag(engine: LlamaCppEngine) -> str | None:
+    """The flag naming the drafter file: the image family's for the spec type, else llama.cpp's own."""
+    spec = engine.speculative
+    if spec is None or spec.drafter is None:
+        return None
+    family = family_of("llamacpp", engine.image)
+    known = family.spec_types.get(spec.type or "draft") if family else None
+    return (known.drafter_flag if known and known.drafter_flag else None) or "--model-draft"
+
+
+def _speculative(engine: LlamaCppEngine, read: Callable[[LlamaSpeculative], object]) -> object:
+    return read(engine.speculative) if engine.speculative else None
 
 
 def _has(args: list[str], *names: str) -> bool:
@@ -127,7 +166,32 @@ class LlamaCpp(Engine):
         Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
         Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
         Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
+        Flag("--spec-type", "engine.speculative.type", lambda e: _speculative(e, lambda s: s.type), "given"),
+        Flag("--draft-max", "engine.speculative.draft_max", lambda e: _speculative(e, lambda s: s.draft_max),
+             "given", aliases=("--draft", "--draft-n")),
+        Flag("--draft-min", "engine.speculative.draft_min", lambda e: _speculative(e, lambda s: s.draft_min),
+             "given", aliases=("--draft-n-min",)),
+        Flag("--n-gpu-layers-draft", "engine.speculative.n_gpu_layers",
+             lambda e: _speculative(e, lambda s: s.n_gpu_layers), "given", aliases=("-ngld", "--gpu-layers-draft")),
+        Flag("--cache-type-k-draft", "engine.speculative.cache_type_k",
+             lambda e: _speculative(e, lambda s: s.cache_type_k), "given", aliases=("-ctkd",)),
+        Flag("--cache-type-v-draft", "engine.speculative.cache_type_v",
+             lambda e: _speculative(e, lambda s: s.cache_type_v), "given", aliases=("-ctvd",)),
     )
+    # the flags that can name the drafter file, whichever the image family uses
+    drafter_flags: ClassVar[tuple[str, ...]] = ("--model-draft", "-md", "--mtp-head")
+
+    def args(self, engine: Any) -> list[Arg]:
+        """The flag table, the drafter file under the flag its image family reads, then the extra args."""
+        table = [arg for flag in self.flags for arg in flag.args(engine)]
+        flag = drafter_flag(engine)
+        if flag is not None:
+            drafter = engine.speculative.drafter
+            table.append(Arg(flag, f"{gguf_dir(engine)}/{engine.model.local(drafter.file)}"))
+        return table + [Arg(value=extra) for extra in engine.extra_args]
+
+    def typed_flags(self) -> dict[str, str]:
+        return {**super().typed_flags(), **dict.fromkeys(self.drafter_flags, "engine.speculative.drafter")}
 
     def init_containers(self, engine: Any) -> list[ContainerResources]:
         return [DOWNLOADER]
@@ -135,8 +199,13 @@ class LlamaCpp(Engine):
     def template_values(self, engine: Any) -> dict[str, Any]:
         model = engine.model
         files = [model.file, *([model.mmproj] if model.mmproj else [])]
-        return {"repo": model.repo, "revision": model.revision,
-                "files": [(name, gguf_path(engine, name)) for name in files]}
+        found: list[tuple[str, ...]] = [(name, gguf_path(engine, name)) for name in files]
+        drafter = engine.speculative.drafter if engine.speculative else None
+        if drafter is not None:
+            local = gguf_path(engine, drafter.file)
+            same = drafter.repo == model.repo and drafter.revision == model.revision
+            found.append((drafter.file, local) if same else (drafter.file, local, drafter.repo, drafter.revision))
+        return {"repo": model.repo, "revision": model.revision, "files": found}
 
     def images(self, engine: Any) -> list[tuple[str, str]]:
         found = [("engine.image", engine.image)]
@@ -168,14 +237,57 @@ class LlamaCpp(Engine):
         if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
             yield Problem(file, "engine.cache_type_v", f"a quantized V cache ({engine.cache_type_v}) needs flash "
                           "attention", "set engine.flash_attn: \"on\"", rule="quantized-v-cache")
+        yield from self._family(file, engine)
         mmproj = engine.model.mmproj
         if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
             yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
                           "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
 
+    def _family(self, file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
+        """What the image's family knows: its KV cache types and speculative types (a fork's flags)."""
+        family = family_of(self.kind, engine.image)
+        if family is None:
+            yield Problem(file, "engine.image", f"{engine.image} is no llama.cpp image family olarespack knows: its "
+                          "cache and speculative types are passed through unchecked",
+                          "fine for a custom build; set engine.command if its server is not llama-server on PATH",
+                          rule="llamacpp-image-family", severity="warning")
+            return
+        types = family.all_cache_types()
+        speculative = engine.speculative
+        cache_fields = [("engine.cache_type_k", engine.cache_type_k), ("engine.cache_type_v", engine.cache_type_v)]
+        if speculative:
+            cache_fields += [("engine.speculative.cache_type_k", speculative.cache_type_k),
+                             ("engine.speculative.cache_type_v", speculative.cache_type_v)]
+        for path, value in cache_fields:
+            if value is not None and value not in types:
+                yield Problem(file, path, f"{value!r} is not a KV cache type of {family.name} ({engine.image}); "
+                              "llama-server refuses to start", f"use one of {', '.join(sorted(types))}",
+                              rule="llamacpp-cache-type")
+        if speculative is None:
+            return
+        if speculative.type is not None:
+            known = family.spec_types.get(speculative.type)
+            build = family.build_number(engine.image)
+            if known is None:
+                yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} is unknown to "
+                              f"{family.name} ({engine.image})",
+                              f"use one of {', '.join(sorted(family.spec_types)) or 'none'}, or an image that has it",
+                              rule="llamacpp-spec-type")
+            elif known.min_build and build is not None and build < known.min_build:
+                yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} arrived in build "
+                              f"b{known.min_build}; the image is b{build}", f"use b{known.min_build} or later",
+                              rule="llamacpp-spec-type")
+            elif known and known.drafter_flag and speculative.drafter is None:
+                yield Problem(file, "engine.speculative.drafter", f"--spec-type {speculative.type} needs a drafter "
+                              f"file ({known.drafter_flag})", "set engine.speculative.drafter (repo and file)",
+                              rule="llamacpp-spec-type")
+
     def fit(self, spec: AppSpec, request: FitRequest) -> FitReport:
         engine = spec.engine
         assert isinstance(engine, LlamaCppEngine)
+        family = family_of(self.kind, engine.image)
+        sizes = {name: (c.block_bytes, c.block_values) for name, c in family.all_cache_types().items()} \
+            if family else None
         if request.calibrated_kv_available_bytes is not None:
             raise UsageError("calibration from `Available KV cache memory` applies to vLLM apps only")
         info = find_model(engine.model.repo, request.registry)
@@ -193,6 +305,19 @@ class LlamaCpp(Engine):
         exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
         if main.host_bytes:
             notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
+        if family and any(family.all_cache_types().get(name, None) and family.all_cache_types()[name].estimate
+                          for name in (engine.cache_type_k, engine.cache_type_v)):
+            notes.append(f"the storage of the {family.name} KV cache types is an estimate")
+        drafter = engine.speculative.drafter if engine.speculative else None
+        drafter_bytes = 0
+        if drafter is not None:
+            drafter_info = (models() if request.registry is None else request.registry).get(drafter.repo)
+            if drafter_info is not None and drafter.file in drafter_info.files:
+                drafter_bytes = drafter_info.files[drafter.file].bytes
+            else:
+                notes.append(f"drafter {drafter.repo}/{drafter.file}: no size known, not counted "
+                             f"(olarespack model add {drafter.repo} --gguf {drafter.file})")
+        weights += drafter_bytes
         length = request.max_model_len or engine.ctx_size
         if engine.parallel is None:
             parallel, unified = LLAMACPP_AUTO_PARALLEL, True
@@ -212,7 +337,8 @@ class LlamaCpp(Engine):
                                    "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH}
 
         def kv_at(n: int) -> int:
-            return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, **options)
+            return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, type_sizes=sizes,
+                                     **options)
 
         ctx = llamacpp_context(length, **options)
         needed = kv_at(length)

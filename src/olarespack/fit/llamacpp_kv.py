@@ -8,6 +8,8 @@ estimates.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import dataclass
 
 from olarespack.errors import ModelDataError
@@ -32,8 +34,11 @@ GGML_TYPE_SIZE: dict[str, tuple[int, int]] = {
 # --------------------------------------------------------------------------- llama.cpp KV cache
 
 
-def ggml_row_bytes(type_name: str, values: int) -> int:
-    size, block = GGML_TYPE_SIZE[type_name]
+def ggml_row_bytes(type_name: str, values: int, type_sizes: Mapping[str, tuple[int, int]] | None = None) -> int:
+    sizes = GGML_TYPE_SIZE if type_sizes is None else type_sizes
+    if type_name not in sizes:
+        raise ModelDataError(f"no storage size known for the KV cache type {type_name!r}")
+    size, block = sizes[type_name]
     if values % block:
         raise ModelDataError(f"llama.cpp cannot store rows of {values} values as {type_name} (blocks of {block})")
     return values // block * size
@@ -65,7 +70,8 @@ def llamacpp_context(ctx_size: int, *, parallel: int = 1, kv_unified: bool = Fal
 
 def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
                       batch_size: int = LLAMACPP_DEFAULT_BATCH, ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
-                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False) -> int:
+                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False,
+                      type_sizes: Mapping[str, tuple[int, int]] | None = None) -> int:
     """Bytes llama.cpp allocates at start for the KV cache (all of it, whatever the prompts)."""
     ctx = llamacpp_context(ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size,
                            ubatch_size=ubatch_size)
@@ -78,7 +84,8 @@ def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unif
             seqs = ctx.n_seq_max if ctx.unified else 1
             cells = pad(min(per_stream, lay.window * seqs + ctx.n_ubatch), LLAMACPP_CTX_PAD)
         width = lay.kv_heads * lay.head_dim
-        total += (ggml_row_bytes(type_k, width) + ggml_row_bytes(type_v, width)) * cells * ctx.n_stream
+        total += (ggml_row_bytes(type_k, width, type_sizes)
+                  + ggml_row_bytes(type_v, width, type_sizes)) * cells * ctx.n_stream
     return total
 
 

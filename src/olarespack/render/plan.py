@@ -73,9 +73,9 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_memory)}m"))
     return Plan(
         spec=spec, generation=gen, hardware=hardware, engine_template=engine.template, engine_version=version,
-        container_name=engine.container_name, command=list(engine.command),
+        container_name=engine.container_name, command=engine.server_command(spec.engine),
         args=[item for arg in args for item in arg.container_items()], effective_args=effective,
-        port=engine.port, containers=[server], init_containers=engine.init_containers(spec.engine),
+        port=engine.server_port(spec.engine), containers=[server], init_containers=engine.init_containers(spec.engine),
         gpu_memory=gpu_memory,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
         startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.hf_env,

@@ -20,7 +20,7 @@ def citation_context(spec: AppSpec, engine: Engine, hardware: HardwareProfile, e
     """What a description may cite: every spec field, plus a few facts of the chart."""
     context = spec.model_dump(mode="json")
     context.update(hardware_profile=hardware.model_dump(), engine_version=version, command_line=shell_join(effective),
-                   port=engine.port)
+                   port=engine.server_port(spec.engine))
     return context
 
 
