@@ -82,6 +82,12 @@ RULES: dict[str, Rule] = {
                       "about 11x the KV cache: the context no longer fits"),
     "ubatch-batch": Rule("engine", "llama.cpp ubatch <= batch", "llama.cpp silently caps it"),
     "quantized-v-cache": Rule("engine", "a quantized V cache has flash attention on", "llama.cpp refuses to start"),
+    "llamacpp-cache-type": Rule("engine", "KV cache types are ones the image's llama.cpp build knows",
+                                "llama.cpp (or the fork, data/engine-images.yaml) refuses to start"),
+    "llamacpp-spec-type": Rule("engine", "--spec-type is one the image knows, from its build on, with its drafter",
+                               "llama.cpp and its forks (data/engine-images.yaml)"),
+    "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",
+                                  f"{OWN}: a custom build's flags pass through unchecked"),
     "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio uses the BF16 projector", "F16/Q8_0 give repetitive output"),
     # Olares' chart rules, mirrored from its own linter
     "olares-files": Rule("olares", "Chart.yaml, values.yaml, templates/ and a parsable OlaresManifest.yaml exist",
