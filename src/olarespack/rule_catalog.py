@@ -77,6 +77,8 @@ RULES: dict[str, Rule] = {
                         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)"),
     "context-window": Rule("engine", "the context stays within the model's positions (warning: past its trained "
                            "window)", "vLLM refuses a max_model_len past max_position_embeddings"),
+    "model-data": Rule("engine", "the project's models/ files are readable model files (one per repository)",
+                       f"{OWN}: fit and the rules read models/ before the shipped data"),
     "gemma4-flash-attn": Rule("engine", "Gemma 4 does not run on FLASH_ATTN", "vLLM fails at the first request"),
     "hybrid-kv": Rule("engine", "nothing disables the hybrid KV cache manager on sliding-window models",
                       "about 11x the KV cache: the context no longer fits"),
@@ -89,6 +91,19 @@ RULES: dict[str, Rule] = {
     "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",
                                   f"{OWN}: a custom build's flags pass through unchecked"),
     "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio uses the BF16 projector", "F16/Q8_0 give repetitive output"),
+    "drafter-target": Rule("engine", "the drafter is made for the target (its drafter_for list, hidden size and "
+                           "vocabulary, else its family)", "a drafter shares the target's tokens and hidden states: "
+                           "vLLM refuses a mismatched pair or rejects every draft"),
+    "parser-family": Rule("engine", "tool-call and reasoning parsers suit the model's family (data/families.yaml)",
+                          "vLLM's parsers read one family's markup: another family's tool calls come back as text"),
+    "parser-unknown": Rule("engine", "warning: the parser is one vLLM registers",
+                           "vLLM refuses an unknown parser name at boot (unless a plugin adds it)"),
+    "calibration-provenance": Rule("engine", "a calibration says what it was measured on (model, image, hardware)",
+                                   f"{OWN}: a measurement holds only for the boot it came from"),
+    "calibration-stale": Rule("engine", "a calibration was measured on the spec's model, image and hardware",
+                              f"{OWN}: another model, engine release or GPU uses other memory"),
+    "calibration-log": Rule("engine", "olarespack calibrate reads a boot log of the spec's engine with its "
+                            "calibration lines", OWN),
     # Olares' chart rules, mirrored from its own linter
     "olares-files": Rule("olares", "Chart.yaml, values.yaml, templates/ and a parsable OlaresManifest.yaml exist",
                          "oac chartfolder.CheckLayout, validateChartFields, parseManifest"),

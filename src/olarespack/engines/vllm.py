@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, StringConstraints
 
 from olarespack.engines.base import MODEL_DIR, Engine, EngineSpec, Flag, compact_json
+from olarespack.engines.calibration import VllmCalibration, calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
+from olarespack.engines.consistency import drafter_problems, parser_problems
 from olarespack.errors import ModelDataError, Problem
 from olarespack.fit.report import FitReport, FitRequest, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
@@ -22,7 +24,7 @@ from olarespack.fit.vllm_kv import (
     vllm_kv_needed,
     vllm_overhead_estimate,
 )
-from olarespack.models.arch import find_model
+from olarespack.models.arch import ModelInfo, find_model, models_for
 from olarespack.spec.types import (
     MAX_ITEMS,
     ArgText,
@@ -66,18 +68,7 @@ class Speculative(StrictModel):
     num_speculative_tokens: int = Field(gt=0, le=128, description="Tokens drafted per step.")
 
 
-class Calibration(StrictModel):
-    """What vLLM printed at one boot, so fit checks use this app's real non-KV memory."""
-
-    available_kv_cache_gib: float = Field(
-        gt=0, le=4096, description="From the boot log line `Available KV cache memory: X GiB`."
-    )
-    gpu_memory_utilization: float | None = Field(
-        None, gt=0, le=1, description="The utilization of that boot; defaults to engine.gpu_memory_utilization."
-    )
-    gpu_memory_mib: int | None = Field(
-        None, gt=0, le=1_048_576, description="The GPU memory the engine saw at that boot (its HAMi limit), in MiB; "
-        "defaults to the app's GPU memory.")
+Calibration = VllmCalibration  # the model and its provenance rule live in engines/calibration.py
 
 
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "float16"]
@@ -125,7 +116,8 @@ class VllmEngine(EngineSpec):
                                         description="Extra environment of the engine (values are literal: $(VAR) is "
                                         "not expanded).")
     calibration: Calibration | None = Field(
-        None, description="One boot's measured KV budget; replaces the estimated non-KV memory in fit checks."
+        None, description="One boot's measured KV budget and what it was measured on (model, image, hardware); "
+        "replaces the estimated non-KV memory in fit checks. Written by `olarespack calibrate SPEC --log FILE`."
     )
     download_dir: ModelPath = Field(
         HF_HOME, description="--download-dir: where vLLM keeps the weights, under /models (the app's storage). "
@@ -222,8 +214,10 @@ class Vllm(Engine):
         return lines
 
     def calibration(self, engine: Any) -> dict[str, Any]:
-        if engine.calibration is None:
-            return {}
+        measured = engine.calibration
+        if measured is None or (measured.model or engine.model) != engine.model \
+                or (measured.image or engine.image) != engine.image:
+            return {}  # measured on another model or image: lint refuses it, and fit does not use it
         found = {
             "calibrated_kv_available_bytes": round(engine.calibration.available_kv_cache_gib * 2**30),
             "calibrated_at_utilization": engine.calibration.gpu_memory_utilization or engine.gpu_memory_utilization,
@@ -245,6 +239,19 @@ class Vllm(Engine):
         yield from self._batching(file, engine)
         if is_gemma4(engine.model):
             yield from self._gemma4(file, engine)
+        yield from self._consistency(file, spec, engine)
+
+    def _consistency(self, file: str, spec: AppSpec, engine: VllmEngine) -> Iterator[Problem]:
+        """The drafter is made for the target, the parsers suit its family, the calibration is this setup's."""
+        try:
+            registry: dict[str, ModelInfo] = models_for(file)
+        except ModelDataError:
+            registry = {}  # the fit rule reports model data it cannot read
+        if engine.speculative and engine.speculative.model:
+            yield from drafter_problems(file, "engine.speculative", engine.model, engine.speculative.model, registry)
+        yield from parser_problems(file, engine.model, registry, tool_parser=engine.tool_call_parser,
+                                   reasoning_parser=engine.reasoning_parser)
+        yield from calibration_problems(file, engine.model, engine.image, spec.hardware, engine.calibration)
 
     def _speculative(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
         if engine.speculative is None:
