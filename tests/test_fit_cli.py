@@ -46,7 +46,7 @@ def test_fit_with_a_local_config(tmp_path: Path) -> None:
     data["engine"].pop("speculative")
     spec = write_spec(tmp_path, data)
     code, _, err = invoke("fit", str(spec))
-    assert code == 1 and "no architecture data" in err
+    assert code == 5 and "no architecture data" in err  # exit 5: no data, told apart from "does not fit"
     code, out, _ = invoke("fit", str(spec), "--config", str(config), "--weights-bytes", "17500000000", "--json")
     assert code == 0
     assert json.loads(out)["model"] == "someone/unknown-gemma-4-finetune"

@@ -91,7 +91,8 @@ class UnknownModelError(ModelDataError):
 
     exit_code = 5
 
-    def __init__(self, message: str, command: str) -> None:
+    def __init__(self, message: str, *, repo: str, command: str) -> None:
+        self.repo = repo
         self.command = command
         super().__init__(message)
 

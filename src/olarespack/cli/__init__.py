@@ -7,6 +7,8 @@ Exit codes:
   2  usage error (unknown option, missing file, bad option value)
   3  a required external tool (helm) is missing or too old
   4  an internal error: a bug in olarespack (one line says what to report; never a traceback)
+  5  a model the spec names has no data (in models/ or the shipped data): the message gives the exact
+     `olarespack model add` command that records it from the model's own files
 """
 
 from __future__ import annotations

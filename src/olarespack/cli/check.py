@@ -6,16 +6,20 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from olarespack.cli import options
 from olarespack.cli.group import helm_binary
-from olarespack.errors import Problem
+from olarespack.errors import Problem, UsageError
 from olarespack.helm import Helm
 from olarespack.project import orphan_charts, spec_files
 from olarespack.rule_catalog import RULES
+
+if TYPE_CHECKING:
+    from olarespack.models.arch import ModelInfo
+    from olarespack.spec.models import AppSpec
 
 
 @click.command()
@@ -77,13 +81,17 @@ def _belongs(problem: Problem, label: str) -> bool:
               help="A local Hugging Face config.json for a model olarespack has no data for.")
 @click.option("--weights-bytes", type=click.IntRange(min=0), default=0,
               help="With --config: the model's weights on the GPU, in bytes.")
+@click.option("--gguf", "gguf_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A llama.cpp app's local GGUF file (repeat for the projector), for a model olarespack has no "
+              "data for.")
 @click.option("--json", "as_json", is_flag=True, help="Print the budget as a JSON object.")
 def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float | None,
-        kv_available_bytes: int | None, config_file: Path | None, weights_bytes: int, as_json: bool) -> None:
+        kv_available_bytes: int | None, config_file: Path | None, weights_bytes: int, gguf_files: tuple[Path, ...],
+        as_json: bool) -> None:
     """Will the model, its context and its drafter fit the GPU? vLLM's own KV-cache arithmetic.
 
-    Exits 0 when it fits, 1 when it does not."""
-    from olarespack.engines import engine_for
+    The models come from the project's models/ folder (beside the spec's folder), then the shipped data.
+    Exits 0 when it fits, 1 when it does not, 5 when a model has no data (the message says how to add it)."""
     from olarespack.fit.budget import fit_report, spec_calibration
     from olarespack.models import arch
     from olarespack.spec.load import load_spec
@@ -94,10 +102,10 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
         found["kv_available_bytes"] = kv_available_bytes
     else:
         found.update(spec_calibration(spec))
-    if config_file is not None:
-        repo = engine_for(spec.engine).model_repo(spec.engine)
-        local = arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
-        found["registry"] = {**arch.models(), repo: local}
+    found["registry"] = arch.models_for(spec_file)
+    if config_file is not None or gguf_files:
+        local = _local_model(spec, config_file, weights_bytes, gguf_files)
+        found["registry"] = {**found["registry"], local.repo: local}
     report = fit_report(spec, **found)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
@@ -106,3 +114,24 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
             click.echo(line)
     if not report.fits:
         sys.exit(1)
+
+
+def _local_model(spec: AppSpec, config_file: Path | None, weights_bytes: int,
+                 gguf_files: tuple[Path, ...]) -> ModelInfo:
+    """The spec's model from local files given to fit: a config.json (vLLM) or GGUF files (llama.cpp)."""
+    from olarespack.engines import engine_for
+    from olarespack.models import add, arch
+
+    repo = engine_for(spec.engine).model_repo(spec.engine)
+    gguf_app = spec.engine.kind == "llamacpp"
+    if config_file is not None and gguf_files:
+        raise UsageError("give --config (a vLLM model) or --gguf (llama.cpp files), not both")
+    if config_file is not None:
+        if gguf_app:
+            raise UsageError(f"{repo} is served by llama.cpp from GGUF files: give them with --gguf FILE.gguf "
+                             f"(again for the projector), or record them once with `{arch.add_command(repo)}`")
+        return arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
+    if not gguf_app:
+        raise UsageError(f"{repo} is served by vLLM from safetensors: give --config config.json --weights-bytes N")
+    described = add.Described(repo, command="olarespack fit --gguf " + " --gguf ".join(p.name for p in gguf_files))
+    return arch.model_from_data("--gguf", add.gguf_data(described, add.gguf_headers(gguf_files)))

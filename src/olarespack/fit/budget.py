@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from olarespack.engines import engine_for
-from olarespack.errors import ModelDataError, Problem, UsageError
+from olarespack.errors import ModelDataError, Problem, UnknownModelError, UsageError
 from olarespack.fit.report import FitReport, FitRequest
 from olarespack.fit.units import gib
-from olarespack.models.arch import ModelInfo, find_model
+from olarespack.models.arch import ModelInfo, find_model, models_for
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
@@ -33,12 +33,22 @@ def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_ut
         raise UsageError("calibration needs both the measured available KV bytes and the utilization of that boot")
     if kv_available_bytes is not None and calibrated_kv_available_bytes is not None:
         raise UsageError("give either kv_available_bytes or a calibration, not both")
+    engine = engine_for(spec.engine)
+    # the target first, so an unknown model's message names the command for its kind of files
+    find_model(engine.model_repo(spec.engine), registry, gguf_files=_gguf_files(spec))
     total = spec.gpu_memory()  # the engine sees the GPU memory it books as the device
-    return engine_for(spec.engine).fit(spec, FitRequest(
+    return engine.fit(spec, FitRequest(
         total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
         kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
         calibrated_at_utilization=calibrated_at_utilization, calibrated_total_bytes=calibrated_total_bytes,
         registry=registry))
+
+
+def _gguf_files(spec: AppSpec) -> list[str] | None:
+    """The GGUF files a llama.cpp app names (its model and projector), for the command that adds them."""
+    model = getattr(spec.engine, "model", None)
+    files = [getattr(model, "file", None), getattr(model, "mmproj", None)]
+    return [f for f in files if isinstance(f, str)] or None
 
 
 def spec_calibration(spec: AppSpec) -> dict[str, Any]:
@@ -54,11 +64,19 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     path = f"engine.{engine.context_field}"
     auto = engine.auto_context(spec.engine)
     try:
-        report = fit_report(spec, **spec_calibration(spec))
+        registry = models_for(file)
+    except ModelDataError as exc:  # a broken models/ file is the project's input error, like a broken spec
+        return spec, [Problem(file, "", f"cannot read the project's model data: {exc}",
+                              "fix or remove that file in models/", rule="model-data")]
+    try:
+        report = fit_report(spec, registry=registry, **spec_calibration(spec))
     except ModelDataError as exc:
-        problem = Problem(file, path, f"cannot check that the context fits the GPU: {exc}",
-                          "add the model's architecture to olarespack's model data", rule="context-fit",
-                          severity="error" if auto else "warning")
+        if isinstance(exc, UnknownModelError):
+            message = f"cannot check that the context fits the GPU: olarespack has no data for {exc.repo}"
+            fix = f"run `{exc.command}` in the project root (it writes models/<name>.yaml beside apps/)"
+        else:
+            message, fix = f"cannot check that the context fits the GPU: {exc}", "correct the model's data"
+        problem = Problem(file, path, message, fix, rule="context-fit", severity="error" if auto else "warning")
         return spec, [problem]
     if auto:
         if report.max_model_len_fit < 1:
@@ -66,8 +84,8 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
                                   "raise gpu_memory_utilization or pick a smaller model", rule="context-fit")]
         resolved = engine.with_context(spec.engine, report.max_model_len_fit)
         return (spec.model_copy(update={"engine": resolved}),
-                _window_problems(file, path, spec, report.max_model_len_fit))
-    problems = _window_problems(file, path, spec, report.max_model_len)
+                _window_problems(file, path, spec, report.max_model_len_fit, registry))
+    problems = _window_problems(file, path, spec, report.max_model_len, registry)
     if not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
@@ -81,11 +99,12 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     return spec, problems
 
 
-def _window_problems(file: str, path: str, spec: AppSpec, asked: int) -> list[Problem]:
+def _window_problems(file: str, path: str, spec: AppSpec, asked: int,
+                     registry: dict[str, ModelInfo]) -> list[Problem]:
     engine = engine_for(spec.engine)
     repo = engine.model_repo(spec.engine)
     try:
-        info = find_model(repo)
+        info = find_model(repo, registry)
     except ModelDataError:
         return []
     positions = info.arch.max_position_embeddings if info.arch else None

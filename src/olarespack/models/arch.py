@@ -23,20 +23,26 @@ Hugging Face config.json fields understood (everything else is ignored):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import shlex
+import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from olarespack.errors import ModelDataError
+from olarespack.errors import ModelDataError, UnknownModelError
 
 AttentionKind = Literal["full", "sliding"]
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+MAX_CONFIG_INT = 1 << 40
+MAX_LAYERS = 4096  # llama.cpp stops at 512 (LLAMA_MAX_LAYERS); well past any real model
+MAX_CONFIG_FILE = 8 << 20  # a config.json is a few KiB; a safetensors index a few hundred
 
 
 @dataclass(frozen=True)
@@ -109,10 +115,14 @@ def _int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int | 
     value = cfg.get(key)
     if value is None:
         return default
-    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
-        return int(max(value))  # per-layer lists (Gemma 3n intermediate_size): the widest layer bounds memory
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        value = max(value)  # per-layer lists (Gemma 3n intermediate_size): the widest layer bounds memory
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ModelDataError(f"config field {key}: expected an integer, got {value!r}")
+        raise ModelDataError(f"config field {key}: expected an integer, got {str(value)[:60]!r}")
+    if not 0 <= value <= MAX_CONFIG_INT:
+        # model files come from strangers' pull requests: a huge count must not become a huge list or a float
+        # overflow in the arithmetic
+        raise ModelDataError(f"config field {key}: {value} is out of range (0 to {MAX_CONFIG_INT})")
     return value
 
 
@@ -152,8 +162,8 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
     if isinstance(text, Mapping):
         cfg.update(text)
     n = _int(cfg, "num_hidden_layers")
-    if n is None or n < 1:
-        raise ModelDataError("config field num_hidden_layers: required (a positive integer)")
+    if n is None or not 1 <= n <= MAX_LAYERS:
+        raise ModelDataError(f"config field num_hidden_layers: required (a positive integer up to {MAX_LAYERS})")
     hidden = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
     kv_heads = _int(cfg, "num_key_value_heads", heads)
@@ -165,7 +175,7 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
                              "num_attention_heads to derive them)")
     full_kv_heads = _int(cfg, "num_global_key_value_heads", kv_heads) or kv_heads
     full_head_dim = _int(cfg, "global_head_dim", head_dim) or head_dim
-    window = _int(cfg, "sliding_window")
+    window = _int(cfg, "sliding_window") or None  # 0: no window
     shared = _int(cfg, "num_kv_shared_layers", 0) or 0
     if not 0 <= shared < n:
         raise ModelDataError("config field num_kv_shared_layers: must be between 0 and num_hidden_layers - 1")
@@ -189,16 +199,41 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
     )
 
 
-def load_hf_config(path: Path) -> ModelArch:
-    """Read a local config.json (no network)."""
+def family_of(config: Mapping[str, Any]) -> str | None:
+    """The model family a config names: text_config.model_type over the top level, `_text` dropped
+    (gemma4_text -> gemma4), so a multimodal checkpoint and its text-only copy share one."""
+    text = config.get("text_config")
+    kind = text.get("model_type") if isinstance(text, Mapping) else None
+    if not isinstance(kind, str) or not kind:
+        kind = config.get("model_type")
+    if not isinstance(kind, str):
+        return None
+    return kind.lower().removesuffix("_text") or None
+
+
+def read_json_file(path: Path, what: str = "a config.json") -> dict[str, Any]:
+    """A local JSON object, bounded (MAX_CONFIG_FILE, regular files only); errors name the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ModelDataError(f"{path}: not a regular file")
+            raw = handle.read(MAX_CONFIG_FILE + 1)
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ModelDataError(f"{path}: invalid JSON: {exc}") from None
+    if len(raw) > MAX_CONFIG_FILE:
+        raise ModelDataError(f"{path}: larger than {MAX_CONFIG_FILE >> 20} MiB; is it {what}?")
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelDataError(f"{path}: invalid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
-        raise ModelDataError(f"{path}: a config.json must be a JSON object")
+        raise ModelDataError(f"{path}: {what} must be a JSON object")
+    return data
+
+
+def load_hf_config(path: Path) -> ModelArch:
+    """Read a local config.json (no network)."""
+    data = read_json_file(path)
     try:
         return arch_from_hf_config(data)
     except ModelDataError as exc:
@@ -209,47 +244,84 @@ def model_from_hf_config(path: Path, *, repo: str, weights_bytes: int, kv: Liter
                          weights_exact: bool = False) -> ModelInfo:
     """A ModelInfo for a model olarespack does not ship, from its local config.json and weight size."""
     return ModelInfo(repo=repo, title=repo, arch=load_hf_config(path), kv=kv, weights_bytes=weights_bytes,
-                     weights_exact=weights_exact, sources=(str(path),))
+                     weights_exact=weights_exact, sources=(str(path),), family=family_of(read_json_file(path)))
 
 
-# --------------------------------------------------------------------------- shipped model files
+# --------------------------------------------------------------------------- model files (shipped and project)
+
+
+HF_REPO_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+Repo = Annotated[str, StringConstraints(max_length=200, pattern=HF_REPO_PATTERN)]
+Bytes = Annotated[int, Field(ge=0, le=MAX_CONFIG_INT * 1024)]
+FileName = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Weights(_Strict):
-    bytes: int = Field(ge=0)
+    bytes: Bytes
     exact: bool
-    host_bytes: int = Field(0, ge=0)
+    host_bytes: Bytes = 0
     host_exact: bool = True
 
 
 class _ModelFile(_Strict):
-    repo: str
-    title: str
+    """One models/*.yaml file: the shipped data and a project's models/ folder share this format."""
+
+    repo: Repo
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+    family: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")] | None = None
+    drafter_for: list[Repo] = Field(default_factory=list, max_length=100)
     kv: Literal["own", "shared"] = "own"
     weights: _Weights | None = None
-    files: dict[str, _Weights] = Field(default_factory=dict)
+    files: dict[FileName, _Weights] = Field(default_factory=dict, max_length=100)
     config: dict[str, Any] | None = None
-    native_context: int | None = Field(None, gt=0)
-    sources: list[str] = Field(min_length=1)
+    native_context: int | None = Field(None, gt=0, le=MAX_CONFIG_INT)
+    sources: list[Text] = Field(min_length=1, max_length=100)
 
 
-def _model_info(name: str, text: str) -> ModelInfo:
+def _field_errors(exc: ValidationError) -> str:
+    """Pydantic's errors as `field.path: what is wrong`, one clause each (no URLs, no input echoes)."""
+    parts = []
+    for error in exc.errors()[:10]:
+        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {what}")
+    return "; ".join(parts)
+
+
+def model_from_data(shown: str, data: Any) -> ModelInfo:
+    """A parsed model file -> ModelInfo; every error names `shown` (the file) and the field."""
+    if not isinstance(data, dict):
+        raise ModelDataError(f"{shown}: a model file is a YAML mapping (repo, title, sources, ...)")
     try:
-        raw = _ModelFile.model_validate(yaml.safe_load(text))
+        raw = _ModelFile.model_validate(data)
+    except ValidationError as exc:
+        raise ModelDataError(f"{shown}: {_field_errors(exc)}") from None
+    try:
         arch = arch_from_hf_config(raw.config) if raw.config is not None else None
-    except (ValidationError, ModelDataError, yaml.YAMLError) as exc:
-        raise ModelDataError(f"data/models/{name}: {exc}") from None
+    except ModelDataError as exc:
+        raise ModelDataError(f"{shown}: config: {exc}") from None
     if (arch is None) != (raw.kv == "shared"):
-        raise ModelDataError(f"data/models/{name}: a config is required exactly when kv is own")
+        raise ModelDataError(f"{shown}: config: a config is required exactly when kv is own")
     files = {fname: GgufFile(w.bytes, w.exact, w.host_bytes, w.host_exact) for fname, w in raw.files.items()}
     return ModelInfo(repo=raw.repo, title=raw.title, arch=arch, kv=raw.kv,
                      weights_bytes=raw.weights.bytes if raw.weights else 0,
                      weights_exact=raw.weights.exact if raw.weights else False,
-                     files=files, sources=tuple(raw.sources), native_context=raw.native_context)
+                     files=files, sources=tuple(raw.sources), native_context=raw.native_context,
+                     family=raw.family or (family_of(raw.config) if raw.config else None),
+                     drafter_for=tuple(raw.drafter_for))
+
+
+def _model_info(name: str, text: str) -> ModelInfo:
+    try:
+        data = yaml.safe_load(text)  # olarespack's own files; a project's go through models.folder's guard
+    except yaml.YAMLError as exc:
+        raise ModelDataError(f"data/models/{name}: invalid YAML: {exc}") from None
+    return model_from_data(f"data/models/{name}", data)
 
 
 @cache
@@ -264,17 +336,40 @@ def models() -> dict[str, ModelInfo]:
     return found
 
 
-def find_model(repo: str, registry: Mapping[str, ModelInfo] | None = None) -> ModelInfo:
+def add_command(repo: str, gguf_files: Sequence[str] | None = None) -> str:
+    """The exact `olarespack model add` command for a model with no data: GGUF files for llama.cpp (named
+    when known), else the config.json and weight size of a safetensors checkpoint (vLLM)."""
+    if gguf_files:
+        tail = " ".join(f"--gguf {shlex.quote(name)}" for name in gguf_files)
+    elif "gguf" in repo.lower():
+        tail = "--gguf <file>.gguf"
+    else:
+        tail = "--config config.json --weights-bytes N"
+    return f"olarespack model add {shlex.quote(repo)} {tail}"
+
+
+def find_model(repo: str, registry: Mapping[str, ModelInfo] | None = None, *,
+               gguf_files: Sequence[str] | None = None) -> ModelInfo:
+    """The model `repo` from `registry` (default: the shipped data). Missing: UnknownModelError with the
+    command that adds it (`gguf_files`: the app's GGUF files, for a llama.cpp app)."""
     known = models() if registry is None else registry
     if repo not in known:
-        raise ModelDataError(
-            f"no architecture data for {repo!r}; known: {', '.join(sorted(known)) or 'none'} "
-            "(add src/olarespack/data/models/<name>.yaml, or build one with "
-            "arch.model_from_hf_config from the model's config.json)")
+        names = sorted(known)
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        command = add_command(repo, gguf_files)
+        raise UnknownModelError(
+            f"no architecture data for {repo!r}; known: {shown or 'none'}. Add it from the model's own files: "
+            f"`{command}` (run in the project root: it writes models/<name>.yaml beside apps/)",
+            repo=repo, command=command)
     return known[repo]
 
 
 def models_for(spec_file: str | Path | None) -> dict[str, ModelInfo]:
-    """The models a spec can use: the project's models/ folder beside the spec's folder first, then the
-    shipped data. (Only the shipped data until `olarespack model add` lands.)"""
-    return dict(models())
+    """The models a spec can use: the project's models/ folder (`<spec's folder>/../models`, so
+    apps/x.yaml reads models/) over the shipped data; a project file replaces a shipped one of the same repo."""
+    shipped = models()
+    if spec_file is None:
+        return dict(shipped)
+    from olarespack.models.folder import project_models  # reads this module's format
+
+    return {**shipped, **project_models(Path(spec_file).absolute().parent.parent / "models")}
