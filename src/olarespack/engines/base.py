@@ -17,9 +17,9 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StringConstraints
 
 from olarespack.spec.types import ArgText, EnvName, Image, StrictModel
 
@@ -30,6 +30,19 @@ if TYPE_CHECKING:
 
 MODEL_DIR = "/models"
 MAX_EXTRA = 64
+RESERVED_DIRS = frozenset({"models", "proc", "sys", "dev", "etc", "usr", "bin", "sbin", "lib", "lib64", "var"})
+
+
+def _scratch_path(path: str) -> str:
+    if path.split("/")[1] in RESERVED_DIRS:
+        raise ValueError(f"{path} is over /models or a system folder the image needs; use e.g. /cache")
+    return path
+
+
+# A scratch folder: absolute, plain, and not over the model folder or a system one the image needs.
+ScratchPath = Annotated[str, StringConstraints(
+    max_length=128, pattern=r"^/[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"),
+    AfterValidator(_scratch_path)]
 
 
 class EngineSpec(StrictModel):
@@ -45,6 +58,9 @@ class EngineSpec(StrictModel):
     command: list[ArgText] | None = Field(
         None, min_length=1, max_length=8, description="The server executable (and the words before its flags) "
         "when the image names it otherwise than its family (data/engine-images.yaml): a custom build.")
+    scratch: list[ScratchPath] = Field(
+        default_factory=list, max_length=4, description="Folders the server writes and may lose at a restart "
+        "(llama.cpp's --slot-save-path): each an empty folder of the pod (emptyDir), outside /models.")
     port: int | None = Field(None, ge=1024, le=65_535, description="The port the server listens on; default "
                              "the engine's (vLLM 8000, llama.cpp 8080). Keep what clients of an installed chart "
                              "call.")

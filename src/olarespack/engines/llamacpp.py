@@ -41,6 +41,8 @@ class GgufModel(StrictModel):
     repo: HfRepo = Field(description="Hugging Face repository holding the GGUF files.")
     file: GgufName = Field(description="Model GGUF file name.")
     mmproj: GgufName | None = Field(None, description="Multimodal projector GGUF file name.")
+    mmproj_repo: HfRepo | None = Field(
+        None, description="The repository of the projector when it is not the model's (its main revision).")
     revision: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")] = Field(
         "main", description="Branch, tag or commit to download from."
     )
@@ -149,7 +151,7 @@ class LlamaCpp(Engine):
     hf_env = False  # the downloader fetches the files; the server never talks to Hugging Face
     flags: ClassVar[tuple[Flag, ...]] = (
         Flag("--host", "chart", lambda e: "0.0.0.0"),
-        Flag("--port", "chart", lambda e: PORT),
+        Flag("--port", "chart", lambda e: e.port or PORT),
         Flag("--model", "engine.model", lambda e: gguf_path(e, e.model.file), aliases=("-m",)),
         Flag("--mmproj", "engine.model.mmproj", lambda e: e.model.mmproj and gguf_path(e, e.model.mmproj),
              "given", aliases=("-mm",)),
@@ -200,6 +202,8 @@ class LlamaCpp(Engine):
         model = engine.model
         files = [model.file, *([model.mmproj] if model.mmproj else [])]
         found: list[tuple[str, ...]] = [(name, gguf_path(engine, name)) for name in files]
+        if model.mmproj and model.mmproj_repo and model.mmproj_repo != model.repo:
+            found[1] = (model.mmproj, gguf_path(engine, model.mmproj), model.mmproj_repo, "main")
         drafter = engine.speculative.drafter if engine.speculative else None
         if drafter is not None:
             local = gguf_path(engine, drafter.file)
@@ -235,8 +239,13 @@ class LlamaCpp(Engine):
             yield Problem(file, "engine.ubatch_size", f"{engine.ubatch_size} > batch_size {engine.batch_size}: "
                           "llama.cpp silently caps it", f"use at most {engine.batch_size}", rule="ubatch-batch")
         if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
+            # auto turns flash attention on where the GPU has it (every CUDA GPU llama.cpp supports), and
+            # refuses the quantized V cache only where it has not
+            auto = engine.flash_attn == "auto"
             yield Problem(file, "engine.cache_type_v", f"a quantized V cache ({engine.cache_type_v}) needs flash "
-                          "attention", "set engine.flash_attn: \"on\"", rule="quantized-v-cache")
+                          "attention" + (" (auto turns it on on CUDA GPUs)" if auto else ""),
+                          "set engine.flash_attn: \"on\"", rule="quantized-v-cache",
+                          severity="warning" if auto else "error")
         yield from self._family(file, engine)
         mmproj = engine.model.mmproj
         if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():

@@ -1,0 +1,264 @@
+"""import: a hand-written chart becomes a spec whose build runs the same server.
+
+The chart is rendered by the real helm with the values Olares injects, its engine container found, and the
+command line it finally runs resolved (ConfigMaps, $(VAR), shell wrappers; importer/argv.py). That command
+line is read back into the engine's spec fields (importer/engines.py), the market texts, resources and
+release notes into the rest (importer/facts.py). The spec is then built, and its server command line
+compared with the chart's: the import says what differs and what the spec cannot express, never dropping
+anything silently."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from olarespack.check.inputs import Target
+from olarespack.check.lint import SECRET_SENTINEL, render_values
+from olarespack.errors import OlaresPackError
+from olarespack.helm import Helm, split_rendered, values_file
+from olarespack.importer import facts
+from olarespack.importer.argv import ContainerEnv, Resolved, container_env, resolve
+from olarespack.importer.compare import argv_differences
+from olarespack.importer.engines import EngineImport, engine_kind, import_llamacpp, import_vllm, remote_files
+from olarespack.olares.versions import render_modes
+from olarespack.spec.translate import problem_of
+
+PASS_THROUGH = ("scratch", "extra_args", "env")
+WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+MODEL_MOUNT = "/models"
+# Env the spec's chart sets itself: the Hugging Face endpoint, token and cache, and HAMi's memory limit.
+CHART_ENV = frozenset({"HF_HOME", "HF_ENDPOINT", "HF_TOKEN", "HF_TOKEN_PATH", "CUDA_DEVICE_MEMORY_LIMIT_0"})
+
+
+class ImportFailed(OlaresPackError):
+    """A chart olarespack cannot read a server from (no spec is written)."""
+
+
+@dataclass
+class ImportResult:
+    label: str
+    name: str
+    text: str  # the spec, as written
+    notes: list[str] = field(default_factory=list)  # what the spec does differently on purpose
+    unexpressed: list[str] = field(default_factory=list)  # what the spec cannot say
+    chart_argv: list[str] = field(default_factory=list)
+    spec_argv: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unexpressed
+
+
+@dataclass
+class _Container:
+    workload: str
+    spec: Mapping[str, Any]
+    env: ContainerEnv
+    resolved: Resolved
+    kind: str | None
+    volumes: dict[str, Any]  # the pod's volumes by name
+
+
+def _documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
+    chart = target.chart
+    mode = render_modes(chart.manifest)[0]
+    with values_file(render_values(chart, mode)) as values:
+        out = helm.template(target.folder, chart.name, f"{chart.name}-alice", values)
+    if not out.ok:
+        raise ImportFailed(f"{chart.label}: helm {helm.version} template failed: {out.stderr.strip()[:2000]}")
+    try:
+        return [document for _, document, _ in split_rendered(out.stdout)]
+    except yaml.YAMLError as exc:
+        raise ImportFailed(f"{chart.label}: the rendered chart is not YAML ({exc})") from None
+
+
+def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict[str, dict[str, str]]]:
+    configmaps = {str((d.get("metadata") or {}).get("name")): {str(k): str(v) for k, v in (d.get("data") or {}).items()}
+                  for d in documents if d.get("kind") == "ConfigMap"}
+    found = []
+    for document in documents:
+        if document.get("kind") not in WORKLOADS:
+            continue
+        pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
+        label = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
+        volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
+        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            env = container_env(container, configmaps)
+            resolved = resolve(container, env)
+            found.append(_Container(label, container, env, resolved,
+                                    engine_kind(resolved.argv, str(container.get("image") or "")), volumes))
+    return found, configmaps
+
+
+def _referenced(containers: list[_Container]) -> str:
+    """Every command and arg of the pod's containers: an env var named there is consumed by the chart."""
+    return "\n".join(str(x) for c in containers
+                     for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
+
+
+def _carried_env(engine: _Container, containers: list[_Container], result: ImportResult) -> dict[str, str]:
+    text = _referenced(containers)
+    carried: dict[str, str] = {}
+    for name, value in sorted(engine.env.values.items()):
+        used = re.search(rf"\$\(?{{?{re.escape(name)}\b", text) or name in engine.resolved.script_vars
+        if used or name in CHART_ENV:
+            continue
+        if SECRET_SENTINEL in value or "TOKEN" in name:
+            result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
+            continue
+        if engine.env.origin.get(name, "env") != "env" and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+            continue
+        carried[name] = value
+    for name in sorted(engine.env.secret):
+        result.unexpressed.append(f"env {name}: comes from a Secret or the pod's own fields")
+    return carried
+
+
+def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str], argv: list[str],
+            result: ImportResult) -> list[str]:
+    """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models is reported."""
+    scratch = []
+    for mount in engine.spec.get("volumeMounts") or []:
+        path = str(mount.get("mountPath"))
+        volume = pod_volumes.get(str(mount.get("name"))) or {}
+        if path == MODEL_MOUNT:
+            continue
+        if "emptyDir" in volume and not mount.get("subPath"):
+            scratch.append(path)
+            continue
+        kind = next((k for k in volume if k != "name"), "unknown")
+        result.unexpressed.append(f"volume mount {path} ({mount.get('name')}, {kind}): the spec's pod mounts "
+                                  f"{MODEL_MOUNT} and empty scratch folders only")
+    for item in argv:
+        if item.startswith(f"{MODEL_MOUNT}/") and item.endswith((".jinja", ".json", ".txt", ".yaml")) and \
+                item.rsplit("/", 1)[-1] not in files:
+            result.unexpressed.append(f"{item}: written into the pod by the chart, not downloaded from a "
+                                      "repository; the spec's chart does not write it")
+    return scratch
+
+
+def _engine(engine: _Container, containers: list[_Container]) -> EngineImport:
+    image = str(engine.spec.get("image") or "")
+    if engine.kind == "llamacpp":
+        values = {k: v for c in containers for k, v in c.env.values.items()}
+        return import_llamacpp(engine.resolved.argv, image, remote_files(values))
+    return import_vllm(engine.resolved.argv, image)
+
+
+def import_chart(target: Target, helm: Helm, spec_file: Path) -> ImportResult:
+    """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
+    chart = target.chart
+    documents = _documents(target, helm)
+    containers, _ = _containers(documents)
+    engines = [c for c in containers if c.kind]
+    if not engines:
+        images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
+        raise ImportFailed(f"{chart.label}: no vLLM or llama.cpp server among its containers (images: {images})")
+    engine = engines[0]
+    result = ImportResult(chart.label, chart.name, "", chart_argv=engine.resolved.argv)
+    result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
+    for other in {c.workload for c in containers} - {engine.workload}:
+        result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
+    imported = _engine(engine, containers)
+    result.unexpressed += imported.unexpressed
+    result.notes += imported.notes
+    env = _carried_env(engine, containers, result)
+    if env:
+        imported.data["env"] = env
+    downloaded = set(remote_files({k: v for c in containers for k, v in c.env.values.items()}))
+    scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, result)
+    if scratch:
+        imported.data["scratch"] = scratch
+    data = _spec_data(chart, engine, imported, result)
+    result.text = _yaml(data, chart.label)
+    _verify(result, spec_file)
+    return result
+
+
+def _spec_data(chart: Any, engine: _Container, imported: EngineImport, result: ImportResult) -> dict[str, Any]:
+    manifest = chart.manifest
+    version = str((manifest.get("metadata") or {}).get("version") or chart.get("Chart.yaml", "") and
+                  (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version") or "0.1.0")
+    meta = facts.metadata(chart, result.notes, result.unexpressed)
+    data: dict[str, Any] = {"name": chart.name, "version": version, "metadata": meta}
+    entrance = facts.entrance(manifest, meta["title"])
+    if entrance:
+        data["entrance"] = entrance
+    data["engine"] = imported.data
+    data["resources"] = facts.resources(engine.spec, manifest, result.notes, result.unexpressed)
+    minutes = facts.startup_minutes(engine.spec, result.notes)
+    if minutes:
+        data["startup_timeout_minutes"] = minutes
+    data["changelog"] = facts.changelog(manifest, version, result.notes)
+    result.notes.append(f"version {version} is the installed chart's: bump it (olarespack bump) before publishing, "
+                        "or boxes see no upgrade")
+    return data
+
+
+def _typed(data: dict[str, Any], result: ImportResult, label: str) -> dict[str, Any]:
+    """The data as the spec model reads it (numbers as numbers), in field order, defaults left out; data
+    the model refuses stays as it is and is reported by field path."""
+    from olarespack.spec.models import AppSpec
+
+    try:
+        spec = AppSpec.model_validate(data, strict=False)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problem = problem_of(label, error)
+            result.unexpressed.append(f"{problem.path}: {problem.message}")
+        return data
+    typed: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
+    engine = typed["engine"]
+    # what passes through (args, env, scratch folders) reads best after the typed settings
+    typed["engine"] = {k: v for k, v in engine.items() if k not in PASS_THROUGH} | \
+        {k: engine[k] for k in PASS_THROUGH if k in engine}
+    return typed
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def _yaml(data: dict[str, Any], label: str) -> str:
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
+    return ("# yaml-language-server: $schema=../schemas/app-spec.schema.json\n"
+            f"# Imported from the chart {label} by `olarespack import`.\n" + body)
+
+
+def _verify(result: ImportResult, spec_file: Path) -> None:
+    """Load the spec as any spec is loaded, build its chart, and compare the server command lines."""
+    from olarespack.render.plan import plan_chart
+    from olarespack.spec.load import load_spec
+
+    data = yaml.safe_load(result.text.split("\n", 2)[2])
+    refused = len(result.unexpressed)
+    typed = _typed(data, result, str(spec_file))
+    result.text = _yaml(typed, result.label)
+    if len(result.unexpressed) > refused:
+        return  # the spec does not load: its build cannot be compared
+    with tempfile.TemporaryDirectory(prefix="olarespack-import-") as tmp:
+        path = Path(tmp) / spec_file.name
+        path.write_text(result.text, encoding="utf-8")
+        try:
+            spec = load_spec(path)
+            plan = plan_chart(spec, str(spec_file))
+        except OlaresPackError as exc:
+            result.unexpressed += [line.replace(str(path), str(spec_file)) for line in str(exc).splitlines()]
+            return
+    result.spec_argv = [*plan.command, *plan.effective_args]
+    result.unexpressed += argv_differences(result.chart_argv, result.spec_argv, spec.engine.kind)

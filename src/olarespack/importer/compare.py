@@ -1,0 +1,44 @@
+"""Two server command lines compared as the server reads them: the same executable, and the same options
+with the same values, each spelling of a flag taken as its engine's canonical one (-ngl is --n-gpu-layers).
+Order is not compared: llama-server and vLLM read their options by name."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from olarespack.engines.llamacpp import ENGINE as LLAMACPP
+from olarespack.engines.vllm import ENGINE as VLLM
+from olarespack.importer.engines import flag_spellings, parse_options
+
+ENGINES = {"llamacpp": LLAMACPP, "vllm": VLLM}
+
+
+def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tuple[str, str | None]]]:
+    """(the executable and its leading words, the options as (canonical flag, value) counts)."""
+    engine = ENGINES[kind]
+    lead = 2 if argv[:2] == ["vllm", "serve"] else 1
+    flags = flag_spellings(engine.flags)
+    options: Counter[tuple[str, str | None]] = Counter()
+    for spelling, value, flag in parse_options(argv[lead:], flags, engine.model):
+        name = flag.flag if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-") \
+            else spelling
+        if flag is not None and flag.style == "positional" and spelling == "--model":
+            name = ""
+        options[(name, value)] += 1
+    return tuple(argv[:lead]), options
+
+
+def argv_differences(chart: list[str], spec: list[str], kind: str) -> list[str]:
+    """What the spec's server would run differently from the chart's, one line each (none: the same)."""
+    chart_lead, chart_options = canonical(chart, kind)
+    spec_lead, spec_options = canonical(spec, kind)
+    found = []
+    if chart_lead != spec_lead:
+        found.append(f"server executable: the chart runs {' '.join(chart_lead)}, the spec {' '.join(spec_lead)}")
+    for (flag, value), count in sorted((chart_options - spec_options).items(), key=str):
+        found.append(f"server argument {flag or '(positional)'} {value if value is not None else ''}".rstrip()
+                     + ": in the chart's command line, not in the spec's")
+    for (flag, value), count in sorted((spec_options - chart_options).items(), key=str):
+        found.append(f"server argument {flag or '(positional)'} {value if value is not None else ''}".rstrip()
+                     + ": added by the spec's chart")
+    return found
