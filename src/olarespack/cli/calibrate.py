@@ -1,15 +1,183 @@
-"""olarespack calibrate: a boot log measured on the box becomes the spec's engine.calibration."""
+"""olarespack calibrate: a boot log measured on the box becomes the spec's engine.calibration.
+
+The spec is edited in place the way `bump` edits it (release/edit.py): only the lines of engine.calibration
+change (or the block is added at the end of engine:), the edit is checked on the data (everything else must load
+back equal), the new spec must load, and it replaces the old one in one rename (write.write_file)."""
 
 from __future__ import annotations
 
-import click
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-from olarespack.errors import UsageError
+import click
+from ruamel.yaml import YAML
+
+from olarespack.engines import engine_for
+from olarespack.engines.calibration import MAX_LOG_BYTES, BootLog, LlamaCppCalibration, VllmCalibration, read_log
+from olarespack.errors import Problem, ProblemsError
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
+from olarespack.write import write_file
+
+ENGINE_TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
+
+
+def _refuse(file: str, path: str, message: str, fix: str) -> ProblemsError:
+    return ProblemsError([Problem(file, path, message, fix, rule="calibration-log")])
+
+
+def _scalar(value: Any) -> str:
+    """A YAML scalar that reads back as the value (plain when safe, JSON-quoted otherwise)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
+    return text if loaded == {"k": text} else json.dumps(text, ensure_ascii=False)
+
+
+def _block(values: dict[str, Any], indent: str, step: str) -> list[str]:
+    lines = [f"{indent}calibration:\n"]
+    for key, value in values.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f"{_scalar(k)}: {_scalar(v)}" for k, v in value.items())
+            lines.append(f"{indent}{step}{key}: {{{inner}}}\n")
+        else:
+            lines.append(f"{indent}{step}{key}: {_scalar(value)}\n")
+    return lines
+
+
+def _last_content_line(lines: list[str], start: int, stop: int) -> int:
+    """The index after the last line in [start, stop) that is neither blank nor a comment."""
+    end = start
+    for index in range(start, stop):
+        stripped = lines[index].strip()
+        if stripped and not stripped.startswith("#"):
+            end = index + 1
+    return end
+
+
+def edit_calibration(file: str, text: str, values: dict[str, Any]) -> str:
+    """The spec text with engine.calibration set to `values`; nothing else changes (checked on the data)."""
+    data: Any = YAML(typ="rt").load(text)
+    by_hand = "edit engine.calibration by hand (block style, under engine:)"
+    engine = data.get("engine") if hasattr(data, "lc") else None
+    if not hasattr(engine, "lc") or not engine:
+        raise _refuse(file, "engine", "no engine mapping to write a calibration into", by_hand)
+    keys = list(engine)
+    first_line, column = engine.lc.key(keys[0])
+    if first_line == data.lc.key("engine")[0]:
+        raise _refuse(file, "engine", "engine is written in flow style ({...}) and cannot be edited in place", by_hand)
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    top = list(data)
+    after_engine = top.index("engine") + 1
+    engine_stop = data.lc.key(top[after_engine])[0] if after_engine < len(top) else len(lines)
+    step = " " * max(column - data.lc.key("engine")[1], 2)
+    block = _block(values, " " * column, step)
+    if "calibration" in engine:
+        position = keys.index("calibration")
+        start = engine.lc.key("calibration")[0]
+        stop = engine.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else engine_stop
+        lines[start:_last_content_line(lines, start, stop)] = block
+    else:
+        at = _last_content_line(lines, first_line, engine_stop)
+        lines[at:at] = block
+    new_text = "".join(lines)
+    safe = YAML(typ="safe", pure=True)
+    before, after = safe.load(text), safe.load(new_text)
+    expected = {**before, "engine": {**before["engine"], "calibration": values}}
+    if after != expected:
+        raise _refuse(file, "engine.calibration", "the spec's layout defeats an in-place edit", by_hand)
+    return new_text
+
+
+def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
+    kind = spec.engine.kind
+    title = ENGINE_TITLES.get(kind, kind)
+    looks = log.engine
+    if looks is not None and looks != kind and not log.calibrated(kind):
+        raise _refuse(log.path, "", f"looks like a {ENGINE_TITLES[looks]} boot log, but {file} runs {title}",
+                      f"take the log of this app's pod (kubectl logs), or calibrate the {ENGINE_TITLES[looks]} app's "
+                      "spec")
+    if not log.calibrated(kind):
+        wanted = ("`Available KV cache memory: X GiB`" if kind == "vllm"
+                  else "`<device> model/KV/compute buffer size = X MiB`")
+        seen = f"it looks like a {ENGINE_TITLES[looks]} log" if looks else "it looks like neither a vLLM nor a " \
+            "llama.cpp log"
+        cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
+        raise _refuse(log.path, "", f"no calibration line found{cut}: {title} prints {wanted} while it boots; {seen}",
+                      "give the log of a complete boot, from its start (kubectl logs POD, not --tail)")
+    model = engine_for(spec.engine).model_repo(spec.engine)
+    if log.model is not None and log.model != model:
+        raise _refuse(log.path, "", f"is a boot of {log.model}, but {file} serves {model}",
+                      "boot this spec's model on the box and take that log")
+    version = engine_for(spec.engine).version(spec.engine)
+    if kind == "vllm" and log.vllm_version and version and not log.vllm_version.startswith(version):
+        raise _refuse(log.path, "", f"is a boot of vLLM {log.vllm_version}, but {file}'s image has vLLM {version}",
+                      f"boot {spec.engine.image} on the box and take that log")
+
+
+def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]:
+    """engine.calibration for this spec from its boot log, validated by the engine's calibration model."""
+    _check_log(file, spec, log)
+    engine = spec.engine
+    measured: dict[str, Any] = {"model": engine_for(engine).model_repo(engine), "image": engine.image,
+                                "hardware": spec.hardware}
+    if engine.kind == "vllm":
+        booked = spec.gpu_memory() // 2**20
+        gpu_mib = booked  # the engine sees the app's booking as its device, unless the log says otherwise
+        if log.device_total_gib and abs(log.device_total_gib * 1024 - booked) > 0.005 * 1024 + 1:
+            gpu_mib = round(log.device_total_gib * 1024)  # the log prints GiB with two decimals
+        measured.update(available_kv_cache_gib=log.kv_available_gib,
+                        gpu_memory_utilization=log.utilization or getattr(engine, "gpu_memory_utilization", None),
+                        gpu_memory_mib=gpu_mib, model_loading_gib=log.model_loading_gib,
+                        cuda_graph_gib=log.cuda_graph_gib)
+        model: type[VllmCalibration] | type[LlamaCppCalibration] = VllmCalibration
+    else:
+        measured.update(model_buffer_mib=dict(sorted(log.model_buffers.items())),
+                        kv_buffer_mib=dict(sorted(log.kv_buffers.items())),
+                        compute_buffer_mib=dict(sorted(log.compute_buffers.items())), n_ctx=log.n_ctx)
+        model = LlamaCppCalibration
+    values = {key: value for key, value in measured.items() if value not in (None, {})}
+    model.model_validate(values)  # a log cannot smuggle a value the spec would refuse
+    return values
 
 
 @click.command()
 @click.argument("spec_file", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
-@click.option("--log", "log_file", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--log", "log_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The engine's boot log, taken on the box (kubectl logs POD > boot.log).")
 def calibrate(spec_file: str, log_file: str) -> None:
-    """Write engine.calibration from a boot log taken on the box."""
-    raise UsageError("calibrate is not available yet")
+    """Write engine.calibration from a boot log taken on the box.
+
+    The calibration records what it was measured on (the spec's model, image and hardware), so lint refuses
+    it once any of them changes. Exits 1, writing nothing, when the log is not a boot of this spec's engine."""
+    path = Path(spec_file)
+    spec = load_spec(path)
+    if "calibration" not in type(spec.engine).model_fields:
+        raise _refuse(spec_file, "engine.calibration", f"the {spec.engine.kind} engine takes no calibration yet",
+                      "fit uses its estimate for this engine")
+    try:
+        log = read_log(Path(log_file))
+    except ValueError as exc:
+        raise _refuse(log_file, "", str(exc), "give a regular file holding the boot log") from None
+    values = calibration_values(spec_file, spec, log)
+    text = path.read_text(encoding="utf-8")
+    new_text = edit_calibration(spec_file, text, values)
+    with tempfile.TemporaryDirectory(prefix="olarespack-calibrate-") as tmp:
+        candidate = Path(tmp) / path.name
+        candidate.write_text(new_text, encoding="utf-8")
+        try:
+            load_spec(candidate)  # the edited spec must still load before it replaces the old one
+        except ProblemsError as exc:
+            raise ProblemsError([replace(p, file=spec_file) for p in exc.problems]) from None
+    status = write_file(path, new_text.encode("utf-8"))
+    shown = ", ".join(f"{key} {value}" for key, value in values.items() if key not in ("model", "image", "hardware"))
+    click.echo(f"ok {spec_file}: engine.calibration {status} ({shown}; measured on {values['model']}, "
+               f"{values['image']}, {values['hardware']})")

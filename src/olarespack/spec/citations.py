@@ -130,21 +130,27 @@ class _Parser:
         raise CitationError(f"unexpected {text!r}")
 
 
+class _Missing(CitationError):
+    """A cited field the spec does not have; `evaluate` names the citation that cites it."""
+
+
 def _lookup(path: _Path, context: Mapping[str, Any]) -> Any:
     value: Any = context
+    cited = path.text()
     for depth, part in enumerate(path.parts):
         here = _Path(path.parts[:depth]).text()
         if isinstance(part, int):
             if not isinstance(value, list):
-                raise CitationError(f"{here} is not a list")
+                raise _Missing(f"cites {cited}, but {here} is not a list")
             if part >= len(value):
-                raise CitationError(f"{here} has {len(value)} item(s); [{part}] does not exist")
+                raise _Missing(f"cites {cited}, but {here} has {len(value)} item(s)")
             value = value[part]
         else:
             if value is None and depth:
-                raise CitationError(f"{here} is not set, so {path.text()} does not exist")
+                raise _Missing(f"cites {cited}, but {here} is not set (set it, or remove the citation)")
             if not isinstance(value, Mapping) or part not in value:
-                raise CitationError(f"{_Path(path.parts[:depth + 1]).text()} is not a field of the spec")
+                raise _Missing(f"cites {cited}, but {_Path(path.parts[:depth + 1]).text()} is not a field of the "
+                               "spec")
             value = value[part]
     return value
 
@@ -204,7 +210,10 @@ def evaluate(source: str, context: Mapping[str, Any]) -> str:
     """One citation's text (what is between [[ and ]]) evaluated against the context, as printed."""
     if len(source) > MAX_CITATION:
         raise CitationError(f"a citation is at most {MAX_CITATION} characters")
-    return _show(_evaluate(_Parser(source).parse(), context), source.strip())
+    try:
+        return _show(_evaluate(_Parser(source).parse(), context), source.strip())
+    except _Missing as exc:  # name the citation and the field path it cites
+        raise CitationError(f"[[ {source.strip()} ]] {exc}") from None
 
 
 def render(text: str, context: Mapping[str, Any]) -> str:
