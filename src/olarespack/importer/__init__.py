@@ -24,7 +24,7 @@ from olarespack.check.lint import SECRET_SENTINEL, render_values
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
-from olarespack.importer.argv import ContainerEnv, Resolved, container_env, resolve
+from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mounted_files, resolve
 from olarespack.importer.compare import argv_differences
 from olarespack.importer.engines import EngineImport, engine_kind, import_llamacpp, import_vllm, remote_files
 from olarespack.olares.versions import render_modes
@@ -89,11 +89,13 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
         pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
         label = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
         volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
-        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for init, container in [*((True, c) for c in pod.get("initContainers") or []),
+                                *((False, c) for c in pod.get("containers") or [])]:
             env = container_env(container, configmaps)
-            resolved = resolve(container, env)
-            found.append(_Container(label, container, env, resolved,
-                                    engine_kind(resolved.argv, str(container.get("image") or "")), volumes))
+            resolved = resolve(container, env, mounted_files(container, volumes, configmaps))
+            # an init container finishes before the pod serves: it may run the engine's image, never its server
+            kind = None if init else engine_kind(resolved.argv, str(container.get("image") or ""))
+            found.append(_Container(label, container, env, resolved, kind, volumes))
     return found, configmaps
 
 
@@ -101,6 +103,19 @@ def _referenced(containers: list[_Container]) -> str:
     """Every command and arg of the pod's containers: an env var named there is consumed by the chart."""
     return "\n".join(str(x) for c in containers
                      for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
+
+
+def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], list[str]]:
+    """(engine kind, the command line its server finally runs, what could not be resolved) of a chart, as
+    helm renders it for Olares: what import reads, and what a round trip compares."""
+    containers, _ = _containers(_documents(target, helm))
+    engines = [c for c in containers if c.kind]
+    if not engines:
+        images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
+        raise ImportFailed(f"{target.chart.label}: no vLLM or llama.cpp server among its containers (images: "
+                           f"{images})")
+    assert engines[0].kind is not None
+    return engines[0].kind, engines[0].resolved.argv, engines[0].resolved.unresolved
 
 
 def _carried_env(engine: _Container, containers: list[_Container], result: ImportResult) -> dict[str, str]:

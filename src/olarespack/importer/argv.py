@@ -73,13 +73,41 @@ class Resolved:
     script_vars: dict[str, str] = field(default_factory=dict)  # the wrapper's own variables, as read
 
 
-def resolve(container: Mapping[str, Any], env: ContainerEnv) -> Resolved:
+def mounted_files(container: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]],
+                  configmaps: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Path in the container -> text, for the files ConfigMap volumes put there (a wrapper script)."""
+    files: dict[str, str] = {}
+    for mount in container.get("volumeMounts") or []:
+        source = (volumes.get(str(mount.get("name"))) or {}).get("configMap") or {}
+        data = configmaps.get(str(source.get("name")), {})
+        if not data:
+            continue
+        at = str(mount.get("mountPath")).rstrip("/")
+        if mount.get("subPath"):
+            if str(mount["subPath"]) in data:
+                files[at] = data[str(mount["subPath"])]
+            continue
+        items = {str(i.get("key")): str(i.get("path")) for i in source.get("items") or []}
+        for key, text in data.items():
+            if not items or key in items:
+                files[f"{at}/{items.get(key, key)}"] = text
+    return files
+
+
+def resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str] | None = None) -> Resolved:
     items = [_expand_k8s(str(x), env.values) for x in [*(container.get("command") or []),
                                                          *(container.get("args") or [])]]
     if items and items[0].rsplit("/", 1)[-1] in SHELLS:
         flags = [i for i, item in enumerate(items[1:], 1) if item.startswith("-") and "c" in item[1:]]
         if flags and flags[0] + 1 < len(items):
             return _from_script(items[flags[0] + 1], env)
+        scripts = [item for item in items[1:] if not item.startswith("-")]
+        if scripts:
+            text = (files or {}).get(scripts[0])
+            if text is None:
+                return Resolved([], "shell", [f"the wrapper script {scripts[0]} is not in the chart (an image "
+                                              "file olarespack cannot read)"])
+            return _from_script(text, env)
     return Resolved(items, "args")
 
 
@@ -96,29 +124,50 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
     exec_line: str | None = None
     unresolved: list[str] = []
     script_vars: dict[str, str] = {}
+    uncertain: set[str] = set()  # assigned inside a block or by a command: known only by running the script
+    unknown_parts: dict[str, list[str]] = {}  # a variable -> what its value was built from and is not known
     for raw in _logical_lines(script):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         first = line.split(None, 1)[0]
-        if first in ("if", "for", "while", "until", "case"):
+        opens = first in ("if", "for", "while", "until", "case")
+        closes = first in ("fi", "done", "esac") or re.search(r";\s*(fi|done|esac)\s*$", line) is not None
+        for name in re.findall(r"(?:^|[\s;])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=", line):
+            if depth or opens or "$(" in line or "`" in line:
+                uncertain.add(name)
+        if opens:
             depth += 1
-        if first in ("fi", "done", "esac") or line.endswith(("; fi", ";fi", "; done", "esac")):
+        if closes:
             depth = max(depth - 1, 0)
+        if opens or closes or depth:
             continue
         if first == "exec":
             exec_line = line[len("exec"):].strip()
             continue
+        if re.match(r"^(set\s+--|shift\b)", line):
+            uncertain.add("@")
         match = _ASSIGNMENT.match(line)
-        if match and depth == 0 and not re.search(r"\s", _unquoted_tail(match.group(2))):
+        if match and depth == 0 and "$(" not in line and "`" not in line and \
+                not re.search(r"\s", _unquoted_tail(match.group(2))):
             words, missing = _words(match.group(2), values)
             value = " ".join(words)
             values[match.group(1)] = value
             script_vars[match.group(1)] = value
-            unresolved += missing
+            unknown_parts[match.group(1)] = missing
     if exec_line is None:
         return Resolved([], "shell", ["the wrapper script has no `exec` line starting the server"], script_vars)
     argv, missing = _words(exec_line, values)
+    for name, parts in unknown_parts.items():
+        if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
+            missing += parts
+    for name in sorted(uncertain - {"@"}):
+        if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
+            missing.append(f"${name} (set in a branch, a loop or by a command: known only by running the script)")
+    missing = [m for m in missing if not any(m.startswith((f"${n} (not set", f"${{{n}}} (not set"))
+                                             for n in uncertain)]
+    if re.search(r"\$[@*]|\$\{[@*]", exec_line):
+        missing.append("$@ (the script's own arguments)")
     return Resolved(argv, "shell", unresolved + missing, script_vars)
 
 

@@ -91,8 +91,11 @@ def entrance(manifest: Mapping[str, Any], title: str) -> dict[str, Any]:
     entrances = manifest.get("entrances") or []
     first = entrances[0] if entrances and isinstance(entrances[0], dict) else {}
     found: dict[str, Any] = {}
-    if _str(first.get("title")) and _str(first.get("title")) != title:
-        found["title"] = _str(first.get("title"))
+    wanted = _str(first.get("title")) or title
+    # an entrance title is letters, digits, spaces and dashes (the market's own titles are freer)
+    plain = re.sub(r"\s+", " ", re.sub(r"[^A-Za-z0-9 -]", "", wanted)).strip()[:30] or "App"
+    if plain != title:
+        found["title"] = plain
     for key, field in (("authLevel", "auth_level"), ("openMethod", "open_method")):
         if _str(first.get(key)):
             found[field] = _str(first.get(key))
@@ -118,10 +121,8 @@ def resources(container: Mapping[str, Any], manifest: Mapping[str, Any], notes: 
             continue
         found[key] = {"request": request, "limit": limit}
     disk_request, disk_limit = _quantity_text(spec.get("requiredDisk")), _quantity_text(spec.get("limitedDisk"))
-    if disk_request:
+    if disk_request:  # without one the spec is refused at resources.disk, which says so
         found["disk"] = {"request": disk_request, "limit": disk_limit or disk_request}
-    else:
-        unexpressed.append("resources.disk: the manifest has no requiredDisk")
     gpu = (_str(spec.get("requiredGpu")), _str(spec.get("limitedGpu")))
     if any(gpu):
         notes.append(f"GPU memory: the chart asked {gpu[0] or '-'} to {gpu[1] or '-'}; the spec books the hardware "

@@ -1,0 +1,250 @@
+"""olarespack import: hand-written charts become specs whose build runs the same server.
+
+The round trip is checked end to end with the real helm: the hand-written chart is rendered, its server's
+command line resolved; the imported spec is built, its chart rendered by helm the same way, and the two
+command lines compared. The resolver itself (argv.py) and the comparison are checked on their own first."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import shared
+from olarespack.check.inputs import classify
+from olarespack.cli import main
+from olarespack.cli.group import helm_binary
+from olarespack.importer import server_command_line
+from olarespack.importer.argv import ContainerEnv, container_env, resolve
+from olarespack.importer.compare import argv_differences
+from olarespack.importer.engines import remote_files
+from olarespack.render import render_chart
+from olarespack.spec.load import load_spec
+from olarespack.write import write_chart
+
+FIXTURE = Path(__file__).parent / "fixtures" / "import" / "llamacppwrapped"
+
+
+# --------------------------------------------------------------------------- the command line a container runs
+
+
+def shell(script: str, env: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    resolved = resolve({"command": ["/bin/bash", "-c"], "args": [script]}, ContainerEnv(values=env or {}))
+    return resolved.argv, resolved.unresolved
+
+
+def test_kubernetes_expansion_uses_configmaps_then_env_and_keeps_escaped_dollars() -> None:
+    container = {"command": ["llama-server"], "args": ["--ctx-size", "$(CTX)", "--alias", "$(ALIAS)",
+                                                       "--x", "$$(LITERAL)", "--y", "$(UNDEFINED)"],
+                 "envFrom": [{"configMapRef": {"name": "cm"}}],
+                 "env": [{"name": "ALIAS", "value": "from-env-$(CTX)"}]}
+    env = container_env(container, {"cm": {"CTX": "8192", "ALIAS": "from-configmap"}})
+    argv = resolve(container, env).argv
+    assert argv == ["llama-server", "--ctx-size", "8192", "--alias", "from-env-8192", "--x", "$(LITERAL)",
+                    "--y", "$(UNDEFINED)"]
+
+
+def test_shell_wrapper_defaults_assignments_and_continuations() -> None:
+    script = """set -e
+DIR=${MODELS_DIR:-/models}
+if [ ! -s "$DIR/$FILE" ]; then
+  curl -fL "$URL" -o "$DIR/$FILE"
+fi
+exec /usr/local/bin/llama-server \\
+  --model "$DIR/$FILE" \\
+  --ctx-size "${CTX:-4096}" --threads ${THREADS:-8} \\
+  --alias '$NOT_EXPANDED' --jinja  # a comment
+"""
+    argv, unresolved = shell(script, {"FILE": "m.gguf", "CTX": "32768"})
+    assert argv == ["/usr/local/bin/llama-server", "--model", "/models/m.gguf", "--ctx-size", "32768",
+                    "--threads", "8", "--alias", "$NOT_EXPANDED", "--jinja"]
+    assert unresolved == []
+
+
+def test_what_only_running_the_script_would_tell_is_named() -> None:
+    script = """if [ -x /app/llama-server ]; then BIN=/app/llama-server; fi
+ARGS=$(cat /etc/args)
+exec "$BIN" --ctx-size "$MISSING" $ARGS "$@"
+"""
+    _, unresolved = shell(script)
+    text = "\n".join(unresolved)
+    assert "$BIN (set in a branch" in text
+    assert "$ARGS (set in a branch, a loop or by a command" in text
+    assert "$MISSING (not set" in text
+    assert "$@ (the script's own arguments)" in text
+
+
+def test_a_script_without_exec_or_too_large_is_reported_not_guessed() -> None:
+    assert shell("llama-server --port 8080\n")[1] == ["the wrapper script has no `exec` line starting the server"]
+    argv, unresolved = shell("x=1\n" * 200_000)
+    assert argv == [] and "over 256 KiB" in unresolved[0]
+
+
+def test_download_urls_name_the_repository_of_local_files_even_when_saved_under_another_name() -> None:
+    found = remote_files({
+        "DRAFT_URL": "https://huggingface.co/o/drafts/resolve/v2/draft-Q8_0.gguf",
+        "DRAFT_FILE": "draft-v2.gguf",
+        "MODEL_URL": "https://hf-mirror.example/o/model/resolve/main/model.gguf",
+        "OTHER": "not a url"})
+    assert found["draft-v2.gguf"].repo == "o/drafts" and found["draft-v2.gguf"].revision == "v2"
+    assert found["draft-v2.gguf"].path == "draft-Q8_0.gguf"
+    assert found["model.gguf"].repo == "o/model"
+
+
+def test_comparison_reads_options_by_name_with_every_spelling() -> None:
+    chart = ["llama-server", "-ngl", "99", "-c", "4096", "--jinja", "-fa", "on"]
+    spec = ["llama-server", "--flash-attn", "on", "--ctx-size", "4096", "--n-gpu-layers", "99", "--jinja"]
+    assert argv_differences(chart, spec, "llamacpp") == []
+    differences = argv_differences(chart, [*spec[:-1]], "llamacpp")
+    assert differences == ["server argument --jinja: in the chart's command line, not in the spec's"]
+    assert argv_differences(["/app/llama-server", *chart[1:]], chart, "llamacpp")[0].startswith(
+        "server executable")
+
+
+# --------------------------------------------------------------------------- the round trip, with helm
+
+
+def built_server_argv(spec_file: Path, tmp: Path) -> tuple[str, list[str]]:
+    """The imported spec built into a chart, rendered by helm as Olares installs it: its server's argv."""
+    spec = load_spec(spec_file)
+    folder = tmp / "built" / spec.name
+    write_chart(render_chart(spec, str(spec_file)), folder)
+    with ExitStack() as stack:
+        _, targets, _ = classify([str(folder)], stack)
+        kind, argv, unresolved = server_command_line(targets[0], helm_binary())
+    assert unresolved == []
+    return kind, argv
+
+
+def chart_server_argv(chart: Path) -> tuple[str, list[str]]:
+    with ExitStack() as stack:
+        _, targets, _ = classify([str(chart)], stack)
+        kind, argv, _ = server_command_line(targets[0], helm_binary())
+    return kind, argv
+
+
+def run_import(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["import", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.mark.helm
+def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
+    code, out = run_import(str(FIXTURE), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 0, out
+    assert "same server command line" in out
+    spec_file = tmp_path / "apps" / "llamacppwrapped.yaml"
+    spec = load_spec(spec_file)
+    engine = spec.engine
+    assert engine.kind == "llamacpp"
+    assert engine.command == ["/usr/local/bin/llama-server"] or engine.command is None
+    assert engine.port == 8000 and engine.ctx_size == 98304 and engine.threads == 12
+    assert engine.speculative.type == "dflash"
+    assert engine.speculative.drafter.repo == "example/Qwen3-8B-DFlash-GGUF"
+    assert engine.model.saved_as == {"Qwen3-8B-DFlash-Q8_0.gguf": "Qwen3-8B-DFlash-v2-Q8_0.gguf"}
+    assert engine.scratch == ["/cache"] and engine.env == {"GGML_CUDA_GRAPH_OPT": "1"}
+    assert [(e.version, e.note) for e in spec.changelog] == [
+        ("2.3.1", "context 64K -> 96K."), ("2.3.0", "DFlash drafter v2,\nsaved under a new name."),
+        ("2.2.0", "initial release.")]
+    chart_kind, chart_argv = chart_server_argv(FIXTURE)
+    built_kind, built_argv = built_server_argv(spec_file, tmp_path)
+    assert chart_kind == built_kind == "llamacpp"
+    assert argv_differences(chart_argv, built_argv, "llamacpp") == []
+    assert built_argv[0] == "/usr/local/bin/llama-server"
+    # the drafter is fetched from its own repository into the name the old chart saved it under
+    deployment = (tmp_path / "built" / "llamacppwrapped" / "templates" / "deployment.yaml").read_text()
+    assert "Qwen3-8B-DFlash-Q8_0.gguf /models/Qwen3-8B-DFlash-v2-Q8_0.gguf example/Qwen3-8B-DFlash-GGUF main" \
+        in deployment
+
+
+@pytest.mark.helm
+def test_what_the_spec_cannot_say_is_named_and_the_spec_still_written(tmp_path: Path) -> None:
+    chart = tmp_path / "in" / "llamacppwrapped"
+    shutil.copytree(FIXTURE, chart)
+    deployment = chart / "templates" / "deployment.yaml"
+    text = deployment.read_text()
+    text = text.replace("--flash-attn on --jinja", "--flash-attn on --jinja --chat-template-file /models/t.jinja")
+    text = text.replace("name: cache\n          emptyDir: {}",
+                        "name: cache\n          hostPath:\n            path: /var/cache/x")
+    deployment.write_text(text)
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 1
+    assert "not carried: /models/t.jinja: written into the pod by the chart" in out
+    assert "not carried: volume mount /cache (cache, hostPath)" in out
+    assert (tmp_path / "apps" / "llamacppwrapped.yaml").is_file()
+
+
+@pytest.mark.helm
+def test_archives_are_read_and_existing_specs_kept(tmp_path: Path) -> None:
+    archive = tmp_path / "llamacppwrapped-2.3.1.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(FIXTURE, arcname="llamacppwrapped")
+    apps = tmp_path / "apps"
+    assert run_import(str(archive), "--apps-dir", str(apps))[0] == 0
+    before = (apps / "llamacppwrapped.yaml").read_bytes()
+    code, out = run_import(str(archive), "--apps-dir", str(apps))
+    assert code == 2 and "--force" in out
+    assert (apps / "llamacppwrapped.yaml").read_bytes() == before
+    assert run_import(str(archive), "--apps-dir", str(apps), "--force")[0] == 0
+
+
+@pytest.mark.helm
+def test_a_chart_without_a_server_writes_nothing(tmp_path: Path) -> None:
+    chart = tmp_path / "in" / "llamacppwrapped"
+    shutil.copytree(FIXTURE, chart)
+    deployment = chart / "templates" / "deployment.yaml"
+    deployment.write_text(deployment.read_text().replace("/usr/local/bin/llama-server", "/usr/bin/nginx")
+                          .replace("docker.io/aamsellem/buun-llama-cpp-dflash:0.2.0", "nginx:1.27"))
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 1 and "no vLLM or llama.cpp server" in out and "no spec written" in out
+    assert not (tmp_path / "apps").exists() or not any((tmp_path / "apps").iterdir())
+
+
+# The seed author's charts: every one imports and builds back to the same server command line. The three
+# whose init container writes a chat template into /models say so (the spec's chart does not write files).
+REFERENCE = ["seed-market/llamacppgemma4audione", "seed-market/vllmgemma426ba4bvisionone",
+             "seed-market/vllmgemma4dflashone", "author-market/devstralsmallone", "author-market/gemma426ba4bone",
+             "author-market/gemma4e2bone", "author-market/llamacppqwen35a3bone",
+             "author-market/llamacppqwen35iq4one", "author-market/llamacppqwen36dflashone",
+             "author-market/qwen35a3bvisionone"]
+WRITES_A_CHAT_TEMPLATE = {"llamacppqwen35a3bone", "llamacppqwen35iq4one", "qwen35a3bvisionone"}
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("relative", REFERENCE, ids=lambda r: r.split("/")[1])
+def test_reference_charts_round_trip(relative: str, tmp_path: Path) -> None:
+    chart = shared(f"reference/{relative}")
+    name = chart.name
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    not_carried = [line for line in out.splitlines() if "not carried:" in line]
+    if name in WRITES_A_CHAT_TEMPLATE:
+        assert code == 1 and len(not_carried) == 1 and "/models/chat_template.jinja" in not_carried[0], out
+    else:
+        assert code == 0 and not not_carried, out
+    spec_file = tmp_path / "apps" / f"{name}.yaml"
+    chart_kind, chart_argv = chart_server_argv(chart)
+    built_kind, built_argv = built_server_argv(spec_file, tmp_path)
+    assert chart_kind == built_kind
+    assert argv_differences(chart_argv, built_argv, chart_kind) == []
+    data = yaml.safe_load(spec_file.read_text())
+    manifest = yaml.safe_load((chart / "OlaresManifest.yaml").read_text())
+    assert data["version"] == str(manifest["metadata"]["version"])
+    assert data["changelog"][0]["version"] == data["version"]
+    assert data["metadata"]["icon"] == manifest["metadata"]["icon"]
+
+
+@pytest.mark.helm
+def test_official_charts_say_why_they_cannot_be_imported_whole(tmp_path: Path) -> None:
+    """The official v3 charts start their server from a wrapper script that builds its arguments in loops:
+    import names what only running it would tell, and never claims the same command line."""
+    chart = shared("reference/official-v3/vllmgemma412bitawqint4v3")
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 1
+    assert "$ENGINE_ARGS (set in a branch, a loop or by a command" in out
+    assert "Deployment/llminit: a second workload" in out
