@@ -1,7 +1,11 @@
 """Model architecture facts the fit arithmetic needs (pure, no network).
 
-Two sources, one reader: the model files shipped under data/models/*.yaml embed their `config:` in
-Hugging Face config.json field names, so the same parser reads them and a user's local config.json.
+Two sources, one reader: the model files shipped under data/models/*.yaml and those of a project's models/
+folder (written by `olarespack model add`, read first: models_for) share one format, and embed their
+`config:` in Hugging Face config.json field names, so the same parser reads them, a user's local
+config.json and a GGUF header translated by models.gguf_file. A model file may also say its `family`
+(default: the config's model_type without `_text`) and, for a drafter, the targets it was made for
+(`drafter_for`).
 
 Hugging Face config.json fields understood (everything else is ignored):
 - nesting: a `text_config` mapping (multimodal models) wins over the top level, which still supplies
