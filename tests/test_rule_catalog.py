@@ -28,6 +28,11 @@ FIRED_ELSEWHERE = {
     "changelog-date": "test_changelog_dates.py",
     "olares-overlay-gateway": "test_oac_cases.py (wlrbad)",
     "model-data": "test_model_add.py (hostile models/ files)",
+    "llamacpp-cache-type": "test_engine_images.py",
+    "llamacpp-spec-type": "test_engine_images.py",
+    "llamacpp-image-family": "test_engine_images.py",
+    "parser-unknown": "test_consistency.py",
+    "calibration-log": "test_calibrate.py",
 }
 
 

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import Field, StringConstraints
 
 from olarespack.engines.base import MODEL_DIR, Arg, ContainerResources, Engine, EngineSpec, Flag
-from olarespack.engines.images import family_of
+from olarespack.engines.calibration import LlamaCppCalibration, calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
+from olarespack.engines.consistency import drafter_problems
+from olarespack.engines.images import family_of
 from olarespack.errors import ModelDataError, Problem, UsageError
 from olarespack.fit.llamacpp_kv import (
     LLAMACPP_AUTO_PARALLEL,
@@ -24,13 +26,14 @@ from olarespack.fit.llamacpp_kv import (
 )
 from olarespack.fit.report import FitReport, FitRequest, Source
 from olarespack.fit.units import gib, largest_fitting, share_needed
-from olarespack.models.arch import find_model, models
+from olarespack.models.arch import ModelInfo, find_model, models, models_for
 from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
 
 PORT = 8080
+MIB = 2**20
 # The init container that fetches the GGUF files before llama-server starts.
 DOWNLOADER = ContainerResources("model-downloader", 100, 1000, 128 * 2**20, 512 * 2**20)
 FULL_PRECISION_CACHE = frozenset({"f32", "f16", "bf16"})
@@ -105,6 +108,9 @@ class LlamaCppEngine(EngineSpec):
     mlock: bool = Field(False, description="--mlock.")
     context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
     speculative: LlamaSpeculative | None = Field(None, description="Speculative decoding (drafter, MTP head).")
+    calibration: LlamaCppCalibration | None = Field(
+        None, description="The buffers one boot allocated (`olarespack calibrate`); replace the estimated weights "
+        "and compute buffers in fit checks while the model, image and hardware are those it was measured on.")
     extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
                                       description="Further llama-server arguments.")
     env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
@@ -247,6 +253,14 @@ class LlamaCpp(Engine):
                           "set engine.flash_attn: \"on\"", rule="quantized-v-cache",
                           severity="warning" if auto else "error")
         yield from self._family(file, engine)
+        drafter = engine.speculative.drafter if engine.speculative else None
+        if drafter is not None:
+            try:
+                registry: dict[str, ModelInfo] = models_for(file)
+            except ModelDataError:
+                registry = {}  # the fit rule reports model data it cannot read
+            yield from drafter_problems(file, "engine.speculative.drafter", engine.model.repo, drafter.repo, registry)
+        yield from calibration_problems(file, engine.model.repo, engine.image, spec.hardware, engine.calibration)
         mmproj = engine.model.mmproj
         if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
             yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
@@ -314,8 +328,9 @@ class LlamaCpp(Engine):
         exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
         if main.host_bytes:
             notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
-        if family and any(family.all_cache_types().get(name, None) and family.all_cache_types()[name].estimate
-                          for name in (engine.cache_type_k, engine.cache_type_v)):
+        cache_types = family.all_cache_types() if family else {}
+        if family and any(cache_types[name].estimate for name in (engine.cache_type_k, engine.cache_type_v)
+                          if name in cache_types):
             notes.append(f"the storage of the {family.name} KV cache types is an estimate")
         drafter = engine.speculative.drafter if engine.speculative else None
         drafter_bytes = 0
@@ -354,6 +369,15 @@ class LlamaCpp(Engine):
         overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
                     + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
         source: Source = "estimate"
+        measured = engine.calibration
+        if measured is not None and (measured.model, measured.image, measured.hardware) == (
+                engine.model.repo, engine.image, spec.hardware) and measured.model_buffer_mib:
+            # the boot's own GPU buffers: weights as loaded, compute buffers as allocated (at that boot's context)
+            weights = round(measured.gpu_mib(measured.model_buffer_mib) * MIB)
+            overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MIB)
+            exact, source = True, "calibrated"
+            notes.append("weights and compute buffers calibrated from a boot"
+                         + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else ""))
         if request.kv_available_bytes is not None:
             available, source = request.kv_available_bytes, "given"
             overhead = request.total - weights - available

@@ -153,7 +153,7 @@ class Vllm(Engine):
         Flag("", "engine.model", lambda e: e.model, "positional", aliases=("--model",)),
         Flag("--served-model-name", "engine.served_model_name", lambda e: e.served_model_name),
         Flag("--host", "chart", lambda e: "0.0.0.0"),
-        Flag("--port", "chart", lambda e: PORT),
+        Flag("--port", "chart", lambda e: e.port or PORT),
         Flag("--max-model-len", "engine.max_model_len", lambda e: e.context_length),
         Flag("--gpu-memory-utilization", "engine.gpu_memory_utilization", lambda e: f"{e.gpu_memory_utilization:g}"),
         Flag("--revision", "engine.revision", lambda e: e.revision, "given"),

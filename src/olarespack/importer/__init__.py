@@ -199,8 +199,8 @@ def import_chart(target: Target, helm: Helm, spec_file: Path) -> ImportResult:
 
 def _spec_data(chart: Any, engine: _Container, imported: EngineImport, result: ImportResult) -> dict[str, Any]:
     manifest = chart.manifest
-    version = str((manifest.get("metadata") or {}).get("version") or chart.get("Chart.yaml", "") and
-                  (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version") or "0.1.0")
+    version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
+                  (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
     meta = facts.metadata(chart, result.notes, result.unexpressed)
     data: dict[str, Any] = {"name": chart.name, "version": version, "metadata": meta}
     entrance = facts.entrance(manifest, meta["title"])

@@ -35,10 +35,9 @@ def argv_differences(chart: list[str], spec: list[str], kind: str) -> list[str]:
     found = []
     if chart_lead != spec_lead:
         found.append(f"server executable: the chart runs {' '.join(chart_lead)}, the spec {' '.join(spec_lead)}")
-    for (flag, value), count in sorted((chart_options - spec_options).items(), key=str):
-        found.append(f"server argument {flag or '(positional)'} {value if value is not None else ''}".rstrip()
-                     + ": in the chart's command line, not in the spec's")
-    for (flag, value), count in sorted((spec_options - chart_options).items(), key=str):
-        found.append(f"server argument {flag or '(positional)'} {value if value is not None else ''}".rstrip()
-                     + ": added by the spec's chart")
+    for options, other, where in ((chart_options, spec_options, "in the chart's command line, not in the spec's"),
+                                  (spec_options, chart_options, "added by the spec's chart")):
+        for (flag, value), count in sorted((options - other).items(), key=str):
+            shown = f"{flag or '(positional)'} {value if value is not None else ''}".rstrip()
+            found.append(f"server argument {shown}: {where}" + (f" ({count} times)" if count > 1 else ""))
     return found

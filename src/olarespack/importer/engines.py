@@ -76,9 +76,7 @@ def _takes_value(flag: Flag | None, token: str, following: str | None, model: An
     if flag is not None:
         if flag.style == "switch" or token.startswith("--no-") or token in VALUELESS:
             return False
-        if flag.style == "given" and _is_bool_field(model, flag.owner):
-            return False
-        return True
+        return not (flag.style == "given" and _is_bool_field(model, flag.owner))
     return following is not None and (not following.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", following)
                                       is not None)
 
@@ -109,9 +107,9 @@ def parse_options(argv: list[str], flags: dict[str, Flag], model: Any) -> list[t
             out.append(("", token, flags.get("")))
             i += 1
             continue
-        spelling, inline = (token.split("=", 1) + [None])[:2] if token.startswith("--") and "=" in token \
-            else (token, None)
-        assert spelling is not None
+        spelling, inline = token, None
+        if token.startswith("--") and "=" in token:
+            spelling, inline = token.split("=", 1)
         flag = flags.get(spelling)
         if inline is not None:
             out.append((spelling, inline, flag))

@@ -37,9 +37,9 @@ def _locale_texts(chart: Chart, default: str) -> dict[str, dict[str, str]]:
         if not isinstance(data, dict):
             continue
         meta, spec = data.get("metadata") or {}, data.get("spec") or {}
-        texts = {"title": _str(meta.get("title")), "description": _str(meta.get("description")),
+        given = {"title": _str(meta.get("title")), "description": _str(meta.get("description")),
                  "full_description": _str(spec.get("fullDescription"))}
-        texts = {k: v for k, v in texts.items() if v}
+        texts = {k: v for k, v in given.items() if v}
         if texts:
             found[match.group(1)] = texts
     return found
