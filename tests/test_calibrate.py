@@ -139,6 +139,7 @@ def test_a_log_without_calibration_lines_names_the_log(project: Path, text: str)
     assert code == 1
     assert f"{log}: no calibration line found" in output
     assert "neither a vLLM nor a llama.cpp log" in output
+    assert "[calibration-log]" in output
 
 
 def test_a_log_of_another_model_or_release_is_refused(project: Path) -> None:

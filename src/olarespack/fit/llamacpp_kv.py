@@ -9,7 +9,6 @@ estimates.
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from dataclasses import dataclass
 
 from olarespack.errors import ModelDataError
