@@ -511,3 +511,48 @@ def test_a_part_longer_than_the_file_is_discarded(
     result = run(downloader, tmp_path, a.url(), TOKEN)
     assert_landed(result, data)
     assert [r.headers.get("range") for r in b.requests if first in r.path] == [f"bytes={len(data[first]) + 4}-", None]
+
+
+# --------------------------------------------------------------------------- a drafter from another repository
+
+
+def test_a_drafter_from_another_repository_lands_beside_the_model(
+        servers: tuple[Server, Server], tmp_path: Path) -> None:
+    """A line "<file> <dest> <repo> <revision>" fetches from that repository; the others from MODEL_REPO."""
+    spec = load_spec(SPEC)
+    assert isinstance(spec.engine, LlamaCppEngine)
+    engine = LlamaCppEngine.model_validate({**spec.engine.model_dump(), "speculative": {
+        "type": "draft", "drafter": {"repo": "AtomicChat/heads-GGUF", "file": "head.gguf", "revision": "v2"}}},
+        strict=False)
+    chart = render_chart(spec.model_copy(update={"engine": engine}), str(SPEC))
+    [init] = deployment(chart)["spec"]["template"]["spec"]["initContainers"]
+    env = {e["name"]: e["value"] for e in init["env"] if "value" in e}
+    lines = [line.split() for line in env["MODEL_FILES"].splitlines() if line.strip()]
+    assert lines[-1] == ["head.gguf", f"{engine.model.folder}/head.gguf", "AtomicChat/heads-GGUF", "v2"]
+    a, _ = servers
+    data = {}
+    for words in lines:
+        repo, revision = (words[2], words[3]) if len(words) == 4 else (env["MODEL_REPO"], env["MODEL_REVISION"])
+        data[words[0]] = payload(words[0], 50_000)
+        a.routes[f"/{repo}/resolve/{revision}/{words[0]}"] = Blob(data[words[0]])
+    moved = [[w[0], str(local(tmp_path, w[1])), *w[2:]] for w in lines]
+    base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+                "MODEL_REPO": env["MODEL_REPO"], "MODEL_REVISION": env["MODEL_REVISION"], "HF_ENDPOINT": a.url()}
+    script = init["command"][2]
+
+    def download(files: list[list[str]]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", script], env={**base_env, "MODEL_FILES": "".join(
+            " ".join(w) + "\n" for w in files)}, capture_output=True, text=True, timeout=120, check=False)
+
+    proc = download(moved)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for words in moved:
+        assert Path(words[1]).read_bytes() == data[words[0]]
+    assert "downloading AtomicChat/heads-GGUF@v2 head.gguf" in proc.stdout
+    # a repository without its revision, or one that is not owner/name, is refused before any request
+    asked = len(a.requests)
+    for hostile in (["x.gguf", str(tmp_path / "x.gguf"), "AtomicChat/heads-GGUF"],
+                    ["x.gguf", str(tmp_path / "x.gguf"), "../../etc", "main"]):
+        proc = download([hostile])
+        assert proc.returncode != 0 and "model-downloader:" in proc.stderr
+    assert len(a.requests) == asked
