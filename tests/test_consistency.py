@@ -161,6 +161,24 @@ def test_the_vision_spec_on_a_qwen_model_fails_lint(project: Path) -> None:
     assert "apps/copy-model.yaml: engine.calibration: was measured with another model" in errors["calibration-stale"]
 
 
+def test_with_facts_for_the_new_model_its_context_and_the_rules_are_reported_together(project: Path) -> None:
+    """Once `model add` gave facts for the new model, its context is checked too: a context past the model's
+    window must not hide the drafter, parser and calibration mistakes until it is fixed."""
+    config = project / "config.json"
+    config.write_text('{"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, '
+                      '"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, '
+                      '"max_position_embeddings": 40960, "vocab_size": 151936}', encoding="utf-8")
+    code, output = run_cli(project, "model", "add", "Qwen/Qwen3-8B-AWQ", "--config", str(config),
+                           "--weights-bytes", "6200000000")
+    assert code == 0, output
+    spec = _vision_copy(project, "model")
+    code, output = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
+    assert code == 1
+    rules = {m[1] for m in re.finditer(r"^ERROR .*\[([\w-]+)\]$", output, re.M)}
+    assert {"drafter-target", "parser-family", "calibration-stale"} <= rules, output
+    assert rules - {"drafter-target", "parser-family", "calibration-stale"}, output  # the context's own error
+
+
 def test_a_description_citing_a_removed_field_names_file_and_path(project: Path) -> None:
     spec = _vision_copy(project, "nospec")
     code, output = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")

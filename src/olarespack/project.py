@@ -9,6 +9,7 @@ from pathlib import Path
 
 from olarespack.chart import Chart
 from olarespack.check.pure import check_app
+from olarespack.engines import engine_problems
 from olarespack.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.fit.budget import resolve_context
 from olarespack.olares.generations import GenerationName, app_id
@@ -59,7 +60,9 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
             spec, found = resolve_context(file, load_spec(path))
             named.append((file, spec))
             if any(p.severity == "error" for p in found):  # an unresolved `auto` context cannot be rendered
-                problems += [p for p in found if p.severity == "error"]
+                # the engine's own rules still run: a copied spec shows its drafter, parser and calibration
+                # mistakes together with its context, not one after the other
+                problems += [p for p in found + engine_problems(file, spec) if p.severity == "error"]
                 continue
             charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
         except ProblemsError as exc:
