@@ -146,3 +146,51 @@ def test_a_llama_cpp_boot_log_calibrates_fit(project: Path) -> None:
     code, output = run_cli(project, "lint", "apps/gemma4-audio.yaml")
     assert code == 1 and "calibration-stale" in output
     assert fit_report(load_spec(project / "apps" / "gemma4-audio.yaml")).overhead_source == "estimate"
+
+
+CHAT_TEMPLATE = ("{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content }}"
+                 "{%- endfor %}\n{# [[ not a citation ]] #}\n")
+
+
+def test_a_chat_template_is_kept_verbatim_and_mounted_where_the_server_reads_it(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja",
+                                                               "text": CHAT_TEMPLATE})))
+    chart = render_chart(spec, "app.yaml")
+    assert chart["files/chat_template.jinja"] == CHAT_TEMPLATE
+    assert '.Files.Glob "files/chat_template.jinja"' in chart["templates/chat-template.yaml"]
+    deployment = chart["templates/deployment.yaml"]
+    assert '"--chat-template-file"\n            - "/models/chat_template.jinja"' in deployment
+    assert 'subPath: "chat_template.jinja"' in deployment and "checksum/chat-template:" in deployment
+    assert "{{ '<|im_start|>'" not in "".join(v for k, v in chart.items() if k.startswith("templates/"))
+
+
+@pytest.mark.helm
+def test_helm_copies_the_chat_template_without_rendering_it(tmp_path: Path) -> None:
+    from olarespack.check.lint import render_values
+    from olarespack.cli.group import helm_binary
+    from olarespack.helm import split_rendered, values_file
+    from olarespack.write import write_chart
+
+    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja",
+                                                               "text": CHAT_TEMPLATE})))
+    chart = render_chart(spec, "app.yaml")
+    write_chart(chart, tmp_path / "chart")
+    with values_file(render_values(chart, "nvidia")) as values:
+        out = helm_binary().template(tmp_path / "chart", spec.name, "ns", values)
+    assert out.ok, out.stderr
+    [config] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "ConfigMap"]
+    assert config["data"] == {"chat_template.jinja": CHAT_TEMPLATE}
+
+
+@pytest.mark.parametrize("text, rule", [("ok {{ x }}\x07", "control-character"),
+                                        ("hf_" + "A" * 30, "secret-in-clear")])
+def test_a_chat_template_is_still_guarded(tmp_path: Path, text: str, rule: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/t.jinja", "text": text})))
+    assert "engine.chat_template.text" in str(caught.value) and rule in str(caught.value)
+
+
+def test_template_markers_stay_refused_outside_the_chat_template(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(write_spec(tmp_path, audio(alias="{{ .Values.x }}")))
+    assert "engine.alias" in str(caught.value) and "template-marker" in str(caught.value)

@@ -33,16 +33,25 @@ MAX_EXTRA = 64
 RESERVED_DIRS = frozenset({"models", "proc", "sys", "dev", "etc", "usr", "bin", "sbin", "lib", "lib64", "var"})
 
 
-def _scratch_path(path: str) -> str:
+def scratch_path(path: str) -> str:
     if path.split("/")[1] in RESERVED_DIRS:
         raise ValueError(f"{path} is over /models or a system folder the image needs; use e.g. /cache")
+    return path
+
+
+def mounted_file_path(path: str) -> str:
+    """A file the chart mounts into the container: in the model folder or a folder of its own, never over a
+    system folder the image needs."""
+    if path.split("/")[1] in RESERVED_DIRS - {"models"} or path.count("/") < 2:
+        raise ValueError(f"{path} is over a system folder the image needs or at the root; use e.g. "
+                         "/models/chat_template.jinja")
     return path
 
 
 # A scratch folder: absolute, plain, and not over the model folder or a system one the image needs.
 ScratchPath = Annotated[str, StringConstraints(
     max_length=128, pattern=r"^/[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"),
-    AfterValidator(_scratch_path)]
+    AfterValidator(scratch_path)]
 
 
 class EngineSpec(StrictModel):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
-from olarespack.engines.base import MODEL_DIR, Arg, ContainerResources, Engine, EngineSpec, Flag
+from olarespack.engines.base import MODEL_DIR, Arg, ContainerResources, Engine, EngineSpec, Flag, mounted_file_path
 from olarespack.engines.calibration import LlamaCppCalibration, calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.engines.consistency import drafter_problems
@@ -66,12 +67,22 @@ class GgufModel(StrictModel):
 CacheType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
 SpecTypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
+FilePath = Annotated[str, StringConstraints(max_length=256, pattern=r"^(/[A-Za-z0-9][A-Za-z0-9._-]*)+$"),
+                     AfterValidator(mounted_file_path)]
+TemplateText = Annotated[str, StringConstraints(min_length=1, max_length=65_536)]
 
 
 class DrafterFile(StrictModel):
     repo: HfRepo = Field(description="Hugging Face repository holding the drafter GGUF.")
     file: GgufName = Field(description="Drafter GGUF file name (kept in the model's folder).")
     revision: Revision = Field("main", description="Branch, tag or commit to download from.")
+
+
+class ChatTemplate(StrictModel):
+    """A chat template file the chart puts where llama-server reads it (--chat-template-file)."""
+
+    path: FilePath = Field(description="Where the server reads it, e.g. /models/chat_template.jinja.")
+    text: TemplateText = Field(description="The template itself (Jinja, kept verbatim in the chart's files/).")
 
 
 class LlamaSpeculative(StrictModel):
@@ -108,6 +119,8 @@ class LlamaCppEngine(EngineSpec):
     mlock: bool = Field(False, description="--mlock.")
     context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
     speculative: LlamaSpeculative | None = Field(None, description="Speculative decoding (drafter, MTP head).")
+    chat_template: ChatTemplate | None = Field(None, description="--chat-template-file: a template the chart "
+                                               "mounts at its path (from a ConfigMap).")
     calibration: LlamaCppCalibration | None = Field(
         None, description="The buffers one boot allocated (`olarespack calibrate`); replace the estimated weights "
         "and compute buffers in fit checks while the model, image and hardware are those it was measured on.")
@@ -174,6 +187,8 @@ class LlamaCpp(Engine):
         Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
         Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
         Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
+        Flag("--chat-template-file", "engine.chat_template",
+             lambda e: e.chat_template.path if e.chat_template else None, "given"),
         Flag("--spec-type", "engine.speculative.type", lambda e: _speculative(e, lambda s: s.type), "given"),
         Flag("--draft-max", "engine.speculative.draft_max", lambda e: _speculative(e, lambda s: s.draft_max),
              "given", aliases=("--draft", "--draft-n")),
@@ -215,7 +230,11 @@ class LlamaCpp(Engine):
             local = gguf_path(engine, drafter.file)
             same = drafter.repo == model.repo and drafter.revision == model.revision
             found.append((drafter.file, local) if same else (drafter.file, local, drafter.repo, drafter.revision))
-        return {"repo": model.repo, "revision": model.revision, "files": found}
+        template = engine.chat_template
+        return {"repo": model.repo, "revision": model.revision, "files": found,
+                "chat_template": template and {"path": template.path, "file": template.path.rsplit("/", 1)[1],
+                                               "text": template.text,
+                                               "sha256": hashlib.sha256(template.text.encode()).hexdigest()}}
 
     def images(self, engine: Any) -> list[tuple[str, str]]:
         found = [("engine.image", engine.image)]

@@ -9,6 +9,8 @@ anything silently."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import tempfile
 from collections.abc import Mapping
@@ -31,6 +33,7 @@ from olarespack.olares.versions import render_modes
 from olarespack.spec.translate import problem_of
 
 PASS_THROUGH = ("scratch", "extra_args", "env")
+MAX_WRITTEN = 64 * 1024  # a chat template is a few KB; the spec holds at most this
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 MODEL_MOUNT = "/models"
 # Env the spec's chart sets itself: the Hugging Face endpoint, token and cache, and HAMi's memory limit.
@@ -137,7 +140,7 @@ def _carried_env(engine: _Container, containers: list[_Container], result: Impor
 
 
 def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str], argv: list[str],
-            result: ImportResult) -> list[str]:
+            carried: set[str], result: ImportResult) -> list[str]:
     """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models is reported."""
     scratch = []
     for mount in engine.spec.get("volumeMounts") or []:
@@ -153,17 +156,43 @@ def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str],
                                   f"{MODEL_MOUNT} and empty scratch folders only")
     for item in argv:
         if item.startswith(f"{MODEL_MOUNT}/") and item.endswith((".jinja", ".json", ".txt", ".yaml")) and \
-                item.rsplit("/", 1)[-1] not in files:
+                item.rsplit("/", 1)[-1] not in files and item not in carried:
             result.unexpressed.append(f"{item}: written into the pod by the chart, not downloaded from a "
                                       "repository; the spec's chart does not write it")
     return scratch
 
 
-def _engine(engine: _Container, containers: list[_Container]) -> EngineImport:
+_BASE64_WRITE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?\"?\s*\|\s*base64\s+(?:-d|--decode)\s*>\s*"
+                           r"\"?([^\s\";|&]+)")
+
+
+def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
+    """File name -> text of what a chart writes into its pod itself: a script's `echo "$X" | base64 -d > F`
+    with X from the env or a ConfigMap (what the pod really gets), else a file of the chart of that name."""
+    found: dict[str, str] = {}
+    for path in sorted(chart):
+        if "/" not in path and len(chart[path]) <= MAX_WRITTEN and path.endswith((".jinja", ".j2")):
+            found[path] = chart[path]
+    for container in containers:  # what the pod really gets wins over a chart file of the same name
+        for match in _BASE64_WRITE.finditer(_referenced([container])):
+            value = container.env.values.get(match.group(1), "")
+            text = None
+            try:
+                if len(value) <= 2 * MAX_WRITTEN:
+                    text = base64.b64decode(value, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                pass
+            if text:
+                found[match.group(2).rsplit("/", 1)[-1]] = text
+    return found
+
+
+def _engine(chart: Any, engine: _Container, containers: list[_Container]) -> EngineImport:
     image = str(engine.spec.get("image") or "")
     if engine.kind == "llamacpp":
         values = {k: v for c in containers for k, v in c.env.values.items()}
-        return import_llamacpp(engine.resolved.argv, image, remote_files(values))
+        written = written_files(chart, containers)
+        return import_llamacpp(engine.resolved.argv, image, remote_files(values), written)
     return import_vllm(engine.resolved.argv, image)
 
 
@@ -181,14 +210,15 @@ def import_chart(target: Target, helm: Helm, spec_file: Path) -> ImportResult:
     result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
     for other in {c.workload for c in containers} - {engine.workload}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
-    imported = _engine(engine, containers)
+    imported = _engine(chart, engine, containers)
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
     env = _carried_env(engine, containers, result)
     if env:
         imported.data["env"] = env
     downloaded = set(remote_files({k: v for c in containers for k, v in c.env.values.items()}))
-    scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, result)
+    carried = {str(imported.data["chat_template"]["path"])} if "chat_template" in imported.data else set()
+    scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result)
     if scratch:
         imported.data["scratch"] = scratch
     data = _spec_data(chart, engine, imported, result)

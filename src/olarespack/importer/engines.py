@@ -140,7 +140,9 @@ def _extra(spelling: str, value: str | None) -> list[str]:
     return [spelling] + ([value] if value is not None else [])
 
 
-def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]) -> EngineImport:
+def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile],
+                    texts: Mapping[str, str] | None = None) -> EngineImport:
+    """`texts`: file name -> content of the files the chart writes into the pod itself (a chat template)."""
     result = EngineImport("llamacpp", {"kind": "llamacpp", "image": image})
     data = result.data
     family = family_of("llamacpp", image)
@@ -193,6 +195,15 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
             remote = file_of("model", value or "")
             if remote:
                 model.update(repo=remote.repo, file=posixpath.basename(remote.path), revision=remote.revision)
+            continue
+        if flag.owner == "engine.chat_template":
+            text = (texts or {}).get(posixpath.basename(value or ""))
+            if text is None:
+                result.unexpressed.append(f"{spelling} {value}: the chart writes it into the pod from nothing "
+                                          "olarespack can read (not a chart file, not a base64 value)")
+                extra += _extra(spelling, value)
+            else:
+                data["chat_template"] = {"path": value, "text": text}
             continue
         if flag.owner == "engine.model.mmproj":
             remote = file_of("projector", value or "")

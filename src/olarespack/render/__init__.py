@@ -15,6 +15,7 @@ from olarespack.render.jinja import chart_env
 from olarespack.render.plan import plan_chart
 from olarespack.spec.models import AppSpec
 
+CHAT_TEMPLATE_DIR = "files"
 _MARKERS = re.compile(r"\[\[|\]\]|\[%|%\]|\[#|#\]")
 # chart path -> template; the manifest, the Deployment and the i18n files are added per app
 _CHART_FILES = {
@@ -35,6 +36,9 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     sources = dict(_CHART_FILES)
     sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
     sources["templates/deployment.yaml"] = plan.engine_template
+    template_file = plan.extra.get("chat_template")
+    if template_file:
+        sources["templates/chat-template.yaml"] = "chart/chat-template.yaml.j2"
     files: dict[str, str] = {}
     for path, template in sources.items():
         files[path] = _render_file(env, template, {"plan": plan, "spec": spec}, file, path)
@@ -42,6 +46,9 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
         path = f"i18n/{locale}/OlaresManifest.yaml"
         files[path] = _render_file(env, "manifest/i18n.yaml.j2", {"plan": plan, "texts": plan.texts[locale]},
                                    file, path)
+    if template_file:
+        # verbatim, outside templates/: Helm reads it with .Files and never renders it
+        files[f"{CHAT_TEMPLATE_DIR}/{template_file['file']}"] = template_file["text"]
     return Chart(spec.name, dict(sorted(files.items())), f"{file} [{plan.generation.name}]")
 
 

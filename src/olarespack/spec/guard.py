@@ -3,7 +3,8 @@ before the models see it, so every finding names its field path.
 
 - Control characters (NUL, escape sequences, bidi overrides, line separators) are refused everywhere;
   a newline only where the field is prose (descriptions, notes).
-- `{{` is refused everywhere: Helm and Olares would execute it as a Go template.
+- `{{` is refused everywhere (Helm and Olares would execute it as a Go template) but in a chat template's
+  text, which the chart keeps verbatim in files/, outside what Helm renders.
 - The chart templates' own markers (`[[ ]]`, `[% %]`, `[# #]`) are refused outside the fields that may
   cite spec values.
 - Token-shaped values (Hugging Face, GitHub, OpenAI, AWS, Slack keys, JWTs, private keys, `Bearer x`)
@@ -27,6 +28,10 @@ _DESCRIPTIONS = r"metadata\.(?:locales\.[^.]+\.)?(?:description|full_description
 CITING_FIELDS = re.compile(rf"^{_DESCRIPTIONS}$")
 PROSE_FIELDS = re.compile(rf"^(?:{_DESCRIPTIONS}|changelog\[\d+\]\.note)$")
 TEMPLATE_MARKERS = ("[[", "]]", "[%", "%]", "[#", "#]")
+# Fields copied verbatim into a chart file outside templates/ (a chat template, itself Jinja): neither Helm nor
+# olarespack renders them, so their {{ }} and [[ ]] are the file's own; newlines are allowed, control
+# characters and tokens are not.
+VERBATIM_FIELDS = re.compile(r"^engine\.chat_template\.text$")
 # Format characters that reorder or hide text (Trojan Source) are refused with the control characters.
 _HIDDEN_FORMAT = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
                            "\ufeff")
@@ -90,15 +95,18 @@ def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:
         if len(text) > MAX_STRING:
             yield path, f"{len(text)} characters; no spec text may exceed {MAX_STRING}", "shorten it", "spec-format"
             continue
-        prose = bool(PROSE_FIELDS.match(path))
+        verbatim = bool(VERBATIM_FIELDS.match(path))
+        prose = verbatim or bool(PROSE_FIELDS.match(path))
         bad = forbidden_character(text, prose)
         if bad:
             where = "here" if prose else "in this field (newlines and tabs only in descriptions and notes)"
             yield path, f"contains {bad}, which is not allowed {where}", "remove it", "control-character"
-        if "{{" in text:
+        if verbatim:
+            pass
+        elif "{{" in text:
             yield (path, "contains '{{', which Helm and Olares would execute as a Go template",
                    "remove the {{ }} markers; cite spec values with [[ ... ]] in descriptions", "template-marker")
-        if not CITING_FIELDS.match(path):
+        if not CITING_FIELDS.match(path) and not verbatim:
             marker = next((m for m in TEMPLATE_MARKERS if m in text), None)
             if marker:
                 yield (path, f"contains {marker!r}: only descriptions may cite spec values with [[ ... ]]",
