@@ -140,6 +140,15 @@ def _extra(spelling: str, value: str | None) -> list[str]:
     return [spelling] + ([value] if value is not None else [])
 
 
+def _chart_option(result: EngineImport, spelling: str, value: str | None, default_port: int) -> None:
+    """--host and --port, which the spec's chart sets: another port is kept (clients call it), another host
+    is named."""
+    if spelling == "--host" and value != "0.0.0.0":
+        result.unexpressed.append(f"--host {value}: the chart listens on 0.0.0.0")
+    elif spelling == "--port" and value and value != str(default_port):
+        result.data["port"] = value
+
+
 def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile],
                     texts: Mapping[str, str] | None = None) -> EngineImport:
     """`texts`: file name -> content of the files the chart writes into the pod itself (a chat template)."""
@@ -186,10 +195,7 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
             extra += _extra(spelling, value)
             continue
         if flag.owner == "chart":
-            if spelling == "--host" and value != "0.0.0.0":
-                result.unexpressed.append(f"--host {value}: the chart listens on 0.0.0.0")
-            elif spelling == "--port" and value and value != str(LLAMACPP.port):  # clients call this port
-                data["port"] = value
+            _chart_option(result, spelling, value, LLAMACPP.port)
             continue
         if flag.owner == "engine.model":
             remote = file_of("model", value or "")
@@ -255,10 +261,7 @@ def import_vllm(argv: list[str], image: str) -> EngineImport:
             extra += _extra(spelling, value)
             continue
         if flag.owner == "chart":
-            if spelling == "--host" and value != "0.0.0.0":
-                result.unexpressed.append(f"--host {value}: the chart listens on 0.0.0.0")
-            elif spelling == "--port" and value and value != str(VLLM.port):
-                data["port"] = value
+            _chart_option(result, spelling, value, VLLM.port)
             continue
         if spelling == "--enable-auto-tool-choice":
             auto_tool_choice = True
