@@ -251,3 +251,12 @@ def test_official_charts_say_why_they_cannot_be_imported_whole(tmp_path: Path) -
     assert code == 1
     assert "$ENGINE_ARGS (set in a branch, a loop or by a command" in out
     assert "Deployment/llminit: a second workload" in out
+
+
+def test_hostile_scripts_are_bounded() -> None:
+    """A variable doubled at each line would reach 2**64 characters; a long line would cost a quadratic scan."""
+    doubling = "A=xxxxxxxxxxxxxxxx\n" + "".join("A=$A$A\n" for _ in range(64)) + "exec llama-server --alias $A\n"
+    _, unresolved = shell(doubling)
+    assert any("grows past" in u for u in unresolved)
+    argv, unresolved = shell("exec llama-server " + "--jinja " * 30_000 + "\n")
+    assert argv == [] and any("grows past" in u for u in unresolved)

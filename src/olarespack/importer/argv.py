@@ -154,7 +154,8 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
             value = " ".join(words)
             values[match.group(1)] = value
             script_vars[match.group(1)] = value
-            unknown_parts[match.group(1)] = missing
+            # what made a value unknown stays known while later lines reuse it (A=$A$A)
+            unknown_parts[match.group(1)] = [*unknown_parts.get(match.group(1), []), *missing][:8]
     if exec_line is None:
         return Resolved([], "shell", ["the wrapper script has no `exec` line starting the server"], script_vars)
     argv, missing = _words(exec_line, values)
@@ -181,19 +182,26 @@ def _words(text: str, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
     single quotes nothing expands. Unquoted expansions split on spaces, as the shell does."""
     missing: list[str] = []
     out: list[str] = []
+    size = 0  # characters in out, kept as it grows: summing them each time would be quadratic
     i = 0
     quote: str | None = None
+    too_long = [f"the line grows past {MAX_EXPANSION} characters when expanded"]
     while i < len(text):
         char = text[i]
         if quote != "'" and char == "$":
             value, used = _parameter(text, i, values, missing)
             if used:
-                out.append(shlex.quote(value) if quote is None and " " not in value else
-                           value if quote is None else value.replace('"', '\\"'))
+                piece = (shlex.quote(value) if quote is None and " " not in value else
+                         value if quote is None else value.replace('"', '\\"'))
+                out.append(piece)
+                size += len(piece)
+                if size > MAX_EXPANSION:
+                    return [], too_long
                 i += used
                 continue
         if char == "\\" and quote != "'" and i + 1 < len(text):
             out.append(text[i:i + 2])
+            size += 2
             i += 2
             continue
         if char in "'\"" and (quote is None or quote == char):
@@ -203,9 +211,10 @@ def _words(text: str, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
         elif char in ";&|<>" and quote is None:
             break  # the command ends (redirections and further commands are not the server's args)
         out.append(char)
+        size += 1
         i += 1
-        if sum(len(x) for x in out) > MAX_EXPANSION:
-            return [], [f"the line grows past {MAX_EXPANSION} characters when expanded"]
+        if size > MAX_EXPANSION:
+            return [], too_long
     try:
         return shlex.split("".join(out)), missing
     except ValueError as exc:
