@@ -16,7 +16,7 @@ from __future__ import annotations
 import click
 
 from olarespack import __version__
-from olarespack.cli import build, calibrate, check, importer, market, model, release
+from olarespack.cli import build, calibrate, check, export, importer, init, market, model, release
 from olarespack.cli.group import CatchingGroup
 
 
@@ -27,5 +27,5 @@ def main() -> None:
 
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
-                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate):
+                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export, init.init):
     main.add_command(command)
