@@ -91,7 +91,8 @@ def test_bump_without_paths_bumps_only_the_changed_app(repo: Path) -> None:
     code, out, err = run("bump", "--patch")
     assert code == 0, err
     assert out.count("bumped") == 1
-    assert f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_PATCH}: --ctx-size 32768 -> 16384" in out
+    assert (f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_PATCH}: Context 32K -> 16K. Upgrading restarts the app; the "
+            "downloaded model files are kept.") in out
     assert {p: p.read_bytes() for p in untouched} == untouched
     assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == AUDIO_PATCH
     assert f"version: {V_DFLASH}" in (repo / "apps/gemma4-dflash.yaml").read_text()

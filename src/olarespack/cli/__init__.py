@@ -27,5 +27,6 @@ def main() -> None:
 
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
-                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export, init.init):
+                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
+                init.init):
     main.add_command(command)

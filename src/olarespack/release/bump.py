@@ -12,8 +12,9 @@ from olarespack.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps
 from olarespack.release import git as gitref
-from olarespack.release.diff import AppDiff, diff_apps, summary
+from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
+from olarespack.release.notes import upgrade_note
 from olarespack.release.version import Part, is_higher
 from olarespack.write import read_folder, write_chart, write_file
 
@@ -71,7 +72,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
         if dirty:
             problems.append(dirty)
             continue
-        text = note or (summary(diff) if diff.changed else None)
+        text = note or (upgrade_note(diff) if diff.changed else None)
         if not text:
             problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
                                     "say what this release is with --note", rule="bump"))

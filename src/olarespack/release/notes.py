@@ -1,0 +1,146 @@
+"""The upgrade note `bump` writes when none is given, in the words of the people who install the app: what
+changed in the settings they know ("Context 128K -> 160K"), then what their box will see on upgrade. It
+reads the rendered Deployment of the base and of now (helm's output, with $(VAR) values taken from the
+container's env, where SPEC_CONFIG lives), so a change is told once however many files repeat it."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from olarespack.release.diff import AppDiff
+
+POSITIONAL = "(model)"  # vLLM names its model without a flag
+# flag -> what people call the setting, and how its values read
+LABELS: dict[str, tuple[str, str]] = {
+    "--max-model-len": ("Context", "tokens"),
+    "--ctx-size": ("Context", "tokens"),
+    "--gpu-memory-utilization": ("GPU memory share", "share"),
+    "--kv-cache-dtype": ("KV cache type", "text"),
+    "--cache-type-k": ("KV cache type (keys)", "text"),
+    "--cache-type-v": ("KV cache type (values)", "text"),
+    "--max-num-seqs": ("Requests at once", "text"),
+    "--parallel": ("Requests at once", "text"),
+    "--max-num-batched-tokens": ("Tokens per step", "tokens"),
+    "--batch-size": ("Batch size", "text"),
+    "--ubatch-size": ("Micro-batch size", "text"),
+    "--speculative-config": ("Speculative decoding", "speculative"),
+    "--spec-type": ("Speculative decoding", "text"),
+    "--draft-max": ("Draft tokens at most", "text"),
+    "--served-model-name": ("Model name for clients", "text"),
+    "--alias": ("Model name for clients", "text"),
+    "--tool-call-parser": ("Tool calling", "text"),
+    "--reasoning-parser": ("Reasoning parser", "text"),
+    "--attention-backend": ("Attention backend", "text"),
+    "--limit-mm-per-prompt": ("Media per prompt", "text"),
+    "--threads": ("CPU threads", "text"),
+    "--chat-template-file": ("Chat template file", "text"),
+    "(model)": ("Model", "text"),
+    "--model": ("Model file", "text"),
+    "--mmproj": ("Projector file", "text"),
+    "--model-draft": ("Drafter file", "text"),
+    "--mtp-head": ("MTP head file", "text"),
+}
+MODEL_FLAGS = (POSITIONAL, "--model", "--mmproj", "--model-draft", "--mtp-head")
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _tokens(value: str) -> str:
+    """131072 -> 128K: contexts are powers of two people say in K."""
+    if value.isdigit() and int(value) >= 1024 and int(value) % 1024 == 0:
+        return f"{int(value) // 1024}K"
+    return value
+
+
+def _speculative(value: str) -> str:
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    if not isinstance(config, dict):
+        return value
+    method = config.get("method", "?")
+    tokens = config.get("num_speculative_tokens")
+    drafter = str(config.get("model") or "").rsplit("/", 1)[-1]
+    return f"{method}" + (f" with {drafter}" if drafter else "") + (f", {tokens} tokens" if tokens else "")
+
+
+def _shown(flag: str, value: str) -> str:
+    kind = LABELS.get(flag, ("", "text"))[1]
+    if kind == "tokens":
+        return _tokens(value)
+    if kind == "speculative":
+        return _speculative(value)
+    return value or "on"
+
+
+def _engine(document: dict[str, Any] | None) -> tuple[str | None, dict[str, str], dict[str, Any]]:
+    """The engine container's image, its options as the process gets them ($(VAR) from its env), resources."""
+    if not document:
+        return None, {}, {}
+    containers = ((document.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+    if not containers:
+        return None, {}, {}
+    container = containers[0]
+    env = {str(e.get("name")): str(e.get("value")) for e in container.get("env") or [] if "value" in e}
+    args = [_VAR.sub(lambda m: env.get(m.group(1), m.group(0)), str(a)) for a in container.get("args") or []]
+    options: dict[str, str] = {POSITIONAL: args[0]} if args and not args[0].startswith("-") else {}
+    for i, arg in enumerate(args):
+        if arg.startswith("-"):
+            following = args[i + 1] if i + 1 < len(args) else ""
+            options[arg] = "" if following.startswith("-") else following
+    return container.get("image"), options, container.get("resources") or {}
+
+
+def _release(image: str | None) -> str:
+    """vllm/vllm-openai:v0.21.0-cu129 -> v0.21.0-cu129: the tag is what people compare."""
+    return (image or "").split("@", 1)[0].rsplit(":", 1)[-1]
+
+
+def upgrade_note(diff: AppDiff) -> str:
+    """The default changelog entry: the settings that changed, then what a box sees when it upgrades."""
+    settings: list[str] = []
+    told: set[str] = set()
+    restarts = downloads = False
+    for change in diff.changes:
+        if not change.key.startswith("Deployment/"):
+            continue
+        restarts = True
+        old_image, before, old_resources = _engine(change.old)
+        new_image, after, new_resources = _engine(change.new)
+        if old_image != new_image and change.change == "changed":
+            settings.append(f"Engine image {_release(old_image)} -> {_release(new_image)}")
+        for flag in sorted(set(before) | set(after)):
+            if before.get(flag) == after.get(flag) or change.change != "changed":
+                continue
+            if flag in MODEL_FLAGS:
+                downloads = True
+            label = LABELS.get(flag, (f"`{flag}`", "text"))[0]
+            if label in told:
+                continue
+            told.add(label)
+            if flag not in after:
+                settings.append(f"{label}: {_shown(flag, before[flag])} removed")
+            elif flag not in before:
+                settings.append(f"{label}: {_shown(flag, after[flag])}")
+            else:
+                settings.append(f"{label} {_shown(flag, before[flag])} -> {_shown(flag, after[flag])}")
+        for kind in ("requests", "limits"):
+            for name, title in (("memory", "Memory"), ("cpu", "CPU")):
+                old = (old_resources.get(kind) or {}).get(name)
+                new = (new_resources.get(kind) or {}).get(name)
+                if old != new and old is not None and new is not None and f"{title} {kind}" not in told:
+                    told.add(f"{title} {kind}")
+                    settings.append(f"{title} {kind[:-1]} {old} -> {new}")
+    texts = any(c.key.startswith(("OlaresManifest.yaml", "i18n/")) for c in diff.changes)
+    if not settings and texts:
+        settings.append("Description and market details updated")
+    if not settings and restarts:
+        settings.append("Pod settings updated")
+    box = []
+    if restarts:
+        box.append("Upgrading restarts the app" + (
+            "; the new model files download on its first start" if downloads else
+            "; the downloaded model files are kept"))
+    return ". ".join(["; ".join(settings) or "No change a box would see", *box]) + "."
