@@ -46,7 +46,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-$(BIN)/helm: tools/install_helm.py | $(STAMP)
+$(BIN)/helm: tools/install_helm.py src/olarespack/helm_install.py | $(STAMP)
 	$(BIN)/python tools/install_helm.py $(BIN)
 
 $(CHECKOV_STAMP):
