@@ -41,9 +41,10 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
             raise UsageError(f"no such spec file: {', '.join(missing)}")
         return [Path(p) for p in paths]
     found = sorted(apps_dir.glob("*.yaml")) + sorted(apps_dir.glob("*.yml"))
-    if not found:
-        raise UsageError(f"no specs given and none found in {apps_dir}/*.yaml")
-    return found
+    if not found and not apps_dir.is_dir():
+        raise UsageError(f"no specs given and no {apps_dir}/ folder: run in the repository's root, or give "
+                         "--apps-dir (olarespack init lays a repository out)")
+    return found  # an apps folder still empty (a new repository) has nothing to do yet
 
 
 def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,

@@ -13,6 +13,8 @@ Exit codes:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from olarespack import __version__
@@ -22,11 +24,22 @@ from olarespack.cli.group import CatchingGroup
 
 @click.group(cls=CatchingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="olarespack")
-def main() -> None:
-    """Turn one typed spec per app into a versioned, validated Olares Helm chart."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Turn one typed spec per app into a versioned, validated Olares Helm chart.
+
+    Run it in a market repository's root: its olarespack.yaml (written by `olarespack init`) gives the
+    defaults of the folder and URL options."""
+    from olarespack.config import load_config, option_defaults
+
+    if ctx.invoked_subcommand == "init":
+        return  # init writes the settings; it never reads them
+    config = load_config(Path.cwd())
+    if config is not None:
+        ctx.default_map = option_defaults(config)
 
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init):
+                init.init, init.install_helm):
     main.add_command(command)

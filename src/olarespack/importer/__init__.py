@@ -196,7 +196,7 @@ def _engine(chart: Any, engine: _Container, containers: list[_Container]) -> Eng
     return import_vllm(engine.resolved.argv, image)
 
 
-def import_chart(target: Target, helm: Helm, spec_file: Path) -> ImportResult:
+def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop") -> ImportResult:
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
     documents = _documents(target, helm)
@@ -222,6 +222,8 @@ def import_chart(target: Target, helm: Helm, spec_file: Path) -> ImportResult:
     if scratch:
         imported.data["scratch"] = scratch
     data = _spec_data(chart, engine, imported, result)
+    data = {**{k: data[k] for k in ("name", "version")}, "hardware": hardware,
+            **{k: v for k, v in data.items() if k not in ("name", "version")}}
     result.text = _yaml(data, chart.label)
     _verify(result, spec_file)
     return result
