@@ -8,6 +8,9 @@ STAMP  := $(VENV)/.installed
 CHECKOV_VERSION := 3.3.30
 CHECKOV := $(VENV)/checkov/bin/checkov
 CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
+# wrangler (runs the `export cloudflare` Worker in the tests) from npm, pinned by tools/worker's lockfile
+WRANGLER := tools/worker/node_modules/.bin/wrangler
+WRANGLER_STAMP := tools/worker/node_modules/.installed
 
 .PHONY: build test lint drift gate unit bench clean
 
@@ -29,8 +32,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks
 	$(BIN)/mypy
 
-unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" $(BIN)/pytest
+unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" OLARESPACK_WRANGLER="$(abspath $(WRANGLER))" $(BIN)/pytest
 
 # Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
 # market server's requests/s on loopback; then a fuzz run of 1000 mutated specs with a fresh seed.
@@ -53,6 +56,10 @@ $(CHECKOV_STAMP):
 	$(PYTHON) -m venv $(VENV)/checkov
 	$(VENV)/checkov/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/checkov/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+	touch $@
+
+$(WRANGLER_STAMP): tools/worker/package.json tools/worker/package-lock.json
+	cd tools/worker && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
 
 clean:
