@@ -156,11 +156,11 @@ def test_a_chat_template_is_kept_verbatim_and_mounted_where_the_server_reads_it(
     spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja",
                                                                "text": CHAT_TEMPLATE})))
     chart = render_chart(spec, "app.yaml")
-    assert chart["files/chat_template.jinja"] == CHAT_TEMPLATE
-    assert '.Files.Glob "files/chat_template.jinja"' in chart["templates/chat-template.yaml"]
+    assert chart["files/chat-template.jinja"] == CHAT_TEMPLATE
+    assert '.Files.Glob "files/chat-template.jinja"' in chart["templates/chat-template.yaml"]
     deployment = chart["templates/deployment.yaml"]
     assert '"--chat-template-file"\n            - "/models/chat_template.jinja"' in deployment
-    assert 'subPath: "chat_template.jinja"' in deployment and "checksum/chat-template:" in deployment
+    assert 'subPath: "chat-template.jinja"' in deployment and "checksum/chat-template:" in deployment
     assert "{{ '<|im_start|>'" not in "".join(v for k, v in chart.items() if k.startswith("templates/"))
 
 
@@ -171,7 +171,8 @@ def test_helm_copies_the_chat_template_without_rendering_it(tmp_path: Path) -> N
     from olarespack.helm import split_rendered, values_file
     from olarespack.write import write_chart
 
-    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja",
+    # a name .helmignore drops (*.bak) must not empty the ConfigMap the pod mounts
+    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.bak",
                                                                "text": CHAT_TEMPLATE})))
     chart = render_chart(spec, "app.yaml")
     write_chart(chart, tmp_path / "chart")
@@ -179,7 +180,11 @@ def test_helm_copies_the_chat_template_without_rendering_it(tmp_path: Path) -> N
         out = helm_binary().template(tmp_path / "chart", spec.name, "ns", values)
     assert out.ok, out.stderr
     [config] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "ConfigMap"]
-    assert config["data"] == {"chat_template.jinja": CHAT_TEMPLATE}
+    assert config["data"] == {"chat-template.jinja": CHAT_TEMPLATE}
+    [deployment] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "Deployment"]
+    mounts = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "chat-template", "mountPath": "/models/chat_template.bak", "subPath": "chat-template.jinja",
+            "readOnly": True} in mounts
 
 
 @pytest.mark.parametrize("text, rule", [("ok {{ x }}\x07", "control-character"),
@@ -194,3 +199,11 @@ def test_template_markers_stay_refused_outside_the_chat_template(tmp_path: Path)
     with pytest.raises(SpecError) as caught:
         load_spec(write_spec(tmp_path, audio(alias="{{ .Values.x }}")))
     assert "engine.alias" in str(caught.value) and "template-marker" in str(caught.value)
+
+
+@pytest.mark.parametrize("path", ["/models/gemma-4-E4B-it-Q4_K_M.gguf", "/cache/template.jinja"])
+def test_a_chat_template_cannot_cover_a_model_file_or_sit_in_a_scratch_folder(tmp_path: Path, path: str) -> None:
+    data = audio(scratch=["/cache"], chat_template={"path": path, "text": CHAT_TEMPLATE})
+    data["engine"]["model"].pop("saved_as", None)
+    found = problems(tmp_path, data)
+    assert found["chat-template-path"] == ("engine.chat_template.path", "error")

@@ -88,6 +88,8 @@ RULES: dict[str, Rule] = {
                                 "llama.cpp (or the fork, data/engine-images.yaml) refuses to start"),
     "llamacpp-spec-type": Rule("engine", "--spec-type is one the image knows, from its build on, with its drafter",
                                "llama.cpp and its forks (data/engine-images.yaml)"),
+    "chat-template-path": Rule("engine", "a chat template is mounted on a path of its own",
+                               f"{OWN}: mounted over a model file or in a scratch folder, it hides one or the other"),
     "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",
                                   f"{OWN}: a custom build's flags pass through unchecked"),
     "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio uses the BF16 projector", "F16/Q8_0 give repetitive output"),

@@ -232,7 +232,9 @@ class LlamaCpp(Engine):
             found.append((drafter.file, local) if same else (drafter.file, local, drafter.repo, drafter.revision))
         template = engine.chat_template
         return {"repo": model.repo, "revision": model.revision, "files": found,
-                "chat_template": template and {"path": template.path, "file": template.path.rsplit("/", 1)[1],
+                # one fixed name in files/ and the ConfigMap: the path's own name could be one .helmignore
+                # drops (x.bak), and the mount names the key
+                "chat_template": template and {"path": template.path, "file": "chat-template.jinja",
                                                "text": template.text,
                                                "sha256": hashlib.sha256(template.text.encode()).hexdigest()}}
 
@@ -272,6 +274,7 @@ class LlamaCpp(Engine):
                           "set engine.flash_attn: \"on\"", rule="quantized-v-cache",
                           severity="warning" if auto else "error")
         yield from self._family(file, engine)
+        yield from self._chat_template(file, engine)
         drafter = engine.speculative.drafter if engine.speculative else None
         if drafter is not None:
             try:
@@ -284,6 +287,18 @@ class LlamaCpp(Engine):
         if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
             yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
                           "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
+
+    def _chat_template(self, file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
+        """The template is mounted over its path: never over a model file, nor inside an emptyDir folder."""
+        template = engine.chat_template
+        if template is None:
+            return
+        downloaded = {line[1] for line in self.template_values(engine)["files"]}
+        inside = [folder for folder in engine.scratch if template.path.startswith(f"{folder}/")]
+        if template.path in downloaded or inside:
+            what = f"the scratch folder {inside[0]}" if inside else "a model file the downloader writes there"
+            yield Problem(file, "engine.chat_template.path", f"{template.path} is {'in ' if inside else ''}{what}",
+                          "use a path of its own, e.g. /models/chat_template.jinja", rule="chat-template-path")
 
     def _family(self, file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
         """What the image's family knows: its KV cache types and speculative types (a fork's flags)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StringConstraints
 
-from olarespack.engines.base import MODEL_DIR, Engine, EngineSpec, Flag, compact_json
+from olarespack.engines.base import MODEL_DIR, Arg, Engine, EngineSpec, Flag, compact_json
 from olarespack.engines.calibration import VllmCalibration, calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.engines.consistency import drafter_problems, parser_problems
@@ -177,8 +177,17 @@ class Vllm(Engine):
         Flag("--reasoning-parser", "engine.reasoning_parser", lambda e: e.reasoning_parser, "given"),
     )
 
+    def args(self, engine: Any) -> list[Arg]:
+        """The flag table's command line; the model is a positional of `vllm serve` only: the API server
+        module run directly (a custom command) reads it from --model and would ignore a positional."""
+        found = super().args(engine)
+        command = engine.command or list(self.command)
+        if command[-1:] != ["serve"] and found and found[0].flag is None:
+            found[0] = Arg("--model", found[0].value)
+        return found
+
     def listed_args(self, effective: list[str]) -> list[str]:
-        return effective[1:]  # the preset names the model on its own line
+        return effective[2:] if effective[:1] == ["--model"] else effective[1:]  # the preset names the model
 
     def container_env(self, engine: Any) -> list[tuple[str, str]]:
         return [("HF_HOME", HF_HOME), *super().container_env(engine)]

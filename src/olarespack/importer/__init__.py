@@ -21,12 +21,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from olarespack.check import kube
 from olarespack.check.inputs import Target
 from olarespack.check.lint import SECRET_SENTINEL, render_values
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
-from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mounted_files, resolve
+from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve
 from olarespack.importer.compare import argv_differences
 from olarespack.importer.engines import EngineImport, engine_kind, import_llamacpp, import_vllm, remote_files
 from olarespack.olares.versions import render_modes
@@ -77,9 +78,21 @@ def _documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
     if not out.ok:
         raise ImportFailed(f"{chart.label}: helm {helm.version} template failed: {out.stderr.strip()[:2000]}")
     try:
-        return [document for _, document, _ in split_rendered(out.stdout)]
+        documents = [document for _, document, _ in split_rendered(out.stdout)]
     except yaml.YAMLError as exc:
         raise ImportFailed(f"{chart.label}: the rendered chart is not YAML ({exc})") from None
+    # What import reads (workloads, ConfigMaps) must have the shapes Kubernetes gives them: a chart the
+    # cluster would refuse is refused here, by the same schemas lint uses, before any field is read.
+    refused = [f"{d.get('kind')}/{_name(d)} {error}" for d in documents if d.get("kind") in WORKLOADS | {"ConfigMap"}
+               for error in kube.schema_errors(d)[:3]]
+    if refused:
+        raise ImportFailed(f"{chart.label}: Kubernetes would refuse what it renders: {'; '.join(refused[:5])}")
+    return documents
+
+
+def _name(document: dict[str, Any]) -> str:
+    metadata = document.get("metadata")
+    return str(metadata.get("name")) if isinstance(metadata, dict) else "?"
 
 
 def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict[str, dict[str, str]]]:
@@ -91,9 +104,9 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
             continue
         pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
         label = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
-        volumes = {str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
-        for init, container in [*((True, c) for c in pod.get("initContainers") or []),
-                                *((False, c) for c in pod.get("containers") or [])]:
+        volumes = {str(v.get("name")): v for v in mappings(pod.get("volumes"))}
+        for init, container in [*((True, c) for c in mappings(pod.get("initContainers"))),
+                                *((False, c) for c in mappings(pod.get("containers")))]:
             env = container_env(container, configmaps)
             resolved = resolve(container, env, mounted_files(container, volumes, configmaps))
             # an init container finishes before the pod serves: it may run the engine's image, never its server
@@ -106,6 +119,21 @@ def _referenced(containers: list[_Container]) -> str:
     """Every command and arg of the pod's containers: an env var named there is consumed by the chart."""
     return "\n".join(str(x) for c in containers
                      for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
+
+
+def _without_token(argv: list[str], unexpressed: list[str]) -> list[str]:
+    """The command line without the arguments that carry the Hugging Face token (rendered with lint's
+    placeholder): a token never goes into a spec; the spec's chart passes it as a file (HF_TOKEN_PATH)."""
+    kept: list[str] = []
+    for item in argv:
+        if SECRET_SENTINEL not in item:
+            kept.append(item)
+            continue
+        flag = kept.pop() if kept and kept[-1].startswith("-") and "=" not in kept[-1] else None
+        shown = flag or item.split("=", 1)[0] if item.startswith("-") else flag or "(an argument)"
+        unexpressed.append(f"server argument {shown}: carries the Hugging Face token; a spec never holds it "
+                           "(the chart gives the engine the token as a file, HF_TOKEN_PATH)")
+    return kept
 
 
 def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], list[str]]:
@@ -143,7 +171,7 @@ def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str],
             carried: set[str], result: ImportResult) -> list[str]:
     """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models is reported."""
     scratch = []
-    for mount in engine.spec.get("volumeMounts") or []:
+    for mount in mappings(engine.spec.get("volumeMounts")):
         path = str(mount.get("mountPath"))
         volume = pod_volumes.get(str(mount.get("name"))) or {}
         if path == MODEL_MOUNT:
@@ -206,14 +234,16 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
         images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
         raise ImportFailed(f"{chart.label}: no vLLM or llama.cpp server among its containers (images: {images})")
     engine = engines[0]
-    result = ImportResult(chart.label, chart.name, "", chart_argv=engine.resolved.argv)
+    token_args: list[str] = []
+    engine.resolved.argv = _without_token(engine.resolved.argv, token_args)
+    result = ImportResult(chart.label, chart.name, "", chart_argv=engine.resolved.argv, unexpressed=token_args)
     result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
     for other in {c.workload for c in containers} - {engine.workload}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
     imported = _engine(chart, engine, containers)
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
-    env = _carried_env(engine, containers, result)
+    env = {**_carried_env(engine, containers, result), **engine.resolved.env_prefix}
     if env:
         imported.data["env"] = env
     downloaded = set(remote_files({k: v for c in containers for k, v in c.env.values.items()}))
@@ -235,7 +265,7 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, result: I
                   (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
     meta = facts.metadata(chart, result.notes, result.unexpressed)
     data: dict[str, Any] = {"name": chart.name, "version": version, "metadata": meta}
-    entrance = facts.entrance(manifest, meta["title"])
+    entrance = facts.entrance(manifest, meta["title"], result.notes, result.unexpressed)
     if entrance:
         data["entrance"] = entrance
     data["engine"] = imported.data
@@ -297,7 +327,9 @@ def _verify(result: ImportResult, spec_file: Path) -> None:
     typed = _typed(data, result, str(spec_file))
     result.text = _yaml(typed, result.label)
     if len(result.unexpressed) > refused:
-        return  # the spec does not load: its build cannot be compared
+        result.unexpressed.append("the server command lines were not compared: the spec does not load (the "
+                                  "fields above), so what else differs is not known yet")
+        return
     with tempfile.TemporaryDirectory(prefix="olarespack-import-") as tmp:
         path = Path(tmp) / spec_file.name
         path.write_text(result.text, encoding="utf-8")
@@ -306,6 +338,7 @@ def _verify(result: ImportResult, spec_file: Path) -> None:
             plan = plan_chart(spec, str(spec_file))
         except OlaresPackError as exc:
             result.unexpressed += [line.replace(str(path), str(spec_file)) for line in str(exc).splitlines()]
+            result.unexpressed.append("the server command lines were not compared: the spec does not build")
             return
     result.spec_argv = [*plan.command, *plan.effective_args]
     result.unexpressed += argv_differences(result.chart_argv, result.spec_argv, spec.engine.kind)

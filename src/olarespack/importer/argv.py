@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
+LAUNCHERS = frozenset({"nice", "ionice", "chrt", "numactl", "taskset", "stdbuf", "timeout", "nohup", "tini",
+                       "dumb-init", "gosu", "su-exec", "setpriv", "catatonit"})
 MAX_SCRIPT_BYTES = 256 * 1024
 MAX_EXPANSION = 64 * 1024  # a value grown past this by expansion is a trap, not a command line
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+MAX_NESTING = 8  # ${A:-${B:-...}} levels evaluated; deeper is reported
 
 
 @dataclass
@@ -28,10 +32,15 @@ class ContainerEnv:
     origin: dict[str, str] = field(default_factory=dict)  # name -> "env" or "configmap:<name>"
 
 
+def mappings(value: Any) -> list[dict[str, Any]]:
+    """The mappings of a list field (Kubernetes' schemas allow null entries; they carry nothing)."""
+    return [item for item in value or [] if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def container_env(container: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]]) -> ContainerEnv:
     env = ContainerEnv()
-    for source in container.get("envFrom") or []:
-        ref = (source or {}).get("configMapRef") or {}
+    for source in mappings(container.get("envFrom")):
+        ref = source.get("configMapRef") or {}
         data = configmaps.get(str(ref.get("name")), {})
         prefix = str(source.get("prefix") or "")
         for key, value in data.items():
@@ -39,13 +48,13 @@ def container_env(container: Mapping[str, Any], configmaps: Mapping[str, Mapping
             env.origin[prefix + key] = f"configmap:{ref.get('name')}"
         if source.get("secretRef"):
             env.secret.add(f"secret:{source['secretRef'].get('name')}")
-    for entry in container.get("env") or []:
+    for entry in mappings(container.get("env")):
         name = str(entry.get("name"))
         if "value" in entry:
             env.values[name] = _expand_k8s(str(entry.get("value") or ""), env.values)
             env.origin[name] = "env"
             continue
-        ref = (entry.get("valueFrom") or {}).get("configMapKeyRef")
+        ref = (entry.get("valueFrom") or {}).get("configMapKeyRef") or {}
         if ref and str(ref.get("key")) in configmaps.get(str(ref.get("name")), {}):
             env.values[name] = configmaps[str(ref.get("name"))][str(ref.get("key"))]
             env.origin[name] = f"configmap:{ref.get('name')}"
@@ -71,13 +80,14 @@ class Resolved:
     via: str  # "args" (command and args) or "shell" (the exec line of a shell wrapper)
     unresolved: list[str] = field(default_factory=list)  # what could not be known without running the script
     script_vars: dict[str, str] = field(default_factory=dict)  # the wrapper's own variables, as read
+    env_prefix: dict[str, str] = field(default_factory=dict)  # `env NAME=VALUE server ...`: env of the server
 
 
 def mounted_files(container: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]],
                   configmaps: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """Path in the container -> text, for the files ConfigMap volumes put there (a wrapper script)."""
     files: dict[str, str] = {}
-    for mount in container.get("volumeMounts") or []:
+    for mount in mappings(container.get("volumeMounts")):
         source = (volumes.get(str(mount.get("name"))) or {}).get("configMap") or {}
         data = configmaps.get(str(source.get("name")), {})
         if not data:
@@ -87,7 +97,7 @@ def mounted_files(container: Mapping[str, Any], volumes: Mapping[str, Mapping[st
             if str(mount["subPath"]) in data:
                 files[at] = data[str(mount["subPath"])]
             continue
-        items = {str(i.get("key")): str(i.get("path")) for i in source.get("items") or []}
+        items = {str(i.get("key")): str(i.get("path")) for i in mappings(source.get("items"))}
         for key, text in data.items():
             if not items or key in items:
                 files[f"{at}/{items.get(key, key)}"] = text
@@ -95,10 +105,15 @@ def mounted_files(container: Mapping[str, Any], volumes: Mapping[str, Mapping[st
 
 
 def resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str] | None = None) -> Resolved:
+    return _unwrapped(_resolve(container, env, files))
+
+
+def _resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str] | None) -> Resolved:
     items = [_expand_k8s(str(x), env.values) for x in [*(container.get("command") or []),
                                                          *(container.get("args") or [])]]
     if items and items[0].rsplit("/", 1)[-1] in SHELLS:
-        flags = [i for i, item in enumerate(items[1:], 1) if item.startswith("-") and "c" in item[1:]]
+        # the script follows -c, alone or in a cluster of short options (-ec), never a long one (--norc)
+        flags = [i for i, item in enumerate(items[1:], 1) if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", item)]
         if flags and flags[0] + 1 < len(items):
             return _from_script(items[flags[0] + 1], env)
         scripts = [item for item in items[1:] if not item.startswith("-")]
@@ -109,6 +124,24 @@ def resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str,
                                               "file olarespack cannot read)"])
             return _from_script(text, env)
     return Resolved(items, "args")
+
+
+def _unwrapped(resolved: Resolved) -> Resolved:
+    """`env NAME=VALUE server ...` runs the server with that env: the spec says so with engine.env. Other
+    launchers (nice, numactl, taskset, ...) change how it runs, which the spec cannot say: named."""
+    argv = resolved.argv
+    if argv[:1] and argv[0].rsplit("/", 1)[-1] == "env":
+        rest = argv[1:]
+        while rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[0], re.S):
+            name, value = rest[0].split("=", 1)
+            resolved.env_prefix[name] = value
+            rest = rest[1:]
+        if rest[:1] and rest[0].startswith("-"):
+            resolved.unresolved.append(f"env {rest[0]}: an option of env the spec cannot say")
+        resolved.argv = rest
+    elif argv[:1] and argv[0].rsplit("/", 1)[-1] in LAUNCHERS:
+        resolved.unresolved.append(f"the server is started through {argv[0]}, which the spec's chart does not do")
+    return resolved
 
 
 def _logical_lines(script: str) -> list[str]:
@@ -131,11 +164,24 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
         if not line or line.startswith("#"):
             continue
         first = line.split(None, 1)[0]
-        opens = first in ("if", "for", "while", "until", "case")
-        closes = first in ("fi", "done", "esac") or re.search(r";\s*(fi|done|esac)\s*$", line) is not None
-        for name in re.findall(r"(?:^|[\s;])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=", line):
-            if depth or opens or "$(" in line or "`" in line:
-                uncertain.add(name)
+        # blocks: if/for/while/case, { groups }, and function bodies run only sometimes, or never
+        opens = first in ("if", "for", "while", "until", "case", "{", "function") or \
+            re.match(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(\)", line) is not None or line.endswith("{")
+        closes = first in ("fi", "done", "esac", "}") or \
+            re.search(r"(;|^)\s*(fi|done|esac|\})\s*$", line) is not None
+        plain = _ASSIGNMENT.match(line)
+        plain_name = plain.group(1) if plain and not (depth or opens) and "$(" not in line and "`" not in line \
+            and not re.search(r"\s", _unquoted_tail(plain.group(2))) else None
+        # any other way a line sets a variable (after && or ||, in a block, read, printf -v, declare, a
+        # command substitution) is known only by running the script
+        assigned = set(re.findall(r"(?:^|[\s;&|{(])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)?|readonly\s+)?"
+                                  r"([A-Za-z_][A-Za-z0-9_]*)\+?=", line))
+        for names in re.findall(r"\b(?:read(?:\s+-\w+)*|printf\s+-v)\s+((?:[A-Za-z_]\w*\s*)+)", line):
+            assigned |= set(names.split())
+        if first == "eval" and re.search(r"[A-Za-z_][A-Za-z0-9_]*\+?=|\b(?:export|read|set|declare|source)\b|\.\s",
+                                         line):
+            uncertain.add("*eval*")  # an eval that may set variables (an eval of curl sets none)
+        uncertain |= assigned - ({plain_name} if plain_name else set())
         if opens:
             depth += 1
         if closes:
@@ -147,22 +193,28 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
             continue
         if re.match(r"^(set\s+--|shift\b)", line):
             uncertain.add("@")
-        match = _ASSIGNMENT.match(line)
-        if match and depth == 0 and "$(" not in line and "`" not in line and \
-                not re.search(r"\s", _unquoted_tail(match.group(2))):
-            words, missing = _words(match.group(2), values)
+        if plain_name is not None and plain is not None:
+            words, missing = _words(plain.group(2), values)
             value = " ".join(words)
-            values[match.group(1)] = value
-            script_vars[match.group(1)] = value
-            # what made a value unknown stays known while later lines reuse it (A=$A$A)
-            unknown_parts[match.group(1)] = [*unknown_parts.get(match.group(1), []), *missing][:8]
+            values[plain_name] = value
+            script_vars[plain_name] = value
+            # what made a value unknown stays with it, through every variable built from it
+            refs = set(_REFERENCE.findall(plain.group(2)))
+            parts = [*missing, *(part for ref in sorted(refs) for part in unknown_parts.get(ref, []))]
+            if refs & uncertain:
+                uncertain.add(plain_name)
+            else:
+                uncertain.discard(plain_name)  # a plain assignment at the top settles it again
+            unknown_parts[plain_name] = list(dict.fromkeys(parts))[:8]
     if exec_line is None:
         return Resolved([], "shell", ["the wrapper script has no `exec` line starting the server"], script_vars)
     argv, missing = _words(exec_line, values)
     for name, parts in unknown_parts.items():
         if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
             missing += parts
-    for name in sorted(uncertain - {"@"}):
+    if "*eval*" in uncertain:
+        missing.append("eval (the script builds commands at run time)")
+    for name in sorted(uncertain - {"@", "*eval*"}):
         if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
             missing.append(f"${name} (set in a branch, a loop or by a command: known only by running the script)")
     missing = [m for m in missing if not any(m.startswith((f"${n} (not set", f"${{{n}}} (not set"))
@@ -177,11 +229,12 @@ def _unquoted_tail(text: str) -> str:
     return re.sub(r"\"[^\"]*\"|'[^']*'|\$\{[^}]*\}", "", text)
 
 
-def _words(text: str, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def _words(text: str, values: Mapping[str, str], level: int = 0) -> tuple[list[str], list[str]]:
     """A shell line's words after parameter expansion: $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}; in
     single quotes nothing expands. Unquoted expansions split on spaces, as the shell does."""
     missing: list[str] = []
     out: list[str] = []
+    pairs = _brace_pairs(text)
     size = 0  # characters in out, kept as it grows: summing them each time would be quadratic
     i = 0
     quote: str | None = None
@@ -189,7 +242,7 @@ def _words(text: str, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
     while i < len(text):
         char = text[i]
         if quote != "'" and char == "$":
-            value, used = _parameter(text, i, values, missing)
+            value, used = _parameter(text, i, values, missing, level, pairs)
             if used:
                 piece = (shlex.quote(value) if quote is None and " " not in value else
                          value if quote is None else value.replace('"', '\\"'))
@@ -221,12 +274,32 @@ def _words(text: str, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
         return [], [f"the line does not parse as shell words ({exc})"]
 
 
-def _parameter(text: str, i: int, values: Mapping[str, str], missing: list[str]) -> tuple[str, int]:
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Where each ${ of the text is closed (nested ones counted), found in one pass."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("${", i):
+            opened.append(i)
+            i += 2
+            continue
+        if text[i] == "}" and opened:
+            pairs[opened.pop()] = i
+        i += 1
+    return pairs
+
+
+def _parameter(text: str, i: int, values: Mapping[str, str], missing: list[str], level: int,
+               pairs: dict[int, int]) -> tuple[str, int]:
     """One $-expansion at text[i]: its value and how many characters it took (0: not an expansion)."""
     if text.startswith("${", i):
-        end = text.find("}", i)
+        end = pairs.get(i, -1)
         if end < 0:
             return "", 0
+        if level >= MAX_NESTING:
+            missing.append(f"an expansion nested over {MAX_NESTING} levels (not evaluated)")
+            return "", end + 1 - i
         body = text[i + 2:end]
         match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)(.*))?", body, re.S)
         if not match:
@@ -237,7 +310,7 @@ def _parameter(text: str, i: int, values: Mapping[str, str], missing: list[str])
             present = name in values and (op == "-" or values[name] != "")
             if present:
                 return values[name], end + 1 - i
-            words, more = _words(default or "", values)
+            words, more = _words(default or "", values, level + 1)
             missing += more
             return " ".join(words), end + 1 - i
         if name not in values:

@@ -19,12 +19,17 @@ def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tupl
     lead = 2 if argv[:2] == ["vllm", "serve"] else 1
     flags = flag_spellings(engine.flags)
     options: Counter[tuple[str, str | None]] = Counter()
+    last: dict[str, tuple[str, str | None]] = {}  # a setting of the engine's table: the last one given wins
     for spelling, value, flag in parse_options(argv[lead:], flags, engine.model):
         name = flag.flag if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-") \
             else spelling
-        if flag is not None and flag.style == "positional" and spelling == "--model":
-            name = ""
-        options[(name, value)] += 1
+        if flag is not None and flag.style == "positional":
+            name = ""  # `vllm serve MODEL` and `--model MODEL` name the same setting
+        if flag is not None:
+            last[flag.flag or ""] = (name, value)
+        else:
+            options[(name, value)] += 1  # a flag the table does not know may repeat (--lora-modules a b)
+    options.update(last.values())
     return tuple(argv[:lead]), options
 
 

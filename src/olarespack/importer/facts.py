@@ -87,13 +87,18 @@ def metadata(chart: Chart, notes: list[str], unexpressed: list[str]) -> dict[str
     return {k: v for k, v in found.items() if v not in (None, [])} | {"license": found["license"]}
 
 
-def entrance(manifest: Mapping[str, Any], title: str) -> dict[str, Any]:
+def entrance(manifest: Mapping[str, Any], title: str, notes: list[str], unexpressed: list[str]) -> dict[str, Any]:
     entrances = manifest.get("entrances") or []
+    if len(entrances) > 1:
+        unexpressed.append(f"entrances: {len(entrances)} entrances; the spec's chart has one (the server's)")
     first = entrances[0] if entrances and isinstance(entrances[0], dict) else {}
     found: dict[str, Any] = {}
     wanted = _str(first.get("title")) or title
     # an entrance title is letters, digits, spaces and dashes (the market's own titles are freer)
     plain = re.sub(r"\s+", " ", re.sub(r"[^A-Za-z0-9 -]", "", wanted)).strip()[:30] or "App"
+    if plain != wanted:
+        notes.append(f"entrance title {wanted!r} is {plain!r}: an entrance title holds letters, digits, spaces "
+                     "and dashes")
     if plain != title:
         found["title"] = plain
     for key, field in (("authLevel", "auth_level"), ("openMethod", "open_method")):
