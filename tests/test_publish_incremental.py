@@ -58,6 +58,11 @@ def test_a_changed_app_alone_is_linted_and_packaged(published: tuple[Path, Path]
     assert code == 0, output
     assert f"llamacppgemma4audione {new}: current" in output and "(created)" in output
     assert output.count("(unchanged)") == 4  # the two other apps, both generations
+    # never silent, and every hash says what it is
+    assert "... linting 1 changed app(s) with helm: llamacppgemma4audione" in output
+    assert "... 2 app(s) unchanged since the last publish" in output
+    assert f"... packaged llamacppgemma4audione {new} (legacy)" in output
+    assert "current chart sha256 " in output and "current catalog hash " in output
     state = json.loads((market / STATE_FILE).read_bytes())
     assert set(state["archives"]["current"]) == {
         f"llamacppgemma4audione-{new}.tgz", f"vllmgemma4dflashone-{spec_version('gemma4-dflash')}.tgz",

@@ -58,6 +58,6 @@ def option_defaults(config: ProjectConfig) -> dict[str, Any]:
     commands = ("build", "lint", "fit", "bump", "diff", "package", "publish", "serve", "import")
     defaults: dict[str, Any] = {name: dict(folders) for name in commands}
     defaults["publish"].update(base)
-    defaults["serve"].update(base)
+    defaults["serve"].update({"public_url": config.market_url} if config.market_url else {})
     defaults["import"]["hardware"] = config.hardware
     return defaults

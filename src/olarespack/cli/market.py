@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
@@ -68,15 +70,16 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
         return [helm_binary("helm"), helm_binary("helm4")]
 
     done = run_publish(files, market_dir, base, sibling_names(apps_dir, files) if specs else None, helms,
-                       lambda: helm_binary("helm4"), jobs)
+                       lambda: helm_binary("helm4"), jobs, progress=lambda line: click.echo(f"... {line}", err=True))
     for warning in sorted({w for app in done.apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in done.apps:
-        parts = [f"{gen} {done.archives[gen][app.spec.name].sha256[:12]} ({done.written[gen, app.spec.name]})"
-                 for gen in GENERATION_NAMES]
+        parts = [f"{gen} chart sha256 {done.archives[gen][app.spec.name].sha256[:12]} "
+                 f"({done.written[gen, app.spec.name]})" for gen in GENERATION_NAMES]
         click.echo(f"ok {app.spec.name} {app.spec.version}: {', '.join(parts)}")
-    hashes = ", ".join(f"{gen} hash {g['hash']}" for gen, g in done.catalog["generations"].items())
-    click.echo(f"market {market_dir}: {len(done.apps)} app(s), {hashes}; catalog {done.written['catalog', '']}")
+    hashes = ", ".join(f"{gen} catalog hash {g['hash']}" for gen, g in done.catalog["generations"].items())
+    click.echo(f"market {market_dir}: {len(done.apps)} app(s); {hashes} (what boxes compare to know an update); "
+               f"catalog.json {done.written['catalog', '']}")
 
 
 @click.command("serve")
@@ -92,8 +95,10 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
               help="Seconds a client has to send a whole request (head and body).")
 @click.option("--keep-alive", type=click.IntRange(min=1), default=15, show_default=True,
               help="Seconds an idle keep-alive connection stays open.")
+@click.option("--public-url", "public_url", metavar="URL", help="The URL boxes reach this server by (default: "
+              "olarespack.yaml's market_url); printed as the source to add.")
 def serve(market_dir: Path, host: str, port: int, poll_seconds: float, max_connections: int | None,
-          request_timeout: float, keep_alive: int) -> None:
+          request_timeout: float, keep_alive: int, public_url: str | None) -> None:
     """Serve the market folder to Olares boxes (hash, info, details, charts, icons, /health).
 
     \b
@@ -106,7 +111,36 @@ def serve(market_dir: Path, host: str, port: int, poll_seconds: float, max_conne
 
     limits = ConnectionLimits(max_connections=max_connections or default_max_connections(),
                               request_seconds=request_timeout, keep_alive_seconds=keep_alive)
+    for line in source_lines(host, port, public_url):
+        click.echo(line, err=True)
     http_server.run(market_dir, host, port, poll_seconds, limits)
+
+
+def _lan_address() -> str | None:
+    """This machine's address on its network: the one a UDP socket would leave from (connect sends nothing)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 9))
+        address: str = probe.getsockname()[0]
+        return None if address.startswith("127.") or address == "0.0.0.0" else address
+    return None
+
+
+def source_lines(host: str, port: int, public_url: str | None) -> list[str]:
+    """What to add in Olares (the Market's settings, a custom source) and how a box reaches this server."""
+    shown_port = port or "<port>"
+    lines = [f"serving on http://{host if ':' not in host else f'[{host}]'}:{shown_port}"]
+    if public_url:
+        lines.append(f"add this source in Olares: {public_url} (Olares 1.12.3-1.12.5: {public_url}/legacy)")
+        return lines
+    if host in ("127.0.0.1", "localhost", "::1"):
+        lines.append("a box cannot reach 127.0.0.1: run with --host 0.0.0.0 to serve your network, or put this "
+                     "server behind a public URL (set market_url in olarespack.yaml)")
+        return lines
+    address = host if host not in ("0.0.0.0", "::") else (_lan_address() or "<this machine's address>")
+    url = f"http://{address}:{shown_port}"
+    lines.append(f"add this source in Olares: {url} (Olares 1.12.3-1.12.5: {url}/legacy); the box must reach "
+                 "this machine on that port (same network, or a tunnel)")
+    return lines
 
 
 def _base_url(url: str | None) -> str | None:

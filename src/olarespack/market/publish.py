@@ -120,8 +120,11 @@ def dated(apps: list[App]) -> list[App]:
 
 
 def publish(files: list[Path], market_dir: Path, base_url: str | None, others: dict[str, str] | None,
-            helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2) -> Published:
+            helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2,
+            progress: Callable[[str], None] = lambda line: None) -> Published:
+    """`progress` gets a line per step (rendered, linted, packaged), so a long publish is never silent."""
     apps = dated(render_apps(files, GENERATION_NAMES, others))
+    progress(f"rendered {len(apps)} app(s), both generations")
     tools = tool_fingerprint()
     checked_by, previous = _previous(market_dir)
     keys = {(gen, app.spec.name): content_key(chart) for app in apps for gen, chart in app.charts.items()}
@@ -137,9 +140,14 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
                 reused.add((gen, app.spec.name))
         if checked_by != tools or any((gen, app.spec.name) not in reused for gen in app.charts):
             unchecked.append(app)
+    if unchecked:
+        progress(f"linting {len(unchecked)} changed app(s) with helm: {', '.join(a.spec.name for a in unchecked)}")
     problems = lint_apps(unchecked, helms, jobs).errors if unchecked else []
     if problems:
         raise ProblemsError(problems)
+    if len(unchecked) < len(apps):
+        progress(f"{len(apps) - len(unchecked)} app(s) unchanged since the last publish: not linted or packaged "
+                 "again")
     helm: Helm | None = None
     for app in apps:
         for gen, chart in app.charts.items():
@@ -147,6 +155,7 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
                 helm = helm or packager()
                 archives[gen][app.spec.name] = packaging.package_chart(
                     chart, app.spec.name, app.spec.version, helm, market.release_epoch(app.spec))
+                progress(f"packaged {app.spec.name} {app.spec.version} ({gen})")
     icons, problems = local_icons(apps, base_url)
     problems += conflicts(market_dir, apps, archives)
     if problems:

@@ -1,0 +1,114 @@
+"""A market repository of one's own: `olarespack init` lays it out, its olarespack.yaml gives every command
+its folders and URLs, and the wheel carries what olarespack needs to work there (templates and data)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import APPS, run_cli
+from olarespack.cli.market import source_lines
+
+ROOT = Path(__file__).parents[1]
+
+
+def init(tmp_path: Path, *args: str) -> Path:
+    code, output = run_cli(tmp_path, "init", "market-repo", *args)
+    assert code == 0, output
+    return tmp_path / "market-repo"
+
+
+def test_init_lays_out_a_repository_and_replaces_nothing(tmp_path: Path) -> None:
+    repo = init(tmp_path, "--market-url", "https://market.example.org")
+    for name in ("olarespack.yaml", "Makefile", ".gitignore", "README.md", "apps/.gitkeep", "models/.gitkeep",
+                 "charts/.gitkeep"):
+        assert (repo / name).is_file(), name
+    assert "market_url: https://market.example.org" in (repo / "olarespack.yaml").read_text()
+    assert "olarespack install-helm" in (repo / "Makefile").read_text()
+    before = (repo / "Makefile").read_bytes()
+    code, output = run_cli(tmp_path, "init", "market-repo")
+    assert code == 2 and "init replaces nothing" in output
+    assert (repo / "Makefile").read_bytes() == before
+    code, output = run_cli(tmp_path, "init", "other", "--market-url", "ftp://x")
+    assert code == 2 and "--market-url" in output and not (tmp_path / "other" / "olarespack.yaml").exists()
+
+
+@pytest.mark.helm
+def test_an_initialised_repository_builds_and_lints_with_its_own_folders(tmp_path: Path) -> None:
+    repo = init(tmp_path)
+    code, output = run_cli(repo, "build")  # nothing to do yet, and no error
+    assert code == 0, output
+    config = (repo / "olarespack.yaml").read_text().replace("apps_dir: apps ", "apps_dir: specs")
+    (repo / "olarespack.yaml").write_text(config.replace("charts_dir: charts ", "charts_dir: rendered"))
+    (repo / "specs").mkdir()
+    shutil.copy(APPS / "gemma4-audio.yaml", repo / "specs" / "audio.yaml")
+    code, output = run_cli(repo, "build")
+    assert code == 0, output
+    assert (repo / "rendered" / "llamacppgemma4audione" / "Chart.yaml").is_file()
+    for command in (["build", "--check"], ["lint", "--no-helm4"]):
+        code, output = run_cli(repo, *command)
+        assert code == 0, output
+    # a command-line option still wins over the file
+    code, output = run_cli(repo, "build", "--charts-dir", "elsewhere")
+    assert code == 0 and (repo / "elsewhere" / "llamacppgemma4audione").is_dir()
+
+
+def test_a_broken_settings_file_is_named(tmp_path: Path) -> None:
+    repo = init(tmp_path)
+    (repo / "olarespack.yaml").write_text("apps_dir: ../outside\nunknown: 1\n")
+    code, output = run_cli(repo, "build")
+    assert code == 1
+    assert "olarespack.yaml: apps_dir" in output and "olarespack.yaml: unknown" in output
+    assert "Traceback" not in output
+
+
+def test_serve_says_which_source_to_add_and_how_a_box_reaches_it() -> None:
+    assert "a box cannot reach 127.0.0.1" in " ".join(source_lines("127.0.0.1", 8787, None))
+    public = source_lines("127.0.0.1", 8787, "https://market.example.org")
+    assert "add this source in Olares: https://market.example.org (Olares 1.12.3-1.12.5: " \
+           "https://market.example.org/legacy)" in public
+    lan = " ".join(source_lines("0.0.0.0", 8787, None))
+    assert "add this source in Olares: http://" in lan and ":8787" in lan and "/legacy" in lan
+
+
+def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(tmp_path: Path) -> None:
+    """Built from this checkout with pip (no index: hatchling is a dev dependency), unpacked, and run from a
+    folder far from the source tree: templates and data must come from inside the package."""
+    try:
+        import hatchling as _hatchling  # noqa: F401
+    except ImportError:
+        pytest.skip(f"hatchling is not installed beside {sys.executable} (make test installs it)")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                            "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("olarespack-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "site")
+    for needed in ("olarespack/templates/engine/llamacpp.yaml.j2", "olarespack/templates/chart/chat-template.yaml.j2",
+                   "olarespack/data/engine-images.yaml", "olarespack/data/families.yaml",
+                   "olarespack/data/olares-values.yaml", "olarespack/data/hardware.yaml"):
+        assert needed in names, needed
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    code = ("import olarespack, sys; from olarespack.cli import main; "
+            "assert olarespack.__file__.startswith(sys.argv[1]), olarespack.__file__; "
+            "main(sys.argv[2:])")
+
+    def olarespack(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), *args], cwd=work, env=env,
+                              capture_output=True, text=True, check=False)
+
+    assert olarespack("init", "repo").returncode == 0
+    shutil.copy(APPS / "gemma4-audio.yaml", work / "repo" / "apps" / "audio.yaml")
+    work = work / "repo"
+    done = olarespack("build")
+    assert done.returncode == 0, done.stderr
+    assert (work / "charts" / "llamacppgemma4audione" / "templates" / "deployment.yaml").is_file()
