@@ -112,3 +112,24 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
     done = olarespack("build")
     assert done.returncode == 0, done.stderr
     assert (work / "charts" / "llamacppgemma4audione" / "templates" / "deployment.yaml").is_file()
+
+
+@pytest.mark.helm
+def test_values_need_no_editing_for_a_dry_run(tmp_path: Path) -> None:
+    """The README's recipe: `olarespack values` into a file, then helm with -f and nothing else."""
+    import yaml
+
+    from olarespack.cli.group import helm_binary
+
+    code, output = run_cli(ROOT, "values", "charts/llamacppgemma4audione", "--user", "bob")
+    assert code == 0, output
+    assert "APP" not in output and "alice" not in output
+    values = tmp_path / "values.yaml"
+    values.write_text(output)
+    rendered = helm_binary().template(ROOT / "charts" / "llamacppgemma4audione", "llamacppgemma4audione",
+                                      "llamacppgemma4audione-bob", values)
+    assert rendered.ok, rendered.stderr
+    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    [deployment] = [d for d in documents if d["kind"] == "Deployment"]
+    [models] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "models"]
+    assert models["hostPath"]["path"] == "/olares/userspace/bob/Data/llamacppgemma4audione/models"

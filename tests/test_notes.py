@@ -57,3 +57,19 @@ def test_a_new_model_says_it_downloads_and_an_image_names_its_release() -> None:
 
 def test_descriptions_alone_restart_nothing() -> None:
     assert upgrade_note(diff(*MANIFESTS)) == "Description and market details updated."
+
+
+def test_a_measured_figure_beside_a_changed_setting_is_flagged() -> None:
+    from olarespack.release.notes import stale_figures
+
+    manifest = ResourceChange("OlaresManifest.yaml", "changed", (
+        "--- a/OlaresManifest.yaml", "+++ b/OlaresManifest.yaml", "@@ -5,3 +5,3 @@",
+        '-  description: "Gemma 4 26B: 250 t/s at 128K context on Olares One"',
+        '+  description: "Gemma 4 26B: 250 t/s at 160K context on Olares One"',
+        "-  title: Old", "+  title: New"))
+    [warning] = stale_figures(diff(manifest))
+    assert "250 t/s stays beside a changed setting (128K -> 160K)" in warning
+    assert warning.startswith("apps/app.yaml: OlaresManifest.yaml:")
+    remeasured = ResourceChange("OlaresManifest.yaml", "changed", (
+        '-  description: "250 t/s at 128K context"', '+  description: "231 t/s at 160K context"'))
+    assert stale_figures(diff(remeasured)) == []

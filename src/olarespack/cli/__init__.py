@@ -41,5 +41,5 @@ def main(ctx: click.Context) -> None:
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init, init.install_helm):
+                init.init, init.install_helm, build.values):
     main.add_command(command)

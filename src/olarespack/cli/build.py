@@ -10,6 +10,7 @@ import click
 
 from olarespack.cli import options
 from olarespack.cli.group import output_folder
+from olarespack.errors import UsageError
 from olarespack.olares.generations import GenerationName
 from olarespack.project import orphan_charts, render_apps, sibling_names, spec_files
 from olarespack.spec.models import AppSpec
@@ -78,3 +79,33 @@ def app_spec_schema() -> str:
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["$id"] = "https://olarespack.invalid/app-spec.schema.json"
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@click.command("values")
+@click.argument("target", metavar="SPEC_OR_CHART", type=click.Path(exists=True))
+@click.option("--gpu", default="nvidia", show_default=True, help="The accelerator mode Olares renders for.")
+@click.option("--user", default="alice", show_default=True, help="The Olares user the app is installed for.")
+def values(target: str, gpu: str, user: str) -> None:
+    """Print the values Olares gives a chart at install (its app name, entrances, envs already filled in), for
+    `helm install --dry-run=client -f` on a box, or `helm template -f` anywhere.
+
+    The Hugging Face token is left empty: give yours with --set olaresEnv.OLARES_USER_HUGGINGFACE_TOKEN=..."""
+    import yaml
+
+    from olarespack.check.inputs import read_chart
+    from olarespack.check.lint import SECRET_SENTINEL, render_values
+    from olarespack.render import render_chart
+    from olarespack.spec.load import load_spec
+
+    path = Path(target)
+    if path.is_file():
+        chart = render_chart(load_spec(path), target)
+    elif (path / "Chart.yaml").is_file():
+        chart = read_chart(path, target)
+    else:
+        raise UsageError(f"{target}: neither a spec (.yaml) nor a chart folder")
+    found = render_values(chart, gpu)
+    found["olaresEnv"] = {k: "" if v == SECRET_SENTINEL else v for k, v in found["olaresEnv"].items()}
+    text = yaml.safe_dump(found, sort_keys=True).replace("alice", user)
+    click.echo(f"# olarespack values {target}: what Olares gives {chart.name} at install (user {user}, GPU {gpu})")
+    click.echo(text, nl=False)

@@ -45,6 +45,8 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, base: str |
         click.echo(f"skip {line}")
     for planned in bumps:
         click.echo(f"bumped {planned.name} {planned.edit.old_version} -> {planned.edit.new_version}: {planned.note}")
+        for warning in planned.warnings:
+            click.echo(f"WARN {warning}", err=True)
     if not bumps:
         click.echo(f"nothing to bump: no rendered chart differs from {repo.base[:12]}")
 

@@ -14,7 +14,7 @@ from olarespack.project import App, render_apps
 from olarespack.release import git as gitref
 from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
-from olarespack.release.notes import upgrade_note
+from olarespack.release.notes import stale_figures, upgrade_note
 from olarespack.release.version import Part, is_higher
 from olarespack.write import read_folder, write_chart, write_file
 
@@ -53,6 +53,7 @@ class Bump:
     name: str
     chart: Chart
     note: str
+    warnings: tuple[str, ...] = ()  # claims of the descriptions a changed setting made stale
 
 
 def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: Part, note: str | None,
@@ -80,7 +81,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
         path = Path(app.file)
         try:
             edit = edit_spec(path, path.read_text(encoding="utf-8"), part, text, today)
-            bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text))
+            bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text, tuple(stale_figures(diff))))
         except ProblemsError as exc:
             problems += exc.problems
     if problems:

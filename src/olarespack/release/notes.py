@@ -144,3 +144,43 @@ def upgrade_note(diff: AppDiff) -> str:
             "; the new model files download on its first start" if downloads else
             "; the downloaded model files are kept"))
     return ". ".join(["; ".join(settings) or "No change a box would see", *box]) + "."
+
+
+# a measured figure as descriptions state them: "250 t/s", "AVG 223.90 t/s", "+53%", "71 ms"
+FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:t/s|tok/s|tokens/s|ms|%|GB/s|GiB/s)(?![\w/])")
+
+
+def stale_figures(diff: AppDiff) -> list[str]:
+    """Lines of the market texts whose cited settings changed while a measured figure beside them did not:
+    "250 t/s at 128K context" becoming "250 t/s at 160K context" claims a speed nobody measured."""
+    found: list[str] = []
+    for change in diff.changes:
+        if not change.key.endswith("OlaresManifest.yaml"):
+            continue
+        removed = [line[1:] for line in change.diff if line.startswith("-") and not line.startswith("---")]
+        added = [line[1:] for line in change.diff if line.startswith("+") and not line.startswith("+++")]
+        for old in removed:
+            figures = FIGURE.findall(old)
+            if not figures:
+                continue
+            for new in added:
+                if new != old and FIGURE.findall(new) == figures and _same_words(old, new):
+                    found.append(f"{diff.file}: {change.key}: {', '.join(figures)} stays beside a changed setting "
+                                 f"({_changed_words(old, new)}): re-measure it or say what it was measured at")
+                    break
+    return sorted(set(found))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w./%+-]+", text)
+
+
+def _same_words(old: str, new: str) -> bool:
+    """The same sentence with a value changed: as many words, most of them equal."""
+    a, b = _words(old), _words(new)
+    return len(a) == len(b) and sum(x != y for x, y in zip(a, b, strict=True)) <= max(2, len(a) // 5)
+
+
+def _changed_words(old: str, new: str) -> str:
+    pairs = [(x, y) for x, y in zip(_words(old), _words(new), strict=True) if x != y]
+    return ", ".join(f"{x} -> {y}" for x, y in pairs[:3])
