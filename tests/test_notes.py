@@ -73,3 +73,8 @@ def test_a_measured_figure_beside_a_changed_setting_is_flagged() -> None:
     remeasured = ResourceChange("OlaresManifest.yaml", "changed", (
         '-  description: "250 t/s at 128K context"', '+  description: "231 t/s at 160K context"'))
     assert stale_figures(diff(remeasured)) == []
+
+
+def test_an_app_new_at_the_base_is_its_first_release() -> None:
+    new = AppDiff("app", "apps/app.yaml", None, "1.0.0", MANIFESTS)
+    assert upgrade_note(new) == "First release of this app in this market."

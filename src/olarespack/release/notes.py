@@ -100,6 +100,8 @@ def _release(image: str | None) -> str:
 
 def upgrade_note(diff: AppDiff) -> str:
     """The default changelog entry: the settings that changed, then what a box sees when it upgrades."""
+    if diff.base_version is None:
+        return "First release of this app in this market."
     settings: list[str] = []
     told: set[str] = set()
     restarts = downloads = False
