@@ -172,9 +172,10 @@ def _check_sizes(export: Export) -> None:
         size = len(export.files[path]) if path in export.files else export.copies[path].stat().st_size
         if size > MAX_ASSET_BYTES:
             source = export.copies.get(path, path)
-            raise UsageError(f"{source}: {size} bytes; Cloudflare serves static assets of at most "
-                             f"{MAX_ASSET_BYTES // 2**20} MiB each (make the chart smaller, or serve this market "
-                             "with `olarespack serve`)")
+            fix = ("make the chart smaller" if path.startswith("assets/charts/") else
+                   "publish fewer apps per market") + ", or serve this market with `olarespack serve`"
+            raise UsageError(f"{source}: {size} bytes; Cloudflare serves a static asset of at most "
+                             f"{MAX_ASSET_BYTES} bytes ({fix})")
 
 
 def _is_previous_export(out: Path) -> bool:
