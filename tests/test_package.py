@@ -175,7 +175,7 @@ def test_publish_writes_a_self_contained_market(tmp_path: Path, apps: Path) -> N
     market_dir = tmp_path / "market"
     code, out, _ = run("publish", "--apps-dir", str(apps), "--market-dir", str(market_dir))
     assert code == 0
-    assert out.count("(created)") == 6 and "catalog created" in out
+    assert out.count("(created)") == 6 and "catalog.json created" in out
     files = sorted(tree_bytes(market_dir))
     for gen in ("current", "legacy"):
         assert f"charts/{gen}/{VISION}-{V_VISION}.tgz" in files
