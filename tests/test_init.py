@@ -27,7 +27,7 @@ def init(tmp_path: Path, *args: str) -> Path:
 def test_init_lays_out_a_repository_and_replaces_nothing(tmp_path: Path) -> None:
     repo = init(tmp_path, "--market-url", "https://market.example.org")
     for name in ("olarespack.yaml", "Makefile", ".gitignore", "README.md", "apps/.gitkeep", "models/.gitkeep",
-                 "charts/.gitkeep"):
+                 "charts/.gitkeep", ".github/workflows/olarespack-pr.yml"):
         assert (repo / name).is_file(), name
     assert "market_url: https://market.example.org" in (repo / "olarespack.yaml").read_text()
     assert "olarespack install-helm" in (repo / "Makefile").read_text()
@@ -92,6 +92,7 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
     for needed in ("olarespack/templates/engine/llamacpp.yaml.j2", "olarespack/templates/chart/chat-template.yaml.j2",
+                   "olarespack/templates/init/olarespack-pr.yml", "olarespack/templates/worker/index.js",
                    "olarespack/data/engine-images.yaml", "olarespack/data/families.yaml",
                    "olarespack/data/olares-values.yaml", "olarespack/data/hardware.yaml"):
         assert needed in names, needed

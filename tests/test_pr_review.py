@@ -23,7 +23,7 @@ from olarespack.release.diff import AppDiff, ResourceChange, as_markdown
 from test_release import V_VISION, VISION, git, replace_in, run
 
 ACTION = ROOT / "action.yml"
-WORKFLOWS = sorted([*ROOT.glob("examples/workflows/*.yml"), *ROOT.glob(".github/workflows/*.yml")])
+WORKFLOWS = sorted([*ROOT.glob("templates/init/*.yml"), *ROOT.glob(".github/workflows/*.yml")])
 MARKER = "<!-- olarespack-pr-review -->"
 SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 
@@ -172,7 +172,7 @@ def test_the_action_is_a_composite_whose_scripts_are_bash_and_whose_actions_are_
 
 
 def test_the_example_workflow_asks_for_what_the_comment_needs_and_no_more() -> None:
-    workflow = yaml.safe_load((ROOT / "examples/workflows/olarespack-pr.yml").read_text(encoding="utf-8"))
+    workflow = yaml.safe_load((ROOT / "templates/init/olarespack-pr.yml").read_text(encoding="utf-8"))
     assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
     assert "pull_request" in workflow[True]  # YAML 1.1 reads the key `on` as True
     steps = workflow["jobs"]["review"]["steps"]

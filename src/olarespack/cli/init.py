@@ -94,8 +94,12 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
         market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
         if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
         icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
+    from olarespack.render.jinja import template_dir
+
+    workflow = (template_dir() / "init" / "olarespack-pr.yml").read_text(encoding="utf-8")
     return {
         "olarespack.yaml": config,
+        ".github/workflows/olarespack-pr.yml": workflow,
         "Makefile": MAKEFILE.format(requirement=requirement),
         ".gitignore": GITIGNORE,
         "README.md": README.format(title=title),
@@ -116,7 +120,8 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
 def init(folder: Path, title: str | None, market_url: str | None, icon_base_url: str | None, hardware: str,
          requirement: str) -> None:
     """Lay out a market repository in FOLDER: olarespack.yaml (its settings), apps/, models/, charts/, a
-    Makefile whose `make build` and `make test` work on a fresh clone, .gitignore and a README.
+    Makefile whose `make build` and `make test` work on a fresh clone, the pull-request review workflow
+    (.github/workflows/olarespack-pr.yml), .gitignore and a README.
 
     Nothing that exists is replaced: FOLDER may exist, but none of the files init writes."""
     from olarespack.config import ProjectConfig
