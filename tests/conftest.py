@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,27 @@ def run_cli(cwd: Path | None, *args: str) -> tuple[int, str]:
     finally:
         os.chdir(old)
     return result.exit_code, result.stdout + result.stderr
+
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+def git(root: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
+                         env={**os.environ, **GIT_ENV})
+    return out.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """A scratch git repository holding the project's apps and charts, as the working folder."""
+    shutil.copytree(APPS, tmp_path / "apps")
+    shutil.copytree(CHARTS, tmp_path / "charts")
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    yield tmp_path
+    os.chdir(old)

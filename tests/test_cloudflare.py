@@ -21,7 +21,7 @@ from conftest import APPS, run_cli, spec_version, tree_bytes
 from olarespack.market import catalog as market
 from olarespack.market import cloudflare
 from specs import write_spec
-from test_serve import Answer, publish_market, request, running_server
+from test_serve import Answer, market_with_traps, publish_market, request, running_server
 from worker_host import run_wrangler, running_worker, wrangler_binary
 
 pytestmark = pytest.mark.helm  # the market is published with the real helm
@@ -41,14 +41,7 @@ COMPARED = ("content-type", "content-disposition", "cache-control", "location", 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A published market with an icon and a link to a file outside it (which neither may serve)."""
-    root = tmp_path_factory.mktemp("cloudflare")
-    shutil.copytree(APPS, root / "apps")
-    (root / "apps" / "icons").mkdir()
-    (root / "apps" / "icons" / f"{VISION}.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16)
-    publish_market(root / "apps", root / "market")
-    (root / "secret.txt").write_text("secret")
-    (root / "market" / "charts" / "current" / "evil-1.0.0.tgz").symlink_to(root / "secret.txt")
-    return root
+    return market_with_traps(tmp_path_factory.mktemp("cloudflare"))
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,15 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import APPS, CHARTS, ROOT
+from conftest import ROOT, git
 from olarespack.release.diff import AppDiff, ResourceChange, as_markdown
-from test_release import V_VISION, VISION, git, replace_in, run
+from test_release import V_VISION, VISION, replace_in, run
 
 ACTION = ROOT / "action.yml"
 WORKFLOWS = sorted([*ROOT.glob("templates/init/*.yml"), *ROOT.glob(".github/workflows/*.yml")])
@@ -49,18 +48,6 @@ def actionlint() -> str:
 # --------------------------------------------------------------------------- the markdown
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Path]:
-    """A scratch git repository holding the project's apps and charts, as the working folder."""
-    shutil.copytree(APPS, tmp_path / "apps")
-    shutil.copytree(CHARTS, tmp_path / "charts")
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-qm", "base")
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    yield tmp_path
-    os.chdir(old)
 
 
 @pytest.mark.helm

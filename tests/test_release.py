@@ -6,8 +6,6 @@ import difflib
 import json
 import os
 import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import semver
 import yaml
 from click.testing import CliRunner
 
-from conftest import APPS, CHARTS, spec_version, tree_bytes
+from conftest import APPS, git, spec_version, tree_bytes
 from olarespack.cli import main
 
 pytestmark = pytest.mark.helm
@@ -25,27 +23,6 @@ AUDIO = "llamacppgemma4audione"
 V_VISION, V_AUDIO, V_DFLASH = (spec_version(stem) for stem in ("gemma4-vision", "gemma4-audio", "gemma4-dflash"))
 VISION_MINOR = str(semver.Version.parse(V_VISION).bump_minor())
 AUDIO_PATCH = str(semver.Version.parse(V_AUDIO).bump_patch())
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-
-
-def git(root: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
-                         env={**os.environ, **GIT_ENV})
-    return out.stdout
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Path]:
-    shutil.copytree(APPS, tmp_path / "apps")
-    shutil.copytree(CHARTS, tmp_path / "charts")
-    git(tmp_path, "init", "-q", "-b", "main")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-qm", "base")
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    yield tmp_path
-    os.chdir(old)
 
 
 def run(*args: str) -> tuple[int, str, str]:

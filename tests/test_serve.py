@@ -123,17 +123,21 @@ def wait_for(condition: Any, seconds: float = 10) -> bool:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("serve")
+def market_with_traps(root: Path) -> Path:
+    """The apps published with an icon into root/market, plus files a request must never reach: one outside
+    the market, and a link from inside to outside."""
     shutil.copytree(APPS, root / "apps")
     (root / "apps" / "icons").mkdir()
     (root / "apps" / "icons" / f"{VISION}.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16)
     publish_market(root / "apps", root / "market")
-    # files a request must never reach: outside the market, and a link from inside to outside
     (root / "secret.txt").write_text("secret")
     (root / "market" / "charts" / "current" / "evil-1.0.0.tgz").symlink_to(root / "secret.txt")
     return root
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return market_with_traps(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
