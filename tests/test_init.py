@@ -70,9 +70,11 @@ def test_a_broken_settings_file_is_named(tmp_path: Path) -> None:
 
 def test_serve_says_which_source_to_add_and_how_a_box_reaches_it() -> None:
     assert "a box cannot reach 127.0.0.1" in " ".join(source_lines("127.0.0.1", 8787, None))
-    public = source_lines("127.0.0.1", 8787, "https://market.example.org")
+    public = " ".join(source_lines("127.0.0.1", 8787, "https://market.example.org/"))
     assert "add this source in Olares: https://market.example.org (Olares 1.12.3-1.12.5: " \
-           "https://market.example.org/legacy)" in public
+           "https://market.example.org/legacy)" in public and "cannot reach" not in public
+    both = " ".join(source_lines("0.0.0.0", 8787, "https://market.example.org"))
+    assert "https://market.example.org/legacy" in both and "or, on this network: http://" in both
     lan = " ".join(source_lines("0.0.0.0", 8787, None))
     assert "add this source in Olares: http://" in lan and ":8787" in lan and "/legacy" in lan
 
@@ -134,3 +136,44 @@ def test_values_need_no_editing_for_a_dry_run(tmp_path: Path) -> None:
     [deployment] = [d for d in documents if d["kind"] == "Deployment"]
     [models] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "models"]
     assert models["hostPath"]["path"] == "/olares/userspace/bob/Data/llamacppgemma4audione/models"
+
+
+def test_settings_cannot_lead_out_of_the_repository(tmp_path: Path) -> None:
+    repo = init(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "esc").symlink_to(outside)
+    (repo / "olarespack.yaml").write_text("charts_dir: esc/charts\n")
+    shutil.copy(APPS / "gemma4-audio.yaml", repo / "apps" / "audio.yaml")
+    code, output = run_cli(repo, "build")
+    assert code == 1 and "olarespack.yaml: charts_dir" in output and "symbolic link" in output
+    assert not any(outside.iterdir())
+
+
+def test_settings_apply_from_a_subfolder_and_to_grouped_commands(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = init(tmp_path)
+    (repo / "olarespack.yaml").write_text("apps_dir: specs\nmarket_dir: pub\n")
+    (repo / "specs").mkdir()
+    shutil.copy(APPS / "gemma4-audio.yaml", repo / "specs" / "audio.yaml")
+    code, output = run_cli(repo / "specs", "build")
+    assert code == 0, output
+    assert (repo / "charts" / "llamacppgemma4audione").is_dir() and not (repo / "specs" / "charts").exists()
+    code, output = run_cli(repo, "export", "cloudflare", "--out", str(tmp_path / "worker"))
+    assert code == 2 and "pub" in output  # it looked for the market where the settings say
+    config = tmp_path / "other.yaml"
+    config.write_text("apps_dir: nowhere\n")
+    monkeypatch.setenv("OLARESPACK_CONFIG", str(config))  # the review action gives the base's settings so
+    code, output = run_cli(repo, "build")
+    assert code == 2 and "nowhere" in output
+
+
+def test_problem_lines_quote_strangers_text_without_obeying_it(tmp_path: Path) -> None:
+    (tmp_path / "apps").mkdir()
+    spec = (APPS / "gemma4-audio.yaml").read_text().replace(
+        "  alias: gemma-4-e4b-audio", '  "bad\\n::warning::injected\\n~~~~": 1\n  alias: gemma-4-e4b-audio')
+    (tmp_path / "apps" / "audio.yaml").write_text(spec)
+    code, output = run_cli(tmp_path, "lint", "--no-helm4")
+    assert code == 1
+    assert not any(line.startswith(("::", "~~~~")) for line in output.splitlines())
+    assert "bad\\x0a::warning::injected" in output

@@ -41,8 +41,7 @@ def test_speculative_settings_are_read_from_the_env_the_args_cite() -> None:
     args = ["org/model", "--speculative-config", "$(SPEC_CONFIG)"]
     old = deployment(args, {"SPEC_CONFIG": '{"method":"dflash","model":"z-lab/d","num_speculative_tokens":13}'})
     new = deployment(args, {"SPEC_CONFIG": '{"method":"dflash","model":"z-lab/d","num_speculative_tokens":8}'})
-    assert upgrade_note(diff(changed(old, new))).startswith(
-        "Speculative decoding dflash with d, 13 tokens -> dflash with d, 8 tokens.")
+    assert upgrade_note(diff(changed(old, new))).startswith("Speculative decoding: 13 -> 8 tokens.")
 
 
 def test_a_new_model_says_it_downloads_and_an_image_names_its_release() -> None:

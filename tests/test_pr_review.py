@@ -323,3 +323,30 @@ def test_the_checks_step_on_a_market_repository(runner: dict[str, str], tmp_path
     assert "--ctx-size 32768 -> 16384" in (review / "diff.md").read_text()
     assert "[version-gate]" in (review / "gate.txt").read_text()
     assert "chart(s) differ from their specs" in (review / "drift.txt").read_text()
+
+
+@pytest.mark.helm
+def test_a_pull_requests_own_settings_cannot_turn_the_checks_off(runner: dict[str, str], tmp_path: Path) -> None:
+    """The PR edits a spec and adds an olarespack.yaml pointing the checks at an empty folder: they still run
+    with the base's settings and fail, the review says the settings changed, and the log obeys no workflow
+    command quoted from the PR's files."""
+    market = tmp_path / "market"
+    shutil.copytree(ROOT / "apps", market / "apps", ignore=shutil.ignore_patterns("gemma4-[dv]*"))
+    env = {**runner, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{runner['PATH']}"}
+    assert bash("olarespack build", env, market).returncode == 0
+    git(market, "init", "-q", "-b", "main")
+    git(market, "add", "-A")
+    git(market, "commit", "-qm", "base")
+    base = git(market, "rev-parse", "HEAD").strip()
+    replace_in(market / "apps/gemma4-audio.yaml", "ctx_size: 32768", "ctx_size: 16384")
+    (market / "empty").mkdir()
+    (market / "olarespack.yaml").write_text("apps_dir: empty\ncharts_dir: empty\n")
+    git(market, "add", "-A")
+    git(market, "commit", "-qm", "pr")
+    result = bash(script("Drift check, lint and version gate"), {**env, "BASE": base}, market)
+    assert result.returncode == 0, result.stderr
+    outputs = dict(line.split("=", 1) for line in Path(runner["GITHUB_OUTPUT"]).read_text().splitlines())
+    assert outputs["drift"] == "fail" and outputs["gate"] == "fail" and outputs["settings"] == "changed"
+    assert result.stdout.count("::stop-commands::olarespack-") == 3
+    comment = write_review(runner, tmp_path, "diff", DRIFT="fail", SETTINGS="changed")
+    assert "**olarespack.yaml changes in this pull request.**" in comment

@@ -4,6 +4,8 @@ from the folder it runs in, as the defaults of its options; an option given on t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +17,7 @@ from olarespack.spec.translate import problem_of
 from olarespack.spec.types import HardwareName, StrictModel, Url
 
 CONFIG_FILE = "olarespack.yaml"
+CONFIG_ENV = "OLARESPACK_CONFIG"  # another settings file (the review action gives the base's)
 # a folder of the repository, relative to its root: never absolute, never above it
 _PART = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
 Folder = Annotated[str, StringConstraints(max_length=200, pattern=rf"^{_PART}(/{_PART})*$")]
@@ -33,12 +36,58 @@ class ProjectConfig(StrictModel):
                                       "init's specs and import use it for icon URLs.")
 
 
-def load_config(folder: Path) -> ProjectConfig | None:
-    """The repository's settings, None when the folder has no olarespack.yaml. The file is read like a spec
-    (bounded, no anchors): a pull request can change it."""
-    path = folder / CONFIG_FILE
-    if not path.is_file():
+@dataclass(frozen=True)
+class Project:
+    """A repository's settings and where they apply from."""
+
+    config: ProjectConfig
+    root: Path  # the folder holding olarespack.yaml: its folders are relative to it
+    file: Path
+
+
+def find_settings(start: Path, environ: Mapping[str, str]) -> Path | None:
+    """OLARESPACK_CONFIG when set (the review action points it at the base's file), else the olarespack.yaml
+    of the folder or of the nearest folder above it, up to the repository's top (a .git) or the disk's."""
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder / CONFIG_FILE
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+def load_project(start: Path, environ: Mapping[str, str]) -> Project | None:
+    path = find_settings(start, environ)
+    if path is None:
         return None
+    root = start if environ.get(CONFIG_ENV) else path.parent
+    config = load_config(path)
+    problems = [Problem(str(path), name, problem, "use a folder inside the repository, reached without symbolic "
+                        "links", rule="spec-format")
+                for name in ("apps_dir", "charts_dir", "market_dir")
+                if (problem := _outside(root, getattr(config, name)))]
+    if problems:
+        raise SpecError(problems)
+    return Project(config, root, path)
+
+
+def _outside(root: Path, folder: str) -> str | None:
+    """Why a configured folder would lead out of the repository (a symbolic link on its way), or None: a pull
+    request's settings must not make build or publish write elsewhere on the machine."""
+    current = root
+    for part in Path(folder).parts:
+        current = current / part
+        if current.is_symlink():
+            return f"{folder}: {current} is a symbolic link"
+        if current.exists() and not current.resolve().is_relative_to(root.resolve()):
+            return f"{folder}: leads outside the repository"
+    return None
+
+
+def load_config(path: Path) -> ProjectConfig:
+    """One settings file, read like a spec (bounded, no anchors): a pull request can change it."""
     data = load_spec_data(path)
     if data is None:
         data = {}
@@ -50,14 +99,23 @@ def load_config(folder: Path) -> ProjectConfig | None:
         raise SpecError([problem_of(str(path), error) for error in exc.errors()]) from None
 
 
-def option_defaults(config: ProjectConfig) -> dict[str, Any]:
-    """click's default_map: each command's options that the settings decide."""
-    folders = {"apps_dir": Path(config.apps_dir), "charts_dir": Path(config.charts_dir),
-               "market_dir": Path(config.market_dir)}
-    base = {"base_url": config.market_url} if config.market_url else {}
+def option_defaults(project: Project, cwd: Path) -> dict[str, Any]:
+    """click's default_map: each command's options that the settings decide. Folders are relative to the
+    settings' folder: as given when the command runs there, absolute from a folder below it."""
+    config = project.config
+
+    def folder(name: str) -> Path:
+        return Path(name) if project.root.resolve() == cwd.resolve() else project.root / name
+
+    folders = {"apps_dir": folder(config.apps_dir), "charts_dir": folder(config.charts_dir),
+               "market_dir": folder(config.market_dir)}
     commands = ("build", "lint", "fit", "bump", "diff", "package", "publish", "serve", "import")
     defaults: dict[str, Any] = {name: dict(folders) for name in commands}
-    defaults["publish"].update(base)
-    defaults["serve"].update({"public_url": config.market_url} if config.market_url else {})
+    if config.market_url:
+        defaults["publish"]["base_url"] = config.market_url
+        defaults["serve"]["public_url"] = config.market_url
     defaults["import"]["hardware"] = config.hardware
+    # commands of a group read their defaults one level down
+    defaults["export"] = {"cloudflare": {"market_dir": folders["market_dir"]}}
+    defaults["model"] = {"add": {"models_dir": folders["apps_dir"].parent / "models"}}
     return defaults

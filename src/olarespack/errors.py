@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -10,6 +11,16 @@ from olarespack.rule_catalog import RULES
 from olarespack.spec.guard import redact
 
 Severity = Literal["error", "warning"]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _printable(text: str) -> str:
+    """One line, nothing a terminal or a CI log would obey: field paths and messages quote strangers' text (a
+    spec key holding a newline and `::warning::`, or an escape sequence)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
+                        text)
 
 
 @dataclass(frozen=True, order=True)
@@ -32,7 +43,7 @@ class Problem:
         text = f"{where}: {self.message}"
         if self.fix:
             text += f" (fix: {self.fix})"
-        return redact(f"{text} [{self.rule}]")
+        return redact(_printable(f"{text} [{self.rule}]"))
 
 
 class OlaresPackError(Exception):

@@ -74,9 +74,9 @@ def _entrance_names(manifest: dict[str, Any]) -> list[str]:
     return [str(e.get("name")) for key in ("entrances", "sharedEntrances") for e in manifest.get(key) or []]
 
 
-def render_values(chart: Chart, mode: str) -> dict[str, Any]:
+def render_values(chart: Chart, mode: str, user: str = "alice") -> dict[str, Any]:
     """The values a chart is rendered with for `mode`: what Olares injects at install, and its envs."""
-    return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode)
+    return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode, user)
 
 
 def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[str, Any]]]:

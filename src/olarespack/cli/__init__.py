@@ -13,6 +13,7 @@ Exit codes:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -28,15 +29,15 @@ from olarespack.cli.group import CatchingGroup
 def main(ctx: click.Context) -> None:
     """Turn one typed spec per app into a versioned, validated Olares Helm chart.
 
-    Run it in a market repository's root: its olarespack.yaml (written by `olarespack init`) gives the
-    defaults of the folder and URL options."""
-    from olarespack.config import load_config, option_defaults
+    In a market repository, its olarespack.yaml (written by `olarespack init`, found in this folder or one
+    above it; OLARESPACK_CONFIG names another) gives the defaults of the folder and URL options."""
+    from olarespack.config import load_project, option_defaults
 
     if ctx.invoked_subcommand == "init":
         return  # init writes the settings; it never reads them
-    config = load_config(Path.cwd())
-    if config is not None:
-        ctx.default_map = option_defaults(config)
+    project = load_project(Path.cwd(), os.environ)
+    if project is not None:
+        ctx.default_map = option_defaults(project, Path.cwd())
 
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,

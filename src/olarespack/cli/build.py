@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -81,10 +82,17 @@ def app_spec_schema() -> str:
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _user(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9]{0,31}", value):
+        raise click.BadParameter(f"{value!r} is not an Olares user name (lower-case letters and digits)")
+    return value
+
+
 @click.command("values")
 @click.argument("target", metavar="SPEC_OR_CHART", type=click.Path(exists=True))
 @click.option("--gpu", default="nvidia", show_default=True, help="The accelerator mode Olares renders for.")
-@click.option("--user", default="alice", show_default=True, help="The Olares user the app is installed for.")
+@click.option("--user", default="alice", show_default=True, help="The Olares user the app is installed for.",
+              callback=lambda ctx, param, value: _user(value))
 def values(target: str, gpu: str, user: str) -> None:
     """Print the values Olares gives a chart at install (its app name, entrances, envs already filled in), for
     `helm install --dry-run=client -f` on a box, or `helm template -f` anywhere.
@@ -104,8 +112,8 @@ def values(target: str, gpu: str, user: str) -> None:
         chart = read_chart(path, target)
     else:
         raise UsageError(f"{target}: neither a spec (.yaml) nor a chart folder")
-    found = render_values(chart, gpu)
+    found = render_values(chart, gpu, user)
     found["olaresEnv"] = {k: "" if v == SECRET_SENTINEL else v for k, v in found["olaresEnv"].items()}
-    text = yaml.safe_dump(found, sort_keys=True).replace("alice", user)
+    text = yaml.safe_dump(found, sort_keys=True)
     click.echo(f"# olarespack values {target}: what Olares gives {chart.name} at install (user {user}, GPU {gpu})")
     click.echo(text, nl=False)

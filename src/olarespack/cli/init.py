@@ -115,10 +115,12 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
 @click.option("--market-url", metavar="URL", help="The market's public URL (boxes sync from it).")
 @click.option("--icon-base-url", metavar="URL", help="Where icons are served (default <market-url>/icons/).")
 @click.option("--hardware", default="rtx5090-laptop", show_default=True, help="The GPU profile apps target.")
-@click.option("--olarespack", "requirement", default=f"olarespack=={__version__}", show_default=True,
-              help="What the Makefile installs: a version, a wheel file or a git URL (pip's syntax).")
+@click.option("--olarespack", "requirement", default=None,
+              help="What the Makefile installs, in pip's syntax: a git URL pinned to a commit (works for anyone "
+                   "who clones), a wheel file (this machine only), or a version once on PyPI "
+                   f"(default: olarespack=={__version__}, not on PyPI yet).")
 def init(folder: Path, title: str | None, market_url: str | None, icon_base_url: str | None, hardware: str,
-         requirement: str) -> None:
+         requirement: str | None) -> None:
     """Lay out a market repository in FOLDER: olarespack.yaml (its settings), apps/, models/, charts/, a
     Makefile whose `make build` and `make test` work on a fresh clone, the pull-request review workflow
     (.github/workflows/olarespack-pr.yml), .gitignore and a README.
@@ -127,6 +129,11 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     from olarespack.config import ProjectConfig
     from olarespack.write import write_file
 
+    if requirement is None:
+        requirement = f"olarespack=={__version__}"
+        click.echo(f"note: the Makefile installs {requirement}, which is not on PyPI yet: give --olarespack "
+                   "'olarespack @ git+https://<its repository>@<commit>' (anyone can clone and build) or a wheel "
+                   "file (this machine only)", err=True)
     if "'" in requirement or "\n" in requirement:
         raise UsageError("--olarespack: a pip requirement without quotes or newlines")
     try:

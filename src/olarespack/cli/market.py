@@ -130,16 +130,18 @@ def source_lines(host: str, port: int, public_url: str | None) -> list[str]:
     shown_port = port or "<port>"
     lines = [f"serving on http://{host if ':' not in host else f'[{host}]'}:{shown_port}"]
     if public_url:
-        lines.append(f"add this source in Olares: {public_url} (Olares 1.12.3-1.12.5: {public_url}/legacy)")
-        return lines
+        public = public_url.rstrip("/")
+        lines.append(f"add this source in Olares: {public} (Olares 1.12.3-1.12.5: {public}/legacy), if that URL "
+                     "reaches this server")
     if host in ("127.0.0.1", "localhost", "::1"):
-        lines.append("a box cannot reach 127.0.0.1: run with --host 0.0.0.0 to serve your network, or put this "
-                     "server behind a public URL (set market_url in olarespack.yaml)")
+        if not public_url:
+            lines.append("a box cannot reach 127.0.0.1: run with --host 0.0.0.0 to serve your network, or put "
+                         "this server behind a public URL (set market_url in olarespack.yaml)")
         return lines
     address = host if host not in ("0.0.0.0", "::") else (_lan_address() or "<this machine's address>")
     url = f"http://{address}:{shown_port}"
-    lines.append(f"add this source in Olares: {url} (Olares 1.12.3-1.12.5: {url}/legacy); the box must reach "
-                 "this machine on that port (same network, or a tunnel)")
+    lines.append(f"{'or, on this network' if public_url else 'add this source in Olares'}: {url} (Olares "
+                 f"1.12.3-1.12.5: {url}/legacy); the box must reach this machine on that port")
     return lines
 
 

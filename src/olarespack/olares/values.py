@@ -15,8 +15,9 @@ def _olares_values_text() -> str:
     return resources.files("olarespack").joinpath("data/olares-values.yaml").read_text(encoding="utf-8")
 
 
-def olares_values(app: str) -> dict[str, Any]:
-    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app))
+def olares_values(app: str, user: str = "alice") -> dict[str, Any]:
+    """The data file with its APP and user (alice) put in: both are names, never YAML syntax."""
+    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app).replace("alice", user))
     return values
 
 
@@ -26,17 +27,17 @@ MIDDLEWARE = {"postgres": "databases", "redis": None, "mongodb": "databases", "m
 
 
 def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "",
-                   ) -> dict[str, Any]:
+                   user: str = "alice") -> dict[str, Any]:
     """What Olares' own linter gives any chart: the injected values, a domain per entrance, the system
     objects (schedule, os, oidc, dep, svcs) and every middleware, so foreign charts render too."""
-    values = olares_values(app)
-    values["domain"] = {name: f"{i:08x}.alice.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
+    values = olares_values(app, user)
+    values["domain"] = {name: f"{i:08x}.{user}.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
     values["olaresEnv"] = dict(olares_env)
     values["gpu"] = gpu_mode or values["gpu"]
     values["GPU"] = {**values["GPU"], "Type": gpu_mode} if gpu_mode else {k: v for k, v in values["GPU"].items()
                                                                            if k != "Type"}
     values.update(schedule={"nodeName": "node1"}, os={"appKey": "key", "appSecret": "secret"},
-                  oidc={"client": {"id": "id", "secret": "secret"}, "issuer": "https://auth.alice.olares.com"},
+                  oidc={"client": {"id": "id", "secret": "secret"}, "issuer": f"https://auth.{user}.olares.com"},
                   dep={}, svcs={})
     for name, collection in MIDDLEWARE.items():
         entry: dict[str, Any] = {"host": f"{name}.svc", "port": 1, "username": "u", "password": "p"}

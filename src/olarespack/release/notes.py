@@ -66,6 +66,25 @@ def _speculative(value: str) -> str:
     return f"{method}" + (f" with {drafter}" if drafter else "") + (f", {tokens} tokens" if tokens else "")
 
 
+def _speculative_change(old: str, new: str) -> str:
+    """Only what changed in the drafting: "3 -> 5 tokens", "drafter a -> b", "method x -> y"."""
+    try:
+        before, after = json.loads(old), json.loads(new)
+    except json.JSONDecodeError:
+        return f"{old} -> {new}"
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return f"{old} -> {new}"
+    parts = []
+    for key, name in (("method", "method"), ("model", "drafter"), ("num_speculative_tokens", "tokens")):
+        if before.get(key) != after.get(key):
+            was, now = before.get(key, "none"), after.get(key, "none")
+            parts.append(f"{was} -> {now} tokens" if key == "num_speculative_tokens" else f"{name} {was} -> {now}")
+    others = sorted(k for k in set(before) | set(after) if k not in ("method", "model", "num_speculative_tokens")
+                    and before.get(k) != after.get(k))
+    parts += [f"{k} {before.get(k, 'none')} -> {after.get(k, 'none')}" for k in others]
+    return ", ".join(parts) or "unchanged"
+
+
 def _shown(flag: str, value: str) -> str:
     kind = LABELS.get(flag, ("", "text"))[1]
     if kind == "tokens":
@@ -126,6 +145,8 @@ def upgrade_note(diff: AppDiff) -> str:
                 settings.append(f"{label}: {_shown(flag, before[flag])} removed")
             elif flag not in before:
                 settings.append(f"{label}: {_shown(flag, after[flag])}")
+            elif LABELS.get(flag, ("", ""))[1] == "speculative":
+                settings.append(f"{label}: {_speculative_change(before[flag], after[flag])}")
             else:
                 settings.append(f"{label} {_shown(flag, before[flag])} -> {_shown(flag, after[flag])}")
         for kind in ("requests", "limits"):

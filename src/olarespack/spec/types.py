@@ -71,7 +71,7 @@ Note = Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
 ArgText = Annotated[str, StringConstraints(max_length=4_096)]
 Title = Annotated[str, StringConstraints(min_length=1, max_length=30)]
 EntranceTitle = Annotated[str, StringConstraints(min_length=1, max_length=30, pattern=r"^[a-zA-Z0-9 -]+$")]
-Url = Annotated[str, StringConstraints(max_length=2_048, pattern=r"^https?://[^\s]+$")]
+Url = Annotated[str, StringConstraints(max_length=2_048, pattern=r"^https?://[\x21-\x7e]+$")]  # printable ASCII
 AppName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{1,30}$"), AfterValidator(_app_name)]
 HardwareName = Annotated[str, AfterValidator(_hardware)]
 HfRepo = Annotated[str, StringConstraints(max_length=200,
