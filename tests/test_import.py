@@ -298,3 +298,11 @@ def test_a_chart_kubernetes_would_refuse_is_refused_without_a_traceback(tmp_path
     code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
     assert code == 1 and "Kubernetes would refuse what it renders" in out and "envFrom" in out
     assert "Traceback" not in out and "internal error" not in out
+
+
+def test_a_positional_llama_server_does_not_know_passes_through_as_itself() -> None:
+    from olarespack.importer.engines import import_llamacpp
+
+    imported = import_llamacpp(["llama-server", "stray", "--jinja", "--foo", "1"],
+                               "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {})
+    assert imported.data["extra_args"] == ["stray", "--foo", "1"]

@@ -137,7 +137,8 @@ def _switch_value(spelling: str, flag: Flag, value: str | None) -> Any:
 
 
 def _extra(spelling: str, value: str | None) -> list[str]:
-    return [spelling] + ([value] if value is not None else [])
+    """An option the table does not know, as the command line had it: a positional ("" spelling) alone."""
+    return [item for item in (spelling or None, value) if item is not None]
 
 
 def _chart_option(result: EngineImport, spelling: str, value: str | None, default_port: int) -> None:
@@ -188,7 +189,7 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
                                           "revision": remote.revision}
             if family and spelling not in ("--model-draft", "-md"):
                 names = [n for n, t in family.spec_types.items() if t.drafter_flag == spelling]
-                if names and "type" not in speculative:
+                if names:
                     speculative.setdefault("type", names[0])
             continue
         if flag is None:
