@@ -5,7 +5,6 @@ test_sync_e2e runs against it; `wrangler deploy --dry-run` bundles it."""
 
 from __future__ import annotations
 
-import datetime as dt
 import http.client
 import json
 import shutil
@@ -14,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import test_sync_e2e as e2e
 from conftest import APPS, run_cli, spec_version, tree_bytes
 from olarespack.market import catalog as market
 from olarespack.market import cloudflare
-from specs import write_spec
 from test_serve import Answer, market_with_traps, publish_market, request, running_server
 from worker_host import run_wrangler, running_worker, wrangler_binary
 
@@ -199,13 +196,7 @@ def test_a_bump_reaches_boxes_through_a_new_export(tmp_path: Path) -> None:
             assert e2e.sync(base, box)
     old = {v: (box.local_hash, dict(box.details)) for v, box in boxes.items()}
 
-    spec = apps / "gemma4-vision.yaml"
-    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-    before = data["version"]
-    data["version"] = "9.0.0"
-    data["changelog"].insert(0, {"version": "9.0.0", "date": dt.date(2027, 6, 1), "note": "a bump for the test"})
-    write_spec(apps, data, "gemma4-vision.yaml")
-    publish_market(apps, tmp_path / "market")
+    before = e2e.bump_vision_and_publish(apps, tmp_path / "market")
     assert run_cli(None, "export", "cloudflare", "--market-dir", str(tmp_path / "market"), "--out", str(worker))[0] == 0
     with running_worker(worker, tmp_path / "wrangler.log") as base:
         for olares, box in boxes.items():

@@ -301,20 +301,26 @@ def test_one_comment_is_posted_then_updated(runner: dict[str, str], tmp_path: Pa
     assert "repos/o/r/issues/comments/101" in calls[3]
 
 
-@pytest.mark.helm
-def test_the_checks_step_on_a_market_repository(runner: dict[str, str], tmp_path: Path) -> None:
-    """The checks script itself, with the real olarespack and helm, on a repository with one app edited in a
-    pull request without rebuilding its chart or raising its version."""
+def market_pull_request(runner: dict[str, str], tmp_path: Path) -> tuple[Path, dict[str, str], str]:
+    """A market repository with the audio app, committed as the base, then its context edited as a pull
+    request would (chart not rebuilt, version not raised): the folder, the step's env and the base commit."""
     market = tmp_path / "market"
     shutil.copytree(ROOT / "apps", market / "apps", ignore=shutil.ignore_patterns("gemma4-[dv]*"))
-    venv_bin = str(Path(sys.executable).parent)
-    env = {**runner, "PATH": f"{venv_bin}{os.pathsep}{runner['PATH']}"}
+    env = {**runner, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{runner['PATH']}"}
     assert bash("olarespack build", env, market).returncode == 0
     git(market, "init", "-q", "-b", "main")
     git(market, "add", "-A")
     git(market, "commit", "-qm", "base")
     base = git(market, "rev-parse", "HEAD").strip()
     replace_in(market / "apps/gemma4-audio.yaml", "ctx_size: 32768", "ctx_size: 16384")
+    return market, env, base
+
+
+@pytest.mark.helm
+def test_the_checks_step_on_a_market_repository(runner: dict[str, str], tmp_path: Path) -> None:
+    """The checks script itself, with the real olarespack and helm, on a repository with one app edited in a
+    pull request without rebuilding its chart or raising its version."""
+    market, env, base = market_pull_request(runner, tmp_path)
     result = bash(script("Drift check, lint and version gate"), {**env, "BASE": base}, market)
     assert result.returncode == 0, result.stderr
     outputs = dict(line.split("=", 1) for line in Path(runner["GITHUB_OUTPUT"]).read_text().splitlines())
@@ -330,15 +336,7 @@ def test_a_pull_requests_own_settings_cannot_turn_the_checks_off(runner: dict[st
     """The PR edits a spec and adds an olarespack.yaml pointing the checks at an empty folder: they still run
     with the base's settings and fail, the review says the settings changed, and the log obeys no workflow
     command quoted from the PR's files."""
-    market = tmp_path / "market"
-    shutil.copytree(ROOT / "apps", market / "apps", ignore=shutil.ignore_patterns("gemma4-[dv]*"))
-    env = {**runner, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{runner['PATH']}"}
-    assert bash("olarespack build", env, market).returncode == 0
-    git(market, "init", "-q", "-b", "main")
-    git(market, "add", "-A")
-    git(market, "commit", "-qm", "base")
-    base = git(market, "rev-parse", "HEAD").strip()
-    replace_in(market / "apps/gemma4-audio.yaml", "ctx_size: 32768", "ctx_size: 16384")
+    market, env, base = market_pull_request(runner, tmp_path)
     (market / "empty").mkdir()
     (market / "olarespack.yaml").write_text("apps_dir: empty\ncharts_dir: empty\n")
     git(market, "add", "-A")

@@ -137,6 +137,18 @@ def test_republishing_unchanged_specs_changes_nothing(server: str, project: Path
     assert {v: get_json(server, f"/api/v1/appstore/hash?version={v}")["hash"] for v in BOXES} == hashes
 
 
+def bump_vision_and_publish(apps: Path, market_dir: Path) -> str:
+    """The vision app raised to 9.0.0 and the market published again; its version before."""
+    spec = apps / "gemma4-vision.yaml"
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    before = str(data["version"])
+    data["version"] = "9.0.0"
+    data["changelog"].insert(0, {"version": "9.0.0", "date": dt.date(2027, 6, 1), "note": "a bump for the test"})
+    write_spec(apps, data, "gemma4-vision.yaml")
+    publish_market(apps, market_dir)
+    return before
+
+
 def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
     apps = tmp_path / "apps"
     shutil.copytree(APPS, apps)
@@ -147,13 +159,7 @@ def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
             assert sync(base, box)
         old = {v: (box.local_hash, dict(box.details), dict(box.summaries)) for v, box in boxes.items()}
 
-        spec = apps / "gemma4-vision.yaml"
-        data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        before = data["version"]
-        data["version"] = "9.0.0"
-        data["changelog"].insert(0, {"version": "9.0.0", "date": dt.date(2027, 6, 1), "note": "a bump for the test"})
-        write_spec(apps, data, "gemma4-vision.yaml")
-        publish_market(apps, tmp_path / "market")
+        before = bump_vision_and_publish(apps, tmp_path / "market")
 
         vision = market.app_id(VISION)
         for olares, box in boxes.items():
