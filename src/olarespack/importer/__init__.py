@@ -251,20 +251,19 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result)
     if scratch:
         imported.data["scratch"] = scratch
-    data = _spec_data(chart, engine, imported, result)
-    data = {**{k: data[k] for k in ("name", "version")}, "hardware": hardware,
-            **{k: v for k, v in data.items() if k not in ("name", "version")}}
+    data = _spec_data(chart, engine, imported, hardware, result)
     result.text = _yaml(data, chart.label)
     _verify(result, spec_file)
     return result
 
 
-def _spec_data(chart: Any, engine: _Container, imported: EngineImport, result: ImportResult) -> dict[str, Any]:
+def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware: str,
+               result: ImportResult) -> dict[str, Any]:
     manifest = chart.manifest
     version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
                   (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
     meta = facts.metadata(chart, result.notes, result.unexpressed)
-    data: dict[str, Any] = {"name": chart.name, "version": version, "metadata": meta}
+    data: dict[str, Any] = {"name": chart.name, "version": version, "hardware": hardware, "metadata": meta}
     entrance = facts.entrance(manifest, meta["title"], result.notes, result.unexpressed)
     if entrance:
         data["entrance"] = entrance

@@ -12,7 +12,6 @@ from typing import Any
 import semver
 import yaml
 
-from olarespack import quantity
 from olarespack.chart import Chart
 
 DEFAULT_STARTUP_MINUTES = 45
@@ -191,10 +190,3 @@ def _valid(version: str) -> bool:
         return False
     return True
 
-
-def quantity_ok(value: str, kind: str) -> bool:
-    try:
-        (quantity.parse_cpu if kind == "cpu" else quantity.parse_bytes)(value)
-    except ValueError:
-        return False
-    return True
