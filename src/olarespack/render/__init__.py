@@ -16,7 +16,9 @@ from olarespack.render.plan import plan_chart
 from olarespack.spec.models import AppSpec
 
 CHAT_TEMPLATE_DIR = "files"
-_MARKERS = re.compile(r"\[\[|\]\]|\[%|%\]|\[#|#\]")
+# A citation opener left in a chart means a citation was printed instead of evaluated; other brackets are
+# the text people wrote (spec text is data for the templates, never a template).
+_MARKERS = re.compile(r"\[\[")
 # chart path -> template; the manifest, the Deployment and the i18n files are added per app
 _CHART_FILES = {
     "Chart.yaml": "chart/Chart.yaml.j2",
@@ -62,6 +64,6 @@ def _render_file(env: jinja2.Environment, template: str, context: dict[str, Any]
     if leftover:
         line = text.count("\n", 0, leftover.start()) + 1
         raise RenderError([Problem(file, path, f"Jinja marker {leftover.group()!r} survived rendering at "
-                                   f"line {line}", "remove [[ ]] / [% %] / [# #] from spec values",
+                                   f"line {line}", "remove [[ from spec values outside citations",
                                    rule="render")])
     return text

@@ -5,8 +5,9 @@ before the models see it, so every finding names its field path.
   a newline only where the field is prose (descriptions, notes).
 - `{{` is refused everywhere (Helm and Olares would execute it as a Go template) but in a chat template's
   text, which the chart keeps verbatim in files/, outside what Helm renders.
-- The chart templates' own markers (`[[ ]]`, `[% %]`, `[# #]`) are refused outside the fields that may
-  cite spec values.
+- `[[`, which opens a citation, is refused outside the fields that may cite spec values, where it would be
+  printed as typed instead of citing. Other brackets are people's text (a Markdown link such as
+  `[#123](https://...)`, a closing `]]`): spec text is data for olarespack's templates, never a template.
 - Token-shaped values (Hugging Face, GitHub, OpenAI, AWS, Slack keys, JWTs, private keys, `Bearer x`)
   are refused anywhere: whatever a spec holds reaches a chart, a market catalog or a CI log.
 - Every string has a hard length cap, whatever its field (the models set tighter ones).
@@ -27,7 +28,7 @@ MAX_STRING = 65_536
 _DESCRIPTIONS = r"metadata\.(?:locales\.[^.]+\.)?(?:description|full_description)"
 CITING_FIELDS = re.compile(rf"^{_DESCRIPTIONS}$")
 PROSE_FIELDS = re.compile(rf"^(?:{_DESCRIPTIONS}|changelog\[\d+\]\.note)$")
-TEMPLATE_MARKERS = ("[[", "]]", "[%", "%]", "[#", "#]")
+CITATION_OPEN = "[["
 # Fields copied verbatim into a chart file outside templates/ (a chat template, itself Jinja): neither Helm nor
 # olarespack renders them, so their {{ }} and [[ ]] are the file's own; newlines are allowed, control
 # characters and tokens are not.
@@ -106,11 +107,9 @@ def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:
         elif "{{" in text:
             yield (path, "contains '{{', which Helm and Olares would execute as a Go template",
                    "remove the {{ }} markers; cite spec values with [[ ... ]] in descriptions", "template-marker")
-        if not CITING_FIELDS.match(path) and not verbatim:
-            marker = next((m for m in TEMPLATE_MARKERS if m in text), None)
-            if marker:
-                yield (path, f"contains {marker!r}: only descriptions may cite spec values with [[ ... ]]",
-                       "remove it", "template-marker")
+        if CITATION_OPEN in text and not verbatim and not CITING_FIELDS.match(path):
+            yield (path, f"contains {CITATION_OPEN!r}: only descriptions may cite spec values with [[ ... ]]",
+                   "remove it", "template-marker")
         kind = token_kind(text)
         if kind:
             yield (path, f"holds what looks like {kind}: a credential typed in a spec ends up in the chart, the "
