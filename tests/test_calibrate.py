@@ -69,6 +69,7 @@ def _write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+@pytest.mark.helm  # its lint reaches helm
 def test_a_vllm_log_becomes_the_calibration_in_place(project: Path) -> None:
     spec = project / "apps" / "gemma4-vision.yaml"
     before = spec.read_text(encoding="utf-8")
