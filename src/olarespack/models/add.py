@@ -24,7 +24,8 @@ from olarespack.models.arch import (
     arch_from_hf_config,
     family_of,
     model_from_data,
-    read_json_file,
+    parse_json,
+    read_local_file,
 )
 from olarespack.models.folder import model_files
 from olarespack.models.gguf_file import GgufHeader, read_gguf
@@ -79,7 +80,9 @@ def safetensors_data(described: Described, config_path: Path, *, weights_bytes: 
                      index_path: Path | None = None) -> dict[str, Any]:
     """A model file's data for a safetensors checkpoint (vLLM): its config.json and its weight size, given
     or read exactly from model.safetensors.index.json (metadata.total_size)."""
-    config = read_json_file(config_path)
+    # each file is read once, bounded, and its digest taken from the bytes that were parsed
+    config_bytes = read_local_file(config_path)
+    config = parse_json(config_path, config_bytes)
     kept = kept_config(config)
     try:
         same = arch_from_hf_config(kept) == arch_from_hf_config(config)
@@ -87,16 +90,17 @@ def safetensors_data(described: Described, config_path: Path, *, weights_bytes: 
         raise ModelDataError(f"{config_path}: {exc}") from None
     if not same:  # the filter must never change a fact; a bug if it does
         raise ModelDataError(f"{config_path}: its kept fields read differently from the whole file")
-    digest = _sha256(config_path.read_bytes())
+    digest = _sha256(config_bytes)
     sources = [f"config: {config_path.name} sha256:{digest}, the fields olarespack reads"]
     if index_path is not None:
-        index = read_json_file(index_path, "a model.safetensors.index.json")
+        index_bytes = read_local_file(index_path, "a model.safetensors.index.json")
+        index = parse_json(index_path, index_bytes, "a model.safetensors.index.json")
         total = index.get("metadata", {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
         if isinstance(total, bool) or not isinstance(total, int) or not 0 < total <= MAX_CONFIG_INT * 1024:
             raise ModelDataError(f"{index_path}: metadata.total_size: missing or not a positive integer")
         weights = {"bytes": total, "exact": True}
         sources.append(f"weights: metadata.total_size of {index_path.name} "
-                       f"sha256:{_sha256(index_path.read_bytes())}, exact")
+                       f"sha256:{_sha256(index_bytes)}, exact")
     elif weights_bytes is not None:
         weights = {"bytes": weights_bytes, "exact": False}
         sources.append(f"weights: {weights_bytes} bytes as given on the command line, not checked")
@@ -117,6 +121,11 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
     names = [h.name for h in headers]
     if len(set(names)) != len(names):
         raise UsageError(f"two --gguf files share a name: {', '.join(names)}")
+    for header in models:  # refused here, naming the GGUF file, rather than in the models/ file it would make
+        try:
+            arch_from_hf_config(header.config or {})
+        except ModelDataError as exc:
+            raise ModelDataError(f"{header.name}: {exc}") from None
     main = models[0]
     files: dict[str, Any] = {}
     sources = []

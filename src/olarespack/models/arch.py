@@ -115,7 +115,9 @@ class ModelInfo:
 # --------------------------------------------------------------------------- Hugging Face config
 
 
-def _int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
+def _int(cfg: Mapping[str, Any], key: str, default: int | None = None, *, positive: bool = False) -> int | None:
+    """The field's integer (the largest of a per-layer list), `default` when absent. `positive`: a count or
+    a size the arithmetic divides by or multiplies a cache by, where 0 is a broken config, not a value."""
     value = cfg.get(key)
     if value is None:
         return default
@@ -127,6 +129,9 @@ def _int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int | 
         # model files come from strangers' pull requests: a huge count must not become a huge list or a float
         # overflow in the arithmetic
         raise ModelDataError(f"config field {key}: {value} is out of range (0 to {MAX_CONFIG_INT})")
+    if positive and value == 0:
+        raise ModelDataError(f"config field {key}: 0, and a model has at least 1; copy the value from the "
+                             "model's own config.json, or leave the field out where it has a default")
     return value
 
 
@@ -168,12 +173,15 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
     n = _int(cfg, "num_hidden_layers")
     if n is None or not 1 <= n <= MAX_LAYERS:
         raise ModelDataError(f"config field num_hidden_layers: required (a positive integer up to {MAX_LAYERS})")
-    hidden = _int(cfg, "hidden_size")
-    heads = _int(cfg, "num_attention_heads")
-    kv_heads = _int(cfg, "num_key_value_heads", heads)
-    head_dim = _int(cfg, "head_dim")
+    hidden = _int(cfg, "hidden_size", positive=True)
+    heads = _int(cfg, "num_attention_heads", positive=True)
+    kv_heads = _int(cfg, "num_key_value_heads", heads, positive=True)
+    head_dim = _int(cfg, "head_dim", positive=True)
     if head_dim is None and hidden and heads:
         head_dim = hidden // heads
+        if head_dim == 0:
+            raise ModelDataError(f"config fields hidden_size / num_attention_heads: {hidden} / {heads} gives a "
+                                 "head size of 0; give head_dim, or correct the two counts")
     if kv_heads is None or head_dim is None:
         raise ModelDataError("config fields num_key_value_heads / head_dim: needed (or hidden_size and "
                              "num_attention_heads to derive them)")
@@ -192,13 +200,13 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
     return ModelArch(
         layers=layers,
         num_hidden_layers=n,
-        max_position_embeddings=_int(cfg, "max_position_embeddings"),
+        max_position_embeddings=_int(cfg, "max_position_embeddings", positive=True),
         hidden_size=hidden,
         num_attention_heads=heads,
-        intermediate_size=_int(cfg, "intermediate_size"),
+        intermediate_size=_int(cfg, "intermediate_size", positive=True),
         moe_intermediate_size=_int(cfg, "moe_intermediate_size"),
         experts_per_token=_int(cfg, "num_experts_per_tok", _int(cfg, "top_k_experts")),
-        vocab_size=_int(cfg, "vocab_size"),
+        vocab_size=_int(cfg, "vocab_size", positive=True),
         dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
     )
 
@@ -215,17 +223,32 @@ def family_of(config: Mapping[str, Any]) -> str | None:
     return kind.lower().removesuffix("_text") or None
 
 
-def read_json_file(path: Path, what: str = "a config.json") -> dict[str, Any]:
-    """A local JSON object, bounded (MAX_CONFIG_FILE, regular files only); errors name the file."""
+def read_local_file(path: Path, what: str = "a config.json", limit: int = MAX_CONFIG_FILE) -> bytes:
+    """A local file's bytes, read once: regular files only (opened without blocking, so a named pipe or a
+    device is refused instead of waited on) and at most `limit` bytes; errors name the file and the fix."""
     try:
-        with path.open("rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ModelDataError(f"{path}: not a regular file")
-            raw = handle.read(MAX_CONFIG_FILE + 1)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_CONFIG_FILE:
-        raise ModelDataError(f"{path}: larger than {MAX_CONFIG_FILE >> 20} MiB; is it {what}?")
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
+                                 f"{what} saved on disk")
+        try:
+            raw = handle.read(limit + 1)
+        except OSError as exc:
+            raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(raw) > limit:
+        raise ModelDataError(f"{path}: larger than {limit >> 20} MiB; is it {what}?")
+    return raw
+
+
+def read_json_file(path: Path, what: str = "a config.json") -> dict[str, Any]:
+    """A local JSON object, bounded (MAX_CONFIG_FILE, regular files only); errors name the file."""
+    return parse_json(path, read_local_file(path, what), what)
+
+
+def parse_json(path: Path, raw: bytes, what: str = "a config.json") -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from olarespack.errors import ModelDataError
 
@@ -118,15 +118,21 @@ def read_gguf(path: Path) -> GgufHeader:
     """The header facts of one local GGUF file; ModelDataError naming the file for anything else."""
     from gguf import GGUFReader  # imported here: numpy is heavy and only this command needs it
 
+    size = 0
     try:
-        info = os.stat(path)
-        size = info.st_size
-        if not stat.S_ISREG(info.st_mode):
-            raise ModelDataError(f"{path}: not a regular file")
-        with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            _prescan(buf)
-            reader = GGUFReader(path)
-            header_sha = hashlib.sha256(buf[:reader.data_offset]).hexdigest()
+        # opened once without blocking and checked on that descriptor: a named pipe is refused, not waited on,
+        # and the file the reader maps is the one that was checked
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            size = info.st_size
+            if not stat.S_ISREG(info.st_mode):
+                raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
+                                     "the .gguf file saved on disk")
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                _prescan(buf)
+                reader = GGUFReader(cast(str, handle))  # numpy's memmap takes an open file as well as a name
+                header_sha = hashlib.sha256(buf[:reader.data_offset]).hexdigest()
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # mmap of an empty file, or the reader's own checks
@@ -225,7 +231,7 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
     # one head size per kind: the larger of K and V, so an uneven pair is never under-counted
     full_dim = _max(one("attention.key_length"), one("attention.value_length")) or derived
     swa_dim = _max(one("attention.key_length_swa"), one("attention.value_length_swa")) or full_dim
-    if full_dim is None:
+    if not full_dim:  # None, or 0 from an embedding_length smaller than head_count
         raise ModelDataError(f"metadata {arch}.attention.key_length: needed (or embedding_length and head_count)")
     window = one("attention.sliding_window") or 0
     slides = _sliding(arch, n, window, key("attention.sliding_window_pattern"), notes)
