@@ -129,11 +129,12 @@ def test_a_hostile_spec_renders_a_comment_of_text(repo: Path) -> None:
                f"  tool_call_parser: gemma4\n  extra_args: ['--x', '{quoted}']\n  env: {{EVIL: '{quoted}'}}\n")
     replace_in(spec, "  title: Gemma 4 26B Vision One\n", "  title: '[x](https://evil.example)<b>'\n")
     replace_in(spec, "  description: >-\n    Gemma 4", f"  description: >-\n    {PAYLOAD.replace('*', '')} Gemma 4")
-    replace_in(spec, "changelog:\n", f"changelog:\n  - version: 1.1.1\n    note: '{quoted}'\n")
-    replace_in(spec, "version: 1.1.0\nhardware", "version: 1.1.1\nhardware")
+    version = "1.1.1-www.evil.example"  # a SemVer prerelease GitHub would link as a www. name
+    replace_in(spec, "changelog:\n", f"changelog:\n  - version: {version}\n    note: '{quoted}'\n")
+    replace_in(spec, "version: 1.1.0\nhardware", f"version: {version}\nhardware")
     code, out, err = run("diff", "--format", "markdown")
     assert code == 0, err
-    assert out.startswith(f"### `{VISION}` 1.1.0 -> 1.1.1\n")
+    assert out.startswith(f"### `{VISION}` 1.1.0 -> `{version}`\n")
     assert (found := pr_markup(out)) == [], "\n".join(found)
     seen = visible(out)
     assert f"`--x`: {PAYLOAD}" in seen.splitlines()[1]  # the box line, as the spec wrote it

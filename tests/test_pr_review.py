@@ -19,6 +19,7 @@ import yaml
 
 from conftest import ROOT, git
 from olarespack.release.diff import AppDiff, ResourceChange, as_markdown
+from test_pr_comment_text import RENDERER, hostile_diffs, pr_markup, walk
 from test_release import V_VISION, VISION, replace_in, run
 
 ACTION = ROOT / "action.yml"
@@ -250,12 +251,18 @@ def runner(tmp_path: Path) -> dict[str, str]:
             "STATE": str(state), "LOG": str(log)}
 
 
-def write_review(runner: dict[str, str], tmp_path: Path, diff: str, **verdicts: str) -> str:
+RUN_URL = "https://github.example/o/r/actions/runs/1"
+LINT_SAID = "ok apps/a.yaml\nERROR apps/b.yaml: engine.x: bad [rule]\nFAIL apps/b.yaml: 1\n"
+
+
+def write_review(runner: dict[str, str], tmp_path: Path, diff: str, said: dict[str, str] | None = None,
+                 **verdicts: str) -> str:
+    """The review as the action writes it: diff.md, what each check said (lint's by default), verdicts."""
     out = Path(runner["RUNNER_TEMP"]) / "olarespack-review"
     (out / "diff.md").write_text(diff)
-    (out / "lint.txt").write_text("ok apps/a.yaml\nERROR apps/b.yaml: engine.x: bad [rule]\nFAIL apps/b.yaml: 1\n")
-    env = {**runner, "DRIFT": "pass", "LINT": "pass", "GATE": "pass", **verdicts,
-           "RUN_URL": "https://github.example/o/r/actions/runs/1"}
+    for name, text in (said or {"lint": LINT_SAID}).items():
+        (out / f"{name}.txt").write_text(text, newline="")
+    env = {**runner, "DRIFT": "pass", "LINT": "pass", "GATE": "pass", **verdicts, "RUN_URL": RUN_URL}
     result = bash(script("Write the review"), env, tmp_path)
     assert result.returncode == 0, result.stderr
     return (out / "comment.md").read_text()
@@ -271,6 +278,28 @@ def test_the_review_leads_with_the_marker_and_shows_what_failed(runner: dict[str
     assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text() == comment
     huge = write_review(runner, tmp_path, "x" * 60000)
     assert "too long for a comment" in huge and "xxxx" not in huge
+
+
+# what a check can quote from the pull request's files: markup, fences of both kinds, a table, bare CRs
+QUOTED = ("ERROR apps/x.yaml: engine.extra_args[0]: [APPROVED by maintainers](https://evil.example) "
+          "![x](https://evil.example/p.png)\n</details>\n<!--\n<img src=x>\nhttps://evil.example @alice\n"
+          "~~~~~~~~~\n```\n| a | b |\n|---|---|\nline\r</details>\r<!--\n")
+
+
+def test_the_review_shows_what_the_checks_said_and_the_diff_as_text(runner: dict[str, str], tmp_path: Path) -> None:
+    said = {name: f"{name} said:\n{QUOTED}" for name in ("drift", "lint", "gate")}
+    comment = write_review(runner, tmp_path, as_markdown(hostile_diffs()), said, DRIFT="fail", LINT="fail",
+                           GATE="fail")
+    assert (found := pr_markup(comment, own_links=(RUN_URL,))) == [], "\n".join(found)
+    tokens = RENDERER.parse(comment)
+    assert tokens[0].type == "html_block" and tokens[0].content == f"{MARKER}\n"  # the marker stays hidden
+    assert [t.type for t in tokens].count("tr_open") == 4  # our table alone: its header and the three checks
+    assert [t.attrGet("href") for t in walk(tokens) if t.type == "link_open"] == [RUN_URL]
+    quoted = [t.content for t in tokens if t.type == "fence" and t.info == "text"]
+    assert quoted == [f"{name} said:\n{QUOTED}".replace("\r", "\n") for name in said]
+    folds = [t.content for t in tokens if t.type == "html_block"]
+    assert sum(f.startswith("<details><summary>") for f in folds) == sum(f.strip() == "</details>" for f in folds)
+    assert sum(f.startswith("<details><summary>") for f in folds) == 3 + 4  # the checks', then the diff's
 
 
 def test_failed_checks_fail_the_job(runner: dict[str, str], tmp_path: Path) -> None:
