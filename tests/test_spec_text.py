@@ -45,6 +45,7 @@ def bracketed() -> dict[str, object]:
     return data
 
 
+@pytest.mark.helm
 def test_a_markdown_link_builds_and_lints(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, bracketed())
     code, output = run_cli(tmp_path, "build", str(spec), "--out", str(tmp_path / "charts"))

@@ -129,9 +129,10 @@ def test_a_missing_cited_section_names_the_field_path(tmp_path: Path) -> None:
     data["engine"]["max_num_batched_tokens"] = 8192
     with pytest.raises(Exception) as caught:
         render_chart(load_spec(write_spec(tmp_path, data)), "app.yaml")
-    [problem] = caught.value.problems  # type: ignore[attr-defined]
-    assert problem.path == "metadata.full_description"
-    assert "engine.speculative is not set" in problem.message
+    problems = caught.value.problems  # type: ignore[attr-defined]
+    # every text citing the missing section, the translation too, in one run
+    assert {p.path for p in problems} == {"metadata.full_description", "metadata.locales.fr-FR.full_description"}
+    assert all("engine.speculative is not set" in p.message for p in problems)
 
 
 # --------------------------------------------------------------------------- strings are guarded

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from olarespack.chart import Chart
-from olarespack.check.pure import check_app
+from olarespack.check.pure import check_app, refused_spec_problems
 from olarespack.engines import engine_problems
 from olarespack.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.fit.budget import resolve_context
 from olarespack.olares.generations import GenerationName, app_id
 from olarespack.render import render_chart
 from olarespack.spec.file import load_spec_data
-from olarespack.spec.load import load_spec
+from olarespack.spec.load import RefusedSpec, load_spec
 from olarespack.spec.models import AppSpec
 
 
@@ -65,9 +65,16 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
                 # mistakes together with its context, not one after the other
                 problems += [p for p in found + engine_problems(file, spec) if p.severity == "error"]
                 continue
-            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
+        except RefusedSpec as exc:  # the spec's own mistakes do not hide the later layers' behind them
+            problems += exc.problems + refused_spec_problems(file, exc.spec)
+            continue
         except ProblemsError as exc:
             problems += exc.problems
+            continue
+        try:
+            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
+        except ProblemsError as exc:  # a citation's mistake does not hide the engine's behind it
+            problems += exc.problems + [p for p in found + engine_problems(file, spec) if p.severity == "error"]
             continue
         checked = found + check_app(file, spec, list(charts.values()))
         errors = [p for p in checked if p.severity == "error"]

@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "dev"})
+# A pinned image per engine kind, as the committed apps use: what a fix message shows.
+_PINNED = {"vllm": "vllm/vllm-openai:v0.21.0-cu129", "llamacpp": "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101"}
+
+
+def pinned_example(kind: str) -> str:
+    return f"e.g. {_PINNED.get(kind, _PINNED['vllm'])}"
 
 
 def image_tag(image: str) -> str | None:
@@ -32,10 +38,10 @@ def floating_images(file: str, spec: AppSpec, engine: Engine) -> Iterator[Proble
             continue
         tag = image_tag(image)
         if tag is None or tag in FLOATING_TAGS:
+            example = f" ({pinned_example(spec.engine.kind)})" if path == "engine.image" else ""
             yield Problem(file, path, f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
                           "the box would run whatever the registry serves that day",
-                          "pin a release tag (e.g. vllm/vllm-openai:v0.21.0-cu129) or a digest",
-                          rule="image-floating-tag")
+                          f"pin a release tag{example} or a digest", rule="image-floating-tag")
 
 
 def typed_flags_in_extra_args(file: str, spec: AppSpec, engine: Engine) -> Iterator[Problem]:

@@ -30,6 +30,10 @@ _CHART_FILES = {
 }
 
 
+class MarkerLeftover(RenderError):
+    """A citation opener printed into a chart file: text the spec's guards refuse with its field named."""
+
+
 def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = None,
                  env: jinja2.Environment | None = None) -> Chart:
     """Render one app's chart folder into memory. Pure: reads only templates."""
@@ -63,7 +67,7 @@ def _render_file(env: jinja2.Environment, template: str, context: dict[str, Any]
     leftover = _MARKERS.search(text)
     if leftover:
         line = text.count("\n", 0, leftover.start()) + 1
-        raise RenderError([Problem(file, path, f"Jinja marker {leftover.group()!r} survived rendering at "
-                                   f"line {line}", "remove [[ from spec values outside citations",
-                                   rule="render")])
+        raise MarkerLeftover([Problem(file, path, f"Jinja marker {leftover.group()!r} survived rendering at "
+                                      f"line {line}", "remove [[ from spec values outside citations",
+                                      rule="render")])
     return text

@@ -7,6 +7,7 @@ from typing import Any
 
 from olarespack import quantity
 from olarespack.engines.base import Engine, shell_join
+from olarespack.engines.common import pinned_example
 from olarespack.errors import Problem, RenderError
 from olarespack.hardware import HardwareProfile
 from olarespack.spec import citations
@@ -24,13 +25,42 @@ def citation_context(spec: AppSpec, engine: Engine, hardware: HardwareProfile, e
     return context
 
 
-def _cite(source: str, context: dict[str, Any], file: str, path: str) -> str:
-    """Spec text with its citations filled in: data only, never a template (see spec/citations.py)."""
-    try:
-        return citations.render(source, context).strip()
-    except citations.CitationError as exc:
-        fix = "cite an existing spec field, e.g. [[ engine.max_model_len ]]"
-        raise RenderError([Problem(file, path, str(exc), fix, rule="render")]) from None
+# Values a description may cite that the chart derives from a spec field: when one has no value, that field
+# is what the author changes (or the citation goes), so the problem names it.
+_DERIVED = {"engine_version": "engine.image"}
+
+
+class _Citing:
+    """Fills in the citations of every text of an app and keeps every mistake, so one run shows them all."""
+
+    def __init__(self, spec: AppSpec, context: dict[str, Any], file: str) -> None:
+        self.spec, self.context, self.file = spec, context, file
+        self.problems: list[Problem] = []
+        self.unset: dict[str, list[str]] = {}  # derived value -> the texts citing it
+
+    def __call__(self, source: str, path: str) -> str:
+        """Spec text with its citations filled in: data only, never a template (see spec/citations.py)."""
+        text, errors = citations.cite(source, self.context)
+        for error in errors:
+            if error.unset in _DERIVED:
+                self.unset.setdefault(error.unset, []).append(path)
+            else:
+                self.problems.append(Problem(self.file, path, str(error), "cite an existing spec field, e.g. "
+                                             "[[ engine.max_model_len ]]", rule="render"))
+        return text.strip()
+
+    def raise_problems(self) -> None:
+        for derived, paths in self.unset.items():
+            source = _DERIVED[derived]
+            fix = f"pin {source} to a tag that names the engine release ({pinned_example(self.spec.engine.kind)})"
+            if "version" in type(self.spec.engine).model_fields:
+                fix += " or set engine.version"
+            self.problems.append(Problem(
+                self.file, source, f"{self.spec.engine.image!r} does not say which engine release it runs, and "
+                f"{' and '.join(sorted(set(paths)))} cite it as [[ {derived} ]]",
+                f"{fix}, or remove the citation", rule="render"))
+        if self.problems:
+            raise RenderError(self.problems)
 
 
 def preset_section(spec: AppSpec, engine: Engine, listed_args: list[str], hardware: HardwareProfile,
@@ -47,13 +77,13 @@ def changelog_text(spec: AppSpec) -> str:
 
 def market_texts(spec: AppSpec, file: str, context: dict[str, Any], preset: str) -> dict[str, Texts]:
     """locale -> texts; a translation falls back to the default locale's text for what it leaves out."""
+    cite = _Citing(spec, context, file)
     upgrade = changelog_text(spec)
     meta = spec.metadata
     default: Texts = {
         "title": meta.title,
-        "description": _cite(meta.description, context, file, "metadata.description"),
-        "full_description": _cite(meta.full_description, context, file, "metadata.full_description")
-        + "\n\n" + preset,
+        "description": cite(meta.description, "metadata.description"),
+        "full_description": cite(meta.full_description, "metadata.full_description") + "\n\n" + preset,
         "upgrade_description": upgrade,
     }
     texts = {meta.default_locale: default}
@@ -61,10 +91,11 @@ def market_texts(spec: AppSpec, file: str, context: dict[str, Any], preset: str)
         base = f"metadata.locales.{locale}"
         texts[locale] = {
             "title": translated.title or meta.title,
-            "description": _cite(translated.description, context, file, f"{base}.description")
+            "description": cite(translated.description, f"{base}.description")
             if translated.description else default["description"],
-            "full_description": _cite(translated.full_description, context, file, f"{base}.full_description")
+            "full_description": cite(translated.full_description, f"{base}.full_description")
             + "\n\n" + preset if translated.full_description else default["full_description"],
             "upgrade_description": upgrade,
         }
+    cite.raise_problems()
     return texts

@@ -28,6 +28,10 @@ Number = int | float
 class CitationError(ValueError):
     """A citation that does not parse, cites a missing field, or computes something out of bounds."""
 
+    def __init__(self, message: str, unset: str | None = None) -> None:
+        super().__init__(message)
+        self.unset = unset  # the cited path that holds no value, when that is what went wrong
+
 
 @dataclass(frozen=True)
 class _Path:
@@ -145,7 +149,7 @@ def _lookup(path: _Path, context: Mapping[str, Any]) -> Any:
             value = value[part]
         else:
             if value is None and depth:
-                raise _Missing(f"cites {cited}, but {here} is not set (set it, or remove the citation)")
+                raise _Missing(f"cites {cited}, but {here} is not set (set it, or remove the citation)", here)
             if not isinstance(value, Mapping) or part not in value:
                 raise _Missing(f"cites {cited}, but {_Path(path.parts[:depth + 1]).text()} is not a field of the "
                                "spec")
@@ -193,14 +197,15 @@ def _evaluate(tree: Any, context: Mapping[str, Any]) -> Any:
     return _bounded(result)
 
 
-def _show(value: Any, source: str) -> str:
+def _show(value: Any, source: str, tree: Any) -> str:
     if value is None:
-        raise CitationError(f"[[{source}]] cites a field that is not set")
+        raise CitationError(f"[[ {source} ]] cites a field that is not set",
+                            tree.text() if isinstance(tree, _Path) else None)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float | str):
         return str(value)
-    raise CitationError(f"[[{source}]] cites a {'list' if isinstance(value, list) else 'mapping'}; "
+    raise CitationError(f"[[ {source} ]] cites a {'list' if isinstance(value, list) else 'mapping'}; "
                         "cite one of its values")
 
 
@@ -209,14 +214,17 @@ def evaluate(source: str, context: Mapping[str, Any]) -> str:
     if len(source) > MAX_CITATION:
         raise CitationError(f"a citation is at most {MAX_CITATION} characters")
     try:
-        return _show(_evaluate(_Parser(source).parse(), context), source.strip())
+        tree = _Parser(source).parse()
+        return _show(_evaluate(tree, context), source.strip(), tree)
     except _Missing as exc:  # name the citation and the field path it cites
-        raise CitationError(f"[[ {source.strip()} ]] {exc}") from None
+        raise CitationError(f"[[ {source.strip()} ]] {exc}", exc.unset) from None
 
 
-def render(text: str, context: Mapping[str, Any]) -> str:
-    """The text with every [[ ... ]] replaced by the value it cites."""
+def cite(text: str, context: Mapping[str, Any]) -> tuple[str, list[CitationError]]:
+    """The text with every [[ ... ]] replaced by the value it cites, and what went wrong with each citation
+    that could not be: all of them, so one run shows every mistake (a citation that fails stays as typed)."""
     out: list[str] = []
+    errors: list[CitationError] = []
     position = 0
     count = 0
     while True:
@@ -226,13 +234,28 @@ def render(text: str, context: Mapping[str, Any]) -> str:
             break
         end = text.find(CLOSE, start + len(OPEN))
         if end < 0:
-            raise CitationError(f"{OPEN!r} without a closing {CLOSE!r}")
+            errors.append(CitationError(f"{OPEN!r} without a closing {CLOSE!r}"))
+            break
         count += 1
         if count > MAX_CITATIONS:
-            raise CitationError(f"at most {MAX_CITATIONS} citations per text")
+            errors.append(CitationError(f"at most {MAX_CITATIONS} citations per text"))
+            break
         inner = text[start + len(OPEN):end]
         if OPEN in inner:
-            raise CitationError("citations do not nest")
-        out.append(evaluate(inner, context))
+            errors.append(CitationError("citations do not nest"))
+            break
+        try:
+            out.append(evaluate(inner, context))
+        except CitationError as exc:
+            errors.append(exc)
+            out.append(text[start:end + len(CLOSE)])
         position = end + len(CLOSE)
-    return "".join(out)
+    return "".join(out), errors
+
+
+def render(text: str, context: Mapping[str, Any]) -> str:
+    """The text with every [[ ... ]] replaced by the value it cites; the first mistake raised."""
+    rendered, errors = cite(text, context)
+    if errors:
+        raise errors[0]
+    return rendered

@@ -15,6 +15,15 @@ from olarespack.spec.rules import cross_field_problems
 from olarespack.spec.translate import merge_union_problems, problem_of
 
 
+class RefusedSpec(SpecError):
+    """A spec whose models validate but whose own rules or text guards refuse it: the validated spec goes with
+    the problems, so the layers after the spec's (engine flags, citations) still report theirs in the same run."""
+
+    def __init__(self, problems: list[Problem], spec: AppSpec) -> None:
+        super().__init__(problems)
+        self.spec = spec
+
+
 def load_spec(path: Path) -> AppSpec:
     """Read and validate one spec file; raises SpecError with every problem found."""
     shown = str(path)
@@ -31,7 +40,7 @@ def load_spec(path: Path) -> AppSpec:
     problems = guarded + cross_field_problems(shown, spec)
     if problems:
         # one finding per field and rule: a token in an env value trips both the generic and the env check
-        raise SpecError(list({(p.path, p.rule): p for p in problems}.values()))
+        raise RefusedSpec(list({(p.path, p.rule): p for p in problems}.values()), spec)
     return spec
 
 
