@@ -201,3 +201,38 @@ def test_llama_cpp_buffers_per_device(tmp_path: Path) -> None:
                                       compute_buffer_mib=reading.compute_buffers, n_ctx=reading.n_ctx)
     assert calibration.gpu_mib(calibration.model_buffer_mib) == 3223.75
     assert calibration.gpu_mib(calibration.compute_buffer_mib) == 637.5
+
+
+KV_LINE = f"Available KV cache memory: {ESC}[1m2.45{ESC}[0m GiB"
+
+
+@pytest.mark.parametrize(("figure", "message", "fix"), [
+    ("0.00", "available_kv_cache_gib: 0 is out of range (engine.calibration.available_kv_cache_gib is more than 0)",
+     "that boot left no memory for the KV cache"),
+    ("9999999", "available_kv_cache_gib: 9999999 is out of range (engine.calibration.available_kv_cache_gib is "
+     "at most 4096)", "give the unedited log of one complete boot of this app"),
+])
+def test_a_measured_value_out_of_range_is_refused_at_its_line(project: Path, figure: str, message: str,
+                                                             fix: str) -> None:
+    spec = project / "apps" / "gemma4-vision.yaml"
+    before = spec.read_bytes()
+    assert KV_LINE in VLLM_LOG
+    log = _write(project, "boot.log", VLLM_LOG.replace(KV_LINE, f"Available KV cache memory: {figure} GiB"))
+    code, output = run_cli(project, "calibrate", "apps/gemma4-vision.yaml", "--log", str(log))
+    assert code == 1, output
+    assert f"{log}: line 5: {message} (fix: {fix}" in output, output
+    assert "pydantic" not in output and "Input should be" not in output and "Traceback" not in output
+    assert spec.read_bytes() == before
+
+
+def test_a_llama_cpp_buffer_out_of_range_is_refused_at_its_line(project: Path) -> None:
+    spec = project / "apps" / "gemma4-audio.yaml"
+    before = spec.read_bytes()
+    huge = LLAMA_LOG.replace("CUDA0 KV buffer size =    40.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB") \
+        .replace("CUDA0 KV buffer size =   256.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB")  # summed: 19 TiB
+    log = _write(project, "llama.log", huge.replace("CPU_Mapped model buffer", "_hidden model buffer"))
+    code, output = run_cli(project, "calibrate", "apps/gemma4-audio.yaml", "--log", str(log))
+    assert code == 1, output
+    assert f"{log}: line 12: kv_buffer_mib.CUDA0: 19999998 is out of range" in output, output
+    assert f"{log}: line 7: model_buffer_mib._hidden: the device name '_hidden' is not one" in output, output
+    assert spec.read_bytes() == before

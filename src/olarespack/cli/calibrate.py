@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from ruamel.yaml import YAML
 
 from olarespack.engines import engine_for
@@ -23,6 +24,12 @@ from olarespack.spec.models import AppSpec
 from olarespack.write import write_file
 
 ENGINE_TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
+# engine.calibration's fields -> the BootLog line each is read from (a buffer map: its kind, then the device)
+_FROM_LINE = {"available_kv_cache_gib": "kv_available_gib", "gpu_memory_utilization": "utilization",
+              "gpu_memory_mib": "device_total_gib", "model_loading_gib": "model_loading_gib",
+              "cuda_graph_gib": "cuda_graph_gib", "n_ctx": "n_ctx", "model_buffer_mib": "model",
+              "kv_buffer_mib": "KV", "compute_buffer_mib": "compute"}
+_BOUNDS = {"gt": "more than", "ge": "at least", "lt": "less than", "le": "at most"}
 
 
 def _refuse(file: str, path: str, message: str, fix: str) -> ProblemsError:
@@ -145,8 +152,35 @@ def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]
                         compute_buffer_mib=dict(sorted(log.compute_buffers.items())), n_ctx=log.n_ctx)
         model = LlamaCppCalibration
     values = {key: value for key, value in measured.items() if value not in (None, {})}
-    model.model_validate(values)  # a log cannot smuggle a value the spec would refuse
+    try:
+        model.model_validate(values)  # a log cannot smuggle a value the spec would refuse
+    except ValidationError as exc:
+        raise ProblemsError([_refused_value(log, error) for error in exc.errors()[:10]]) from None
     return values
+
+
+def _number(value: Any) -> str:
+    return f"{value:.12g}" if isinstance(value, int | float) and not isinstance(value, bool) else repr(value)
+
+
+def _refused_value(log: BootLog, error: Any) -> Problem:
+    """A measured value engine.calibration would refuse, at the log line it came from."""
+    loc = [str(part) for part in error["loc"]]
+    field = ".".join(part for part in loc if part != "[key]")
+    source = _FROM_LINE.get(loc[0], "")
+    line = log.lines.get(f"{source} {loc[1]}" if len(loc) > 1 else source)
+    bound = "; ".join(f"{_BOUNDS[k]} {_number(v)}" for k, v in (error.get("ctx") or {}).items() if k in _BOUNDS)
+    if "[key]" in loc:
+        what = (f"the device name {loc[1]!r} is not one engine.calibration takes (a letter or digit, then "
+                "letters, digits, _ . -)")
+    else:
+        what = f"{_number(error['input'])} is out of range (engine.calibration.{field} is {bound or 'bounded'})"
+    if field == "available_kv_cache_gib" and not error["input"]:
+        fix = ("that boot left no memory for the KV cache, so it could not serve: boot the app with a shorter "
+               "max_model_len or a higher gpu_memory_utilization and calibrate from that log")
+    else:
+        fix = "give the unedited log of one complete boot of this app (kubectl logs POD > boot.log)"
+    return Problem(log.path, f"line {line}" if line else field, f"{field}: {what}", fix, rule="calibration-log")
 
 
 @click.command()
@@ -167,6 +201,8 @@ def calibrate(spec_file: str, log_file: str) -> None:
         log = read_log(Path(log_file))
     except ValueError as exc:
         raise _refuse(log_file, "", str(exc), "give a regular file holding the boot log") from None
+    except OSError as exc:
+        raise _refuse(log_file, "", f"cannot read: {exc.strerror}", "check the path and its permissions") from None
     values = calibration_values(spec_file, spec, log)
     text = path.read_text(encoding="utf-8")
     new_text = edit_calibration(spec_file, text, values)

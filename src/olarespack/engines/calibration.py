@@ -25,12 +25,13 @@ colours and kubectl prefixes are ignored; every pattern is a literal anchor with
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 from pydantic import Field, StringConstraints
 
@@ -158,6 +159,9 @@ class BootLog:
     compute_buffers: dict[str, float] = field(default_factory=dict)
     n_ctx: int | None = None
     llama_build: str | None = None
+    # the number of the line each value was last read from ("kv_available_gib", "KV CUDA0", ...): a value a
+    # calibration refuses is reported at its line
+    lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def engine(self) -> str | None:
@@ -173,58 +177,65 @@ class BootLog:
         return bool(self.model_buffers or self.kv_buffers or self.compute_buffers)
 
 
-def _lines(path: Path) -> Iterator[str]:
+def _lines(handle: BinaryIO) -> Iterator[str]:
     """The lines of at most MAX_LOG_BYTES of the file; lines longer than MAX_LINE_BYTES are cut."""
     budget = MAX_LOG_BYTES
-    with path.open("rb") as handle:
-        while budget > 0:
-            raw = handle.readline(min(MAX_LINE_BYTES, budget))
-            if not raw:
-                return
-            budget -= len(raw)
-            if not raw.endswith(b"\n"):  # cut: skip the rest of this line, within the budget
-                while budget > 0:
-                    rest = handle.readline(min(MAX_LINE_BYTES, budget))
-                    budget -= len(rest)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-            yield _ANSI.sub("", raw.decode("utf-8", errors="replace")).replace("\r", "")
+    while budget > 0:
+        raw = handle.readline(min(MAX_LINE_BYTES, budget))
+        if not raw:
+            return
+        budget -= len(raw)
+        if not raw.endswith(b"\n"):  # cut: skip the rest of this line, within the budget
+            while budget > 0:
+                rest = handle.readline(min(MAX_LINE_BYTES, budget))
+                budget -= len(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield _ANSI.sub("", raw.decode("utf-8", errors="replace")).replace("\r", "")
 
 
 def read_log(path: Path) -> BootLog:
     """Read a vLLM or llama.cpp boot log (bounded; see the module docstring). Raises OSError, or ValueError for
     something that is not a regular file (a FIFO or a device would block or never end)."""
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{path}: not a regular file")
-    log = BootLog(str(path), truncated=info.st_size > MAX_LOG_BYTES)
+    # opened without blocking and checked on the descriptor, so a FIFO swapped in after a check is never waited on
+    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        return _read(str(path), handle, truncated=info.st_size > MAX_LOG_BYTES)
+
+
+def _read(path: str, handle: BinaryIO, truncated: bool) -> BootLog:
+    log = BootLog(path, truncated=truncated)
     buffers = {"model": log.model_buffers, "KV": log.kv_buffers, "compute": log.compute_buffers}
-    for line in _lines(path):
+    seen = log.lines
+    for number, line in enumerate(_lines(handle), 1):
         if _VLLM_MARK.search(line):
             log.vllm_lines += 1
         if _LLAMA_MARK.search(line):
             log.llama_lines += 1
         if match := _VLLM_KV.search(line) or _VLLM_KV_REFUSED.search(line):
-            log.kv_available_gib = float(match[1])
+            log.kv_available_gib, seen["kv_available_gib"] = float(match[1]), number
         elif match := _VLLM_LOADING.search(line):
-            log.model_loading_gib = float(match[1])
+            log.model_loading_gib, seen["model_loading_gib"] = float(match[1]), number
         elif match := _VLLM_GRAPH.search(line):
-            log.cuda_graph_gib = float(match[1])
+            log.cuda_graph_gib, seen["cuda_graph_gib"] = float(match[1]), number
         elif match := _LLAMA_BUFFER.search(line):
             log.llama_lines += 1
             kind, device = match[3], match[2]
             buffers[kind][device] = round(buffers[kind].get(device, 0.0) + float(match[4]), 2)
+            seen[f"{kind} {device}"] = number
         elif match := _LLAMA_CTX.search(line):
-            log.n_ctx = int(match[1])
+            log.n_ctx, seen["n_ctx"] = int(match[1]), number
         elif match := _LLAMA_BUILD.search(line):
             log.llama_build = match[1]
         if match := _VLLM_DEVICE.search(line):
-            log.device_total_gib = float(match[2])
+            log.device_total_gib, seen["device_total_gib"] = float(match[2]), number
             if (desired := _VLLM_DESIRED.search(line)) and log.utilization is None:
-                log.utilization = float(desired[1])
+                log.utilization, seen["utilization"] = float(desired[1]), number
         if "args" in line:
             if match := _VLLM_UTIL_ARG.search(line):
-                log.utilization = float(match[1])
+                log.utilization, seen["utilization"] = float(match[1]), number
             if match := _VLLM_MODEL_ARG.search(line):
                 log.model = match[1]
         if match := _VLLM_VERSION.search(line):
