@@ -166,23 +166,6 @@ def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.helm
-def test_what_the_spec_cannot_say_is_named_and_the_spec_still_written(tmp_path: Path) -> None:
-    chart = tmp_path / "in" / "llamacppwrapped"
-    shutil.copytree(FIXTURE, chart)
-    deployment = chart / "templates" / "deployment.yaml"
-    text = deployment.read_text()
-    text = text.replace("--flash-attn on --jinja", "--flash-attn on --jinja --chat-template-file /models/t.jinja")
-    text = text.replace("name: cache\n          emptyDir: {}",
-                        "name: cache\n          hostPath:\n            path: /var/cache/x")
-    deployment.write_text(text)
-    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
-    assert code == 1
-    assert "not carried: --chat-template-file /models/t.jinja: the chart writes it into the pod from nothing" in out
-    assert "not carried: volume mount /cache (cache, hostPath)" in out
-    assert (tmp_path / "apps" / "llamacppwrapped.yaml").is_file()
-
-
-@pytest.mark.helm
 def test_archives_are_read_and_existing_specs_kept(tmp_path: Path) -> None:
     archive = tmp_path / "llamacppwrapped-2.3.1.tgz"
     with tarfile.open(archive, "w:gz") as tar:

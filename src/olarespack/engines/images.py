@@ -39,6 +39,7 @@ class ImageFamily:
     engine: str
     patterns: tuple[str, ...]
     command: tuple[str, ...]
+    entrypoint: tuple[str, ...] | None = None  # what runs when a container gives no command (None: unknown)
     build: str | None = None  # regex on the tag: llama.cpp build number
     version: str | None = None  # regex on the tag: vLLM release
     spec_types: dict[str, SpecType] = field(default_factory=dict)
@@ -76,6 +77,7 @@ def families() -> dict[str, tuple[ImageFamily, ...]]:
     for engine, entries in raw.items():
         found[engine] = tuple(ImageFamily(
             name=entry["name"], engine=engine, patterns=tuple(entry["patterns"]), command=tuple(entry["command"]),
+            entrypoint=tuple(entry["entrypoint"]) if entry.get("entrypoint") else None,
             build=entry.get("build"), version=entry.get("version"),
             spec_types={k: SpecType(**v) for k, v in (entry.get("spec_types") or {}).items()},
             cache_types={k: CacheType(**v) for k, v in (entry.get("cache_types") or {}).items()},

@@ -107,8 +107,9 @@ class LlamaCppEngine(EngineSpec):
     model: GgufModel
     alias: Text = Field(description="--alias: the model name clients use.")
     ctx_size: Tokens = Field(description="-c / --ctx-size.")
-    n_gpu_layers: int = Field(99, ge=0, le=10_000, description="-ngl / --n-gpu-layers.")
-    flash_attn: Literal["on", "off", "auto"] = Field("auto", description="-fa.")
+    # null: the flag is not written and llama-server's own default applies (an imported chart that never set it)
+    n_gpu_layers: int | None = Field(99, ge=0, le=10_000, description="-ngl / --n-gpu-layers (null: not written).")
+    flash_attn: Literal["on", "off", "auto"] | None = Field("auto", description="-fa (null: not written).")
     cache_type_k: CacheType | None = Field(None, description="-ctk.")
     cache_type_v: CacheType | None = Field(None, description="-ctv (a quantized V cache needs flash_attn on).")
     batch_size: Tokens | None = Field(None, description="-b / --batch-size.")
@@ -266,9 +267,9 @@ class LlamaCpp(Engine):
             yield Problem(file, "engine.ubatch_size", f"{engine.ubatch_size} > batch_size {engine.batch_size}: "
                           "llama.cpp silently caps it", f"use at most {engine.batch_size}", rule="ubatch-batch")
         if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
-            # auto turns flash attention on where the GPU has it (every CUDA GPU llama.cpp supports), and
-            # refuses the quantized V cache only where it has not
-            auto = engine.flash_attn == "auto"
+            # auto (also llama-server's default, when not written) turns flash attention on where the GPU has it
+            # (every CUDA GPU llama.cpp supports), and refuses the quantized V cache only where it has not
+            auto = engine.flash_attn in ("auto", None)
             yield Problem(file, "engine.cache_type_v", f"a quantized V cache ({engine.cache_type_v}) needs flash "
                           "attention" + (" (auto turns it on on CUDA GPUs)" if auto else ""),
                           "set engine.flash_attn: \"on\"", rule="quantized-v-cache",
@@ -387,7 +388,7 @@ class LlamaCpp(Engine):
         flash = engine.flash_attn != "off"
         if type_v not in FULL_PRECISION_CACHE and not flash:
             notes.append("llama.cpp refuses a quantized V cache without flash attention (-fa on)")
-        if engine.n_gpu_layers <= arch.num_hidden_layers:
+        if engine.n_gpu_layers is not None and engine.n_gpu_layers <= arch.num_hidden_layers:
             notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all "
                          "on GPU")
         options: dict[str, Any] = {"parallel": parallel, "kv_unified": unified,

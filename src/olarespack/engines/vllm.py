@@ -93,9 +93,11 @@ class VllmEngine(EngineSpec):
         "build computes with vLLM's own KV-cache arithmetic."
     )
     gpu_memory_utilization: float = Field(gt=0, le=1, description="Fraction of device memory vLLM may use.")
-    kv_cache_dtype: KvCacheDtype = Field("auto", description="--kv-cache-dtype.")
+    # null: the flag is not written and vLLM's own default applies (an imported chart that never set it)
+    kv_cache_dtype: KvCacheDtype | None = Field("auto", description="--kv-cache-dtype (null: not written).")
     attention_backend: AttentionBackend | None = Field(None, description="--attention-backend.")
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("auto", description="--dtype.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = Field(
+        "auto", description="--dtype (null: not written).")
     trust_remote_code: bool = Field(False, description="--trust-remote-code.")
     max_num_seqs: int | None = Field(None, gt=0, le=65_536, description="--max-num-seqs.")
     max_num_batched_tokens: Tokens | None = Field(None, description="--max-num-batched-tokens.")
@@ -119,9 +121,10 @@ class VllmEngine(EngineSpec):
         None, description="One boot's measured KV budget and what it was measured on (model, image, hardware); "
         "replaces the estimated non-KV memory in fit checks. Written by `olarespack calibrate SPEC --log FILE`."
     )
-    download_dir: ModelPath = Field(
+    download_dir: ModelPath | None = Field(
         HF_HOME, description="--download-dir: where vLLM keeps the weights, under /models (the app's storage). "
-        "Keep what an installed chart used, or an upgrade downloads the model again.")
+        "Keep what an installed chart used, or an upgrade downloads the model again. null: not written (vLLM "
+        "keeps them in HF_HOME's hub folder).")
 
     @property
     def context_length(self) -> int:
@@ -334,7 +337,7 @@ class Vllm(Engine):
         if length is None:
             raise ModelDataError(f"{engine.model}: max_model_len auto needs the model's max_position_embeddings")
         utilization = request.gpu_memory_utilization or engine.gpu_memory_utilization
-        kv_bytes = vllm_kv_dtype_bytes(engine.kv_cache_dtype, engine.dtype, arch)
+        kv_bytes = vllm_kv_dtype_bytes(engine.kv_cache_dtype or "auto", engine.dtype or "auto", arch)
         mnbt = engine.max_num_batched_tokens
         if mnbt is None:
             mnbt = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -382,7 +385,7 @@ class Vllm(Engine):
             max_model_len_limit=limit,
             concurrency=layout.concurrency(fit_len, mnbt, available) if fit_len else 0.0,
             fits=fits, utilization_needed=share_needed(request.total, non_kv + needed),
-            kv_cache_dtype=engine.kv_cache_dtype, weights_exact=target.weights_exact,
+            kv_cache_dtype=engine.kv_cache_dtype or "auto", weights_exact=target.weights_exact,
             settings={"block_size": VLLM_BLOCK_SIZE, "max_num_batched_tokens": mnbt, "kv_dtype_bytes": kv_bytes,
                       "kv_layout": layout.mode, "kv_groups": len(layout.groups), "kv_group_size": layout.group_size,
                       "kv_page_bytes": layout.page_bytes,

@@ -12,28 +12,25 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from olarespack.check import kube
 from olarespack.check.inputs import Target
-from olarespack.check.lint import SECRET_SENTINEL, render_values
+from olarespack.check.lint import render_values
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
 from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve
-from olarespack.importer.compare import argv_differences
 from olarespack.importer.engines import EngineImport, engine_kind, import_llamacpp, import_vllm, remote_files
+from olarespack.importer.tokens import is_secret, without_tokens
+from olarespack.importer.verify import verify
 from olarespack.olares.versions import render_modes
-from olarespack.spec.translate import problem_of
 
-PASS_THROUGH = ("scratch", "extra_args", "env")
 MAX_WRITTEN = 64 * 1024  # a chat template is a few KB; the spec holds at most this
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 MODEL_MOUNT = "/models"
@@ -54,6 +51,8 @@ class ImportResult:
     unexpressed: list[str] = field(default_factory=list)  # what the spec cannot say
     chart_argv: list[str] = field(default_factory=list)
     spec_argv: list[str] = field(default_factory=list)
+    buildable: bool = True  # false: the spec would not build, and is not written
+
 
     @property
     def complete(self) -> bool:
@@ -121,21 +120,6 @@ def _referenced(containers: list[_Container]) -> str:
                      for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
 
 
-def _without_token(argv: list[str], unexpressed: list[str]) -> list[str]:
-    """The command line without the arguments that carry the Hugging Face token (rendered with lint's
-    placeholder): a token never goes into a spec; the spec's chart passes it as a file (HF_TOKEN_PATH)."""
-    kept: list[str] = []
-    for item in argv:
-        if SECRET_SENTINEL not in item:
-            kept.append(item)
-            continue
-        flag = kept.pop() if kept and kept[-1].startswith("-") and "=" not in kept[-1] else None
-        shown = flag or item.split("=", 1)[0] if item.startswith("-") else flag or "(an argument)"
-        unexpressed.append(f"server argument {shown}: carries the Hugging Face token; a spec never holds it "
-                           "(the chart gives the engine the token as a file, HF_TOKEN_PATH)")
-    return kept
-
-
 def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], list[str]]:
     """(engine kind, the command line its server finally runs, what could not be resolved) of a chart, as
     helm renders it for Olares: what import reads, and what a round trip compares."""
@@ -156,7 +140,7 @@ def _carried_env(engine: _Container, containers: list[_Container], result: Impor
         used = re.search(rf"\$\(?{{?{re.escape(name)}\b", text) or name in engine.resolved.script_vars
         if used or name in CHART_ENV:
             continue
-        if SECRET_SENTINEL in value or "TOKEN" in name:
+        if is_secret(value) or "TOKEN" in name:
             result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
             continue
         if engine.env.origin.get(name, "env") != "env" and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
@@ -234,16 +218,20 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
         images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
         raise ImportFailed(f"{chart.label}: no vLLM or llama.cpp server among its containers (images: {images})")
     engine = engines[0]
-    token_args: list[str] = []
-    engine.resolved.argv = _without_token(engine.resolved.argv, token_args)
-    result = ImportResult(chart.label, chart.name, "", chart_argv=engine.resolved.argv, unexpressed=token_args)
+    result = ImportResult(chart.label, chart.name, "")
+    # the command line compared is the chart's without its secrets: the token becomes the spec's Secret
+    engine.resolved.argv = without_tokens(engine.resolved.argv, result.notes, result.unexpressed)
+    result.chart_argv = engine.resolved.argv
     result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
     for other in {c.workload for c in containers} - {engine.workload}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
     imported = _engine(chart, engine, containers)
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
-    env = {**_carried_env(engine, containers, result), **engine.resolved.env_prefix}
+    prefixed = {k: v for k, v in engine.resolved.env_prefix.items() if not (is_secret(v) or "TOKEN" in k)}
+    for name in sorted(set(engine.resolved.env_prefix) - set(prefixed)):
+        result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
+    env = {**_carried_env(engine, containers, result), **prefixed}
     if env:
         imported.data["env"] = env
     downloaded = set(remote_files({k: v for c in containers for k, v in c.env.values.items()}))
@@ -252,8 +240,11 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     if scratch:
         imported.data["scratch"] = scratch
     data = _spec_data(chart, engine, imported, hardware, result)
-    result.text = _yaml(data, chart.label)
-    _verify(result, spec_file)
+    verify(result, data, spec_file)
+    if not result.buildable:
+        # a spec that would not build is never written: what it could not carry, each on its own line
+        raise ImportFailed(f"{chart.label}: its spec would not build, so none is written; not carried:\n"
+                           + "\n".join(f"  - {item}" for item in result.unexpressed) + "\n ")
     return result
 
 
@@ -276,68 +267,3 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
     result.notes.append(f"version {version} is the installed chart's: bump it (olarespack bump) before publishing, "
                         "or boxes see no upgrade")
     return data
-
-
-def _typed(data: dict[str, Any], result: ImportResult, label: str) -> dict[str, Any]:
-    """The data as the spec model reads it (numbers as numbers), in field order, defaults left out; data
-    the model refuses stays as it is and is reported by field path."""
-    from olarespack.spec.models import AppSpec
-
-    try:
-        spec = AppSpec.model_validate(data, strict=False)
-    except ValidationError as exc:
-        for error in exc.errors():
-            problem = problem_of(label, error)
-            result.unexpressed.append(f"{problem.path}: {problem.message}")
-        return data
-    typed: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
-    engine = typed["engine"]
-    # what passes through (args, env, scratch folders) reads best after the typed settings
-    typed["engine"] = {k: v for k, v in engine.items() if k not in PASS_THROUGH} | \
-        {k: engine[k] for k in PASS_THROUGH if k in engine}
-    return typed
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _text)
-
-
-def _yaml(data: dict[str, Any], label: str) -> str:
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
-    return ("# yaml-language-server: $schema=../schemas/app-spec.schema.json\n"
-            f"# Imported from the chart {label} by `olarespack import`.\n" + body)
-
-
-def _verify(result: ImportResult, spec_file: Path) -> None:
-    """Load the spec as any spec is loaded, build its chart, and compare the server command lines."""
-    from olarespack.render.plan import plan_chart
-    from olarespack.spec.load import load_spec
-
-    data = yaml.safe_load(result.text.split("\n", 2)[2])
-    refused = len(result.unexpressed)
-    typed = _typed(data, result, str(spec_file))
-    result.text = _yaml(typed, result.label)
-    if len(result.unexpressed) > refused:
-        result.unexpressed.append("the server command lines were not compared: the spec does not load (the "
-                                  "fields above), so what else differs is not known yet")
-        return
-    with tempfile.TemporaryDirectory(prefix="olarespack-import-") as tmp:
-        path = Path(tmp) / spec_file.name
-        path.write_text(result.text, encoding="utf-8")
-        try:
-            spec = load_spec(path)
-            plan = plan_chart(spec, str(spec_file))
-        except OlaresPackError as exc:
-            result.unexpressed += [line.replace(str(path), str(spec_file)) for line in str(exc).splitlines()]
-            result.unexpressed.append("the server command lines were not compared: the spec does not build")
-            return
-    result.spec_argv = [*plan.command, *plan.effective_args]
-    result.unexpressed += argv_differences(result.chart_argv, result.spec_argv, spec.engine.kind)

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from olarespack.engines.images import engine_of_image
+
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
 LAUNCHERS = frozenset({"nice", "ionice", "chrt", "numactl", "taskset", "stdbuf", "timeout", "nohup", "tini",
                        "dumb-init", "gosu", "su-exec", "setpriv", "catatonit"})
@@ -64,12 +66,14 @@ def container_env(container: Mapping[str, Any], configmaps: Mapping[str, Mapping
     return env
 
 
-def _expand_k8s(text: str, values: Mapping[str, str]) -> str:
+def _expand_k8s(text: str, values: Mapping[str, str], unset: set[str] | None = None) -> str:
     """Kubernetes' expansion of args and env values: $(NAME) from the env defined so far, $$ is $, and an
-    undefined $(NAME) stays as written."""
+    undefined $(NAME) stays as written (its name added to `unset`)."""
     def one(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
+        if match.group(1) not in values and unset is not None:
+            unset.add(match.group(1))
         return values.get(match.group(1), match.group(0))
     return _K8S_VAR.sub(one, text)
 
@@ -109,8 +113,25 @@ def resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str,
 
 
 def _resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str] | None) -> Resolved:
-    items = [_expand_k8s(str(x), env.values) for x in [*(container.get("command") or []),
-                                                         *(container.get("args") or [])]]
+    unset: set[str] = set()
+    command = [_expand_k8s(str(x), env.values, unset) for x in container.get("command") or []]
+    items = [*command, *(_expand_k8s(str(x), env.values, unset) for x in container.get("args") or [])]
+    # a $(NAME) of a Secret or the pod's own fields is filled in the pod only: its value cannot be carried
+    from_secrets = any(name.startswith("secret:") for name in env.secret)  # envFrom a Secret: any name
+    hidden = [f"$({name}) (from a Secret or the pod's own fields: known only in the pod)"
+              for name in sorted(unset if from_secrets else unset & env.secret)]
+    if hidden:
+        return Resolved([], "args", hidden)
+    if not command:
+        # no command: the image's entrypoint runs, and every item of args is an argument of it
+        image = str(container.get("image") or "")
+        family = engine_of_image(image)
+        if family is None or family.entrypoint is None or not items:
+            what = "args but no command" if items else "neither command nor args"
+            return Resolved([], "args", [f"the container gives {what}, so what its image {image} runs is "
+                                         "decided by the image, which olarespack does not know: give the "
+                                         "container its command"])
+        items = [*family.entrypoint, *items]
     if items and items[0].rsplit("/", 1)[-1] in SHELLS:
         # the script follows -c, alone or in a cluster of short options (-ec), never a long one (--norc)
         flags = [i for i, item in enumerate(items[1:], 1) if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", item)]
@@ -241,11 +262,15 @@ def _words(text: str, values: Mapping[str, str], level: int = 0) -> tuple[list[s
     too_long = [f"the line grows past {MAX_EXPANSION} characters when expanded"]
     while i < len(text):
         char = text[i]
+        if quote != "'" and (text.startswith("$(", i) or char == "`"):
+            end = _substitution_end(text, i)
+            missing.append(f"{text[i:end][:60]} (a command substitution: known only by running the script)")
+            i = end
+            continue
         if quote != "'" and char == "$":
             value, used = _parameter(text, i, values, missing, level, pairs)
             if used:
-                piece = (shlex.quote(value) if quote is None and " " not in value else
-                         value if quote is None else value.replace('"', '\\"'))
+                piece = _fields(value) if quote is None else value.replace("\\", "\\\\").replace('"', '\\"')
                 out.append(piece)
                 size += len(piece)
                 if size > MAX_EXPANSION:
@@ -272,6 +297,29 @@ def _words(text: str, values: Mapping[str, str], level: int = 0) -> tuple[list[s
         return shlex.split("".join(out)), missing
     except ValueError as exc:
         return [], [f"the line does not parse as shell words ({exc})"]
+
+
+def _fields(value: str) -> str:
+    """An unquoted expansion as shell words: split on blanks into literal words (quotes and backslashes in
+    the value are its own characters); an empty value is no word at all."""
+    words = value.split()
+    piece = " ".join(shlex.quote(word) for word in words)
+    if not words:
+        return " " if value else ""
+    return (" " if value[0].isspace() else "") + piece + (" " if value[-1].isspace() else "")
+
+
+def _substitution_end(text: str, i: int) -> int:
+    """Where the command substitution $(...) or `...` starting at text[i] ends (the text's end if never)."""
+    if text[i] == "`":
+        close = text.find("`", i + 1)
+        return len(text) if close < 0 else close + 1
+    depth = 0
+    for j in range(i + 1, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    return len(text)
 
 
 def _brace_pairs(text: str) -> dict[int, int]:

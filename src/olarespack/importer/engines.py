@@ -9,7 +9,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from olarespack.engines.base import Flag
 from olarespack.engines.images import engine_of_image, family_of
@@ -141,6 +141,33 @@ def _extra(spelling: str, value: str | None) -> list[str]:
     return [item for item in (spelling or None, value) if item is not None]
 
 
+def _unset_defaults(result: EngineImport, options: list[tuple[str, str | None, Flag | None]],
+                    engine: Any) -> None:
+    """What the chart leaves to the server's own default stays unwritten: a table field whose default the
+    spec's chart would write (vLLM's --kv-cache-dtype auto, llama.cpp's -ngl 99) is set to null (not set);
+    a field the spec must give is named."""
+    seen = {flag.owner for _, _, flag in options if flag is not None}
+    for flag in engine.flags:
+        parts = flag.owner.split(".")[1:]
+        if flag.owner == "chart" or flag.owner in seen or len(parts) != 1 or parts[0] in result.data:
+            continue
+        info = engine.model.model_fields.get(parts[0])
+        if info is None:
+            continue
+        if info.is_required():
+            result.unexpressed.append(f"{flag.flag or 'the model'}: the chart leaves it to the server's default; "
+                                      f"the spec must give engine.{parts[0]}")
+            continue
+        default = info.get_default(call_default_factory=True)
+        if default is None or default is False or (flag.style == "given" and default == ""):
+            continue  # nothing written for it
+        if type(None) in get_args(info.annotation):
+            result.data[parts[0]] = None
+        else:
+            result.unexpressed.append(f"{flag.flag}: the chart does not write it; the spec's chart always writes "
+                                      f"{flag.flag} {default}")
+
+
 def _chart_option(result: EngineImport, spelling: str, value: str | None, default_port: int) -> None:
     """--host and --port, which the spec's chart sets: another port is kept (clients call it), another host
     is named."""
@@ -180,7 +207,9 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
         return remote
 
     extra: list[str] = []
-    for spelling, value, flag in parse_options(argv[1:], flags, LLAMACPP.model):
+    options = parse_options(argv[1:], flags, LLAMACPP.model)
+    _unset_defaults(result, options, LLAMACPP)
+    for spelling, value, flag in options:
         if spelling in LLAMACPP.drafter_flags:
             remote = file_of("drafter", value or "")
             speculative = data.setdefault("speculative", {})
@@ -257,7 +286,9 @@ def import_vllm(argv: list[str], image: str) -> EngineImport:
     flags[""] = next(f for f in VLLM.flags if f.style == "positional")
     extra: list[str] = []
     auto_tool_choice = False
-    for spelling, value, flag in parse_options(rest, flags, VLLM.model):
+    options = parse_options(rest, flags, VLLM.model)
+    _unset_defaults(result, options, VLLM)
+    for spelling, value, flag in options:
         if flag is None:
             extra += _extra(spelling, value)
             continue
