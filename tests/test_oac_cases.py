@@ -5,6 +5,7 @@ satisfies that check instead, so the case still runs every layer."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,37 @@ def test_overlay_gateway_names_a_rendered_workload(tmp_path: Path, helms: list[H
     else:
         assert found == [f"{refused}: overlayGateway.entrances[0].workload: workload 'ghost' does not match any "
                          "rendered Deployment/StatefulSet"]
+
+
+def test_replicas_follow_the_count_olares_sets(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # checkWorkloadScaleToZero renders replicaCount 0 and 1: a count that inverts it fails both
+    name = "inverted"
+    text = deployment(name, resources=SMALL, replicas=f"{{{{ sub 1 .Values.workloads.{name}.replicaCount }}}}")
+    folder = chart(tmp_path, name, manifest(name, version="0.12.0", api="v1", resources=ACCELERATOR,
+                                            top=REPLICAS.format(name=name)),
+                   {"deployment.yaml": text.replace("kind: Deployment", "kind: StatefulSet")
+                    .replace("  strategy:\n    type: Recreate\n", "  serviceName: web\n"
+                             "  updateStrategy:\n    type: OnDelete\n")},
+                   values=REPLICA_VALUES.format(name=name))
+    found = errors(folder, helms)
+    assert len(found) == 2 and all(line.startswith("olares-workload-replicas") for line in found), found
+    assert any("rendered as 1 while workloads.inverted.replicaCount was 0" in line for line in found)
+    assert any("rendered as 0 while workloads.inverted.replicaCount was 1" in line for line in found)
+
+
+def test_a_templated_legacy_manifest_is_read_as_olares_renders_it(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # oac renders a manifest below 0.12.0 with Helm's engine, for the admin's install and another user's
+    branch = ("entrances:\n{{- if eq .Values.admin .Values.bfl.username }}\n  - name: admin\n    host: admin\n"
+              "    port: 80\n    title: Admin\n{{- else }}\n  - name: user\n    host: user\n    port: 80\n"
+              "    title: {TITLE}\n{{- end }}\nspec:")
+    good = re.sub(r"entrances:\n.*?\nspec:", branch.replace("{TITLE}", "User"), manifest("branchy"), flags=re.S)
+    templates = {"deployment.yaml": deployment("branchy")}
+    assert errors(chart(tmp_path / "a", "branchy", good, templates), helms) == []
+    # the other user's install has an entrance title longer than 30 characters: refused like oac does
+    bad = good.replace("title: User", "title: " + "U" * 31)
+    found = errors(chart(tmp_path / "b", "branchy", bad, templates), helms)
+    assert found and all(line.startswith("olares-entrance") for line in found), found
+    # a template that does not render is refused, naming helm's complaint
+    broken = good.replace("{{- end }}", "")
+    found = errors(chart(tmp_path / "c", "branchy", broken, templates), helms)
+    assert any(line.startswith("olares-files") and "does not render" in line for line in found), found

@@ -144,8 +144,10 @@ RULES: dict[str, Rule] = {
                               "apiVersion", "oac manifest.validateOlaresDependency"),
     "olares-user-env": Rule("olares", "v3 apps neither name envs OLARES_USER* nor use them in chart files",
                             "oac manifest.validateV3Configuration, checkV3OLARESUserInChart"),
-    "olares-workload-replicas": Rule("olares", "0.12.0 manifests declare workloadReplicas, wired to values.yaml",
-                                     "oac manifest.validateWorkloadReplicas, checkWorkloadReplicaValues"),
+    "olares-workload-replicas": Rule("olares", "0.12.0 manifests declare workloadReplicas, wired to values.yaml; "
+                                     "spec.replicas renders as workloads.<name>.replicaCount (0 and 1)",
+                                     "oac manifest.validateWorkloadReplicas, checkWorkloadReplicaValues, "
+                                     "checkWorkloadScaleToZero (resources.CheckWorkloadReplicasRendered)"),
     "olares-upload": Rule("olares", "options.upload.dest is mounted by a container", "oac resources.CheckUploadConfig"),
     "olares-deployment": Rule("olares", "a Deployment or StatefulSet is named after the app",
                               "oac resources.CheckDeploymentName"),

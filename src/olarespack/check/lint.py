@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
-from olarespack.chart import Chart
+from olarespack.chart import MANIFEST, Chart
 from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
 from olarespack.errors import Problem
 from olarespack.helm import Helm, HelmResult, split_rendered, values_file
-from olarespack.olares import probes
+from olarespack.olares import legacy, probes, scale
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
 from olarespack.olares.values import install_values
@@ -194,6 +194,35 @@ def _probe_call(helm: Helm, target: Target) -> HelmCall:
     return HelmCall(run, analyse)
 
 
+def _scale_call(helm: Helm, target: Target) -> HelmCall:
+    """Olares' scale-to-zero check: the chart rendered with every declared workload's replicaCount at 0, then 1."""
+    chart = target.chart
+    names = scale.declared_workloads(chart.manifest)
+    values = render_values(chart, "")
+
+    def run() -> dict[int, HelmResult]:
+        out: dict[int, HelmResult] = {}
+        for want in scale.SCALE_PROBES:
+            with values_file(scale.scale_values(values, names, want)) as path:
+                out[want] = helm.template(target.folder, chart.name, f"{chart.name}-alice", path)
+        return out
+
+    def analyse(results: dict[int, HelmResult]) -> list[Problem]:
+        renders: dict[int, scale.Documents] = {}
+        for want, result in results.items():
+            try:
+                renders[want] = split_rendered(result.stdout) if result.ok else []
+            except yaml.YAMLError:
+                result = HelmResult(False, "", "the rendered YAML does not parse")
+            if not result.ok:
+                return [Problem(chart.label, "", f"helm {helm.version} template (replicaCount={want}): "
+                                f"{result.stderr.strip()}", "fix the template or the values it reads",
+                                rule="helm-template")]
+        return scale.scale_problems(chart, renders)
+
+    return HelmCall(run, analyse)
+
+
 def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
     """Every chart through `helm lint --strict` with each helm (batched), then `helm template` with the
     first (Helm 3, what Olares embeds) for each accelerator mode, for the Olares and schema rules, and under
@@ -203,6 +232,8 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
         calls += [_template_call(helms[0], target, mode)
                   for target in targets for mode in render_modes(target.chart.manifest)]
         calls += [_probe_call(helms[0], target) for target in targets if probes.probes_apply(target.chart.manifest)]
+        calls += [_scale_call(helms[0], target) for target in targets
+                  if scale.declared_workloads(target.chart.manifest)]
     return calls
 
 
@@ -240,8 +271,27 @@ def lint_apps(apps: list[App], helms: Helms, jobs: int = 2) -> LintReport:
         return _run(_app_targets(apps, stack), helms, jobs, report)
 
 
-def collect(paths: list[str], stack: ExitStack, report: LintReport) -> list[Target]:
-    """Every input through the pure layers (problems into the report); the charts helm can render."""
+def _legacy_manifests(target: Target, helms: Helms, stack: ExitStack) -> tuple[Target, list[Chart], list[Problem]]:
+    """A templated legacy manifest rendered by helm as Olares renders it, once per install it validates: the
+    target with the first render, the chart under each render (for the pure rules), or helm's refusal."""
+    chart, helm = target.chart, (helms() if callable(helms) else helms)[0]
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="olarespack-manifest-"))) / "chart"
+    write_files(legacy.manifest_chart(chart), folder)
+    renders: list[Chart] = []
+    for owner, admin in legacy.SCENARIOS:
+        with values_file(legacy.manifest_values(owner, admin)) as path:
+            result = helm.template(folder, "chart", "default", path)
+        if not result.ok:
+            return target, [chart], [Problem(chart.where(MANIFEST), "", f"does not render as a template (owner "
+                                             f"{owner}, admin {admin}): {result.stderr.strip()}",
+                                             "fix the template syntax", rule="olares-files")]
+        renders.append(legacy.with_manifest(chart, legacy.rendered_text(result.stdout)))
+    return Target(renders[0], target.folder), renders, []
+
+
+def collect(paths: list[str], stack: ExitStack, report: LintReport, helms: Helms = ()) -> list[Target]:
+    """Every input through the pure layers (problems into the report); the charts helm can render. With
+    helms, a legacy manifest written as a template is rendered first, as Olares reads it."""
     specs, charts, refused = classify(paths, stack)
     report.problems += refused
     report.checked += [p.file for p in refused]
@@ -250,8 +300,13 @@ def collect(paths: list[str], stack: ExitStack, report: LintReport) -> list[Targ
     report.checked += [str(s) for s in specs]
     report.spec_names += [app.spec.name for app in apps]
     report.checked += [target.chart.label for target in charts]
-    for target in charts:
-        report.problems += chart_problems(target.chart)
+    for i, target in enumerate(charts):
+        views = [target.chart]
+        if legacy.templated(target.chart) and (helms() if callable(helms) else helms):
+            charts[i], views, refusal = _legacy_manifests(target, helms, stack)
+            report.problems += refusal
+        for chart in views:
+            report.problems += chart_problems(chart)
     return _app_targets(apps, stack) + [t for t in charts if t.chart.manifest]
 
 
@@ -259,4 +314,4 @@ def lint(paths: list[str], helms: Helms, jobs: int = 2) -> LintReport:
     """Specs (both generations), chart folders, folders of charts and chart archives, every layer."""
     report = LintReport()
     with ExitStack() as stack:
-        return _run(collect(paths, stack, report), helms, jobs, report)
+        return _run(collect(paths, stack, report, helms), helms, jobs, report)

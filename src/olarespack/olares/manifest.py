@@ -372,11 +372,9 @@ def _olares_dependency(out: _Findings, manifest: dict[str, Any], api: str) -> No
     if not readable:
         out.add("options.dependencies", f"{constraint!r} is not a valid semver constraint", f"use '{want}'",
                 "olares-dependency")
-    elif allowed:
-        # oac's newest rule; for manifests below 0.12.0 whether it applies is not established: advice there
+    elif allowed:  # on every olaresManifest.version, as for the missing entry above
         out.add("options.dependencies", f"{constraint!r} allows Olares {', '.join(allowed)}, which cannot run "
-                f"an apiVersion {api or 'v1'} app", f"use '{want}'", "olares-dependency",
-                "error" if is_modern(manifest) else "warning")
+                f"an apiVersion {api or 'v1'} app", f"use '{want}'", "olares-dependency")
 
 
 def _shared_app(out: _Findings, manifest: dict[str, Any]) -> None:
