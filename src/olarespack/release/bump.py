@@ -6,16 +6,18 @@ import datetime as dt
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from olarespack.chart import Chart
-from olarespack.errors import Problem, ProblemsError
+from olarespack.errors import Problem, ProblemsError, SpecError
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps
 from olarespack.release import git as gitref
 from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
-from olarespack.release.notes import stale_figures, upgrade_note
-from olarespack.release.version import Part, is_higher
+from olarespack.release.notes import FIRST_RELEASE, stale_figures, upgrade_note
+from olarespack.release.version import Part, is_higher, is_version
+from olarespack.spec.file import MAX_FILE, parse_yaml
 from olarespack.write import read_folder, write_chart, write_file
 
 
@@ -34,6 +36,22 @@ class Repo:
     def base_chart(self, name: str) -> dict[str, str]:
         folder = (self.charts_dir / name).resolve().relative_to(self.root.resolve()).as_posix()
         return gitref.folder_at(self.root, self.base, folder)
+
+    def spec_version(self, file: Path) -> str | None:
+        """The version a spec file said at the base, when the file was there (its chart need not be)."""
+        try:
+            relative = file.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return None
+        text = gitref.show(self.root, self.base, relative)
+        if text is None or len(text) > MAX_FILE:
+            return None
+        try:
+            data: Any = parse_yaml(relative, text)
+        except SpecError:
+            return None
+        version = data.get("version") if isinstance(data, dict) else None
+        return version if is_version(version) else None
 
 
 def diffs(helm: Helm, repo: Repo, files: list[Path]) -> tuple[list[App], list[AppDiff]]:
@@ -66,14 +84,17 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
     for app, diff in zip(apps, found, strict=True):
         if not explicit and not diff.changed:
             continue
-        if not explicit and diff.base_version and is_higher(diff.version, diff.base_version):
-            skipped.append(f"{app.spec.name}: already {diff.version} (base {diff.base_version}), left alone")
+        ahead = None if explicit else _released_ahead(repo, app, diff)
+        if ahead:
+            skipped.append(f"{app.spec.name}: {ahead}, left alone")
             continue
         dirty = _hand_edited(repo, app, diff)
         if dirty:
             problems.append(dirty)
             continue
         text = note or (upgrade_note(diff) if diff.changed else None)
+        if text and diff.base_version is None and not text.startswith(FIRST_RELEASE):
+            text = f"{FIRST_RELEASE} {text}"  # what tells a later bump that this app has had its first release
         if not text:
             problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
                                     "say what this release is with --note", rule="bump"))
@@ -87,6 +108,18 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
     if problems:
         raise ProblemsError(problems)
     return bumps, skipped
+
+
+def _released_ahead(repo: Repo, app: App, diff: AppDiff) -> str | None:
+    """Why a bump without SPEC leaves an app alone: its version is already above its base's, or the app is
+    new at the base (no chart there) and has had its first release in this market since: its version is not
+    out yet, so one bump is all it needs, whatever changed after it."""
+    base = diff.base_version or repo.spec_version(Path(app.file))
+    if base and is_higher(diff.version, base):
+        return f"already {diff.version} (base {base})"
+    if diff.base_version is None and app.spec.changelog[0].note.startswith(FIRST_RELEASE):
+        return f"already {diff.version}, its first release in this market"
+    return None
 
 
 def _hand_edited(repo: Repo, app: App, diff: AppDiff) -> Problem | None:

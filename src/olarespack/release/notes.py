@@ -12,6 +12,9 @@ from typing import Any
 from olarespack.release.diff import AppDiff
 
 POSITIONAL = "(model)"  # vLLM names its model without a flag
+# The entry of an app's first version in this market; an app new at the base whose newest entry says it has
+# had its first release, and a second bump leaves it alone.
+FIRST_RELEASE = "First release of this app in this market."
 # flag -> what people call the setting, and how its values read
 LABELS: dict[str, tuple[str, str]] = {
     "--max-model-len": ("Context", "tokens"),
@@ -120,7 +123,7 @@ def _release(image: str | None) -> str:
 def upgrade_note(diff: AppDiff) -> str:
     """The default changelog entry: the settings that changed, then what a box sees when it upgrades."""
     if diff.base_version is None:
-        return "First release of this app in this market."
+        return FIRST_RELEASE
     settings: list[str] = []
     told: set[str] = set()
     restarts = downloads = False

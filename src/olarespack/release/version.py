@@ -21,3 +21,7 @@ def bump(version: str, part: Part) -> str:
 
 def is_higher(version: str, than: str) -> bool:
     return semver.Version.parse(version) > semver.Version.parse(than)
+
+
+def is_version(text: object) -> bool:
+    return isinstance(text, str) and semver.Version.is_valid(text)
