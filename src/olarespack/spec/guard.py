@@ -65,14 +65,30 @@ def walk_strings(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
         yield path, data
 
 
+def _noncharacter(code: int) -> bool:
+    """Unicode's 66 noncharacters: U+FDD0-U+FDEF and the last two code points of every plane."""
+    return 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+
+
 def forbidden_character(text: str, prose: bool) -> str | None:
-    """A description of the first character a field must not hold, or None."""
+    """What is wrong with the first character a field must not hold, or None. Helm reads every chart file as
+    YAML 1.1, whose printable set leaves out C0 and C1 controls, surrogates, U+FFFE and U+FFFF ("control
+    characters are not allowed"): such a value would build a chart neither helm nor Olares can load."""
     for char in text:
-        if char in "\n\t" and prose:
-            continue
-        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char in _HIDDEN_FORMAT:
+        code, category = ord(char), unicodedata.category(char)
+        if char in "\n\t":
+            if not prose:
+                return (f"the control character U+{code:04X}, which is not allowed in this field (newlines and "
+                        "tabs only in descriptions and notes)")
+        elif category in ("Cc", "Cs", "Zl", "Zp") or char in _HIDDEN_FORMAT:
             name = unicodedata.name(char, "")
-            return f"the control character {name + ' ' if name else ''}U+{ord(char):04X}"
+            kind = "lone surrogate" if category == "Cs" else "control character"
+            return f"the {kind} {name + ' ' if name else ''}U+{code:04X}, which is not allowed in spec text"
+        elif 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE:
+            # helm refuses U+FFFE and U+FFFF; no noncharacter is text (Unicode keeps the 66 for a program's
+            # internal use), so a spec holding one was mangled on its way here
+            stops = ", which helm cannot load" if code in (0xFFFE, 0xFFFF) else ", which is not text"
+            return f"the noncharacter U+{code:04X}{stops}"
     return None
 
 
@@ -100,8 +116,7 @@ def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:
         prose = verbatim or bool(PROSE_FIELDS.match(path))
         bad = forbidden_character(text, prose)
         if bad:
-            where = "here" if prose else "in this field (newlines and tabs only in descriptions and notes)"
-            yield path, f"contains {bad}, which is not allowed {where}", "remove it", "control-character"
+            yield path, f"contains {bad}", "remove it", "control-character"
         if verbatim:
             pass
         elif "{{" in text:
