@@ -121,6 +121,18 @@ def test_numbers_are_written_as_numbers(tmp_path: Path) -> None:
 
 
 @pytest.mark.helm
+def test_a_spec_the_model_refuses_is_not_written_with_its_numbers_as_text(tmp_path: Path) -> None:
+    """No --alias: the spec model refuses it (the spec must name the model for clients); nothing is written,
+    rather than a spec of quoted numbers the build would then refuse for reasons import never gave."""
+    args = [a for a in LLAMA_ARGS if a not in ("--alias", "$(MODEL_ALIAS)")]
+    folder = chart(tmp_path, {"image": OFFICIAL, "command": ["/app/llama-server"], "args": args})
+    code, out = run_import(folder, tmp_path / "apps")
+    assert code == 1 and "no spec written" in out
+    assert "--alias: the chart leaves it to the server's default; the spec must give engine.alias" in out
+    assert "engine.alias" in out and not (tmp_path / "apps" / "llamacppwrapped.yaml").exists()
+
+
+@pytest.mark.helm
 def test_a_spec_that_would_not_build_is_not_written_and_every_problem_is_named(tmp_path: Path) -> None:
     """The chart template written into the pod from nothing readable stays in extra_args, which the build
     refuses (a typed field's flag): import names that build problem too, and writes nothing."""
@@ -264,3 +276,12 @@ def test_reference_charts_round_trip_exactly_or_are_refused_never_written_broken
         counts["exact"] += 1
     assert counts == {"exact": len(charts), "refused": 0}
     assert len(charts) >= 10
+
+
+def test_numbers_compare_as_the_server_reads_them_and_a_flag_never_takes_the_next_flag() -> None:
+    chart_argv = ["vllm", "serve", "m", "--gpu-memory-utilization", "0.90"]
+    assert argv_differences(chart_argv, [*chart_argv[:-1], "0.9"], "vllm") == []
+    assert argv_differences(chart_argv, [*chart_argv[:-1], "0.95"], "vllm") != []
+    # `-fa --jinja`: -fa without its value, never -fa set to --jinja and --jinja lost
+    assert argv_differences(["llama-server", "-fa", "--jinja"], ["llama-server", "--jinja"], "llamacpp") == [
+        "server argument --flash-attn: in the chart's command line, not in the spec's"]

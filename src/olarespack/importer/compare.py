@@ -4,6 +4,7 @@ Order is not compared: llama-server and vLLM read their options by name."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from olarespack.engines.llamacpp import ENGINE as LLAMACPP
@@ -20,7 +21,8 @@ def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tupl
     flags = flag_spellings(engine.flags)
     options: Counter[tuple[str, str | None]] = Counter()
     last: dict[str, tuple[str, str | None]] = {}  # a setting of the engine's table: the last one given wins
-    for spelling, value, flag in parse_options(argv[lead:], flags, engine.model):
+    for spelling, raw, flag in parse_options(argv[lead:], flags, engine.model):
+        value = _number(raw)
         name = flag.flag if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-") \
             else spelling
         if flag is not None and flag.style == "positional":
@@ -31,6 +33,14 @@ def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tupl
             options[(name, value)] += 1  # a flag the table does not know may repeat (--lora-modules a b)
     options.update(last.values())
     return tuple(argv[:lead]), options
+
+
+def _number(value: str | None) -> str | None:
+    """A number as the server reads it (0.90 is 0.9); any other value as written."""
+    if value is None or not re.fullmatch(r"-?\d+(\.\d*)?", value):
+        return value
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
 
 
 def argv_differences(chart: list[str], spec: list[str], kind: str) -> list[str]:

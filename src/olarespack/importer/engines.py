@@ -76,7 +76,9 @@ def _takes_value(flag: Flag | None, token: str, following: str | None, model: An
     if flag is not None:
         if flag.style == "switch" or token.startswith("--no-") or token in VALUELESS:
             return False
-        return not (flag.style == "given" and _is_bool_field(model, flag.owner))
+        if flag.style == "given" and _is_bool_field(model, flag.owner):
+            return False
+    # a flag followed by another flag has no value (`-fa --jinja` is not -fa set to --jinja)
     return following is not None and (not following.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", following)
                                       is not None)
 
