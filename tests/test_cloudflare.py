@@ -5,9 +5,12 @@ test_sync_e2e runs against it; `wrangler deploy --dry-run` bundles it."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import shutil
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +277,55 @@ def test_the_route_table_is_serves(exported: Path) -> None:
     assert cloudflare.js_pattern("^/x/(?P<path>.*)$") == "^/x/(?<path>[^\\n]*)\\n?$"
     with pytest.raises(ValueError, match="would read differently"):
         cloudflare.js_pattern("^/a.b$")
+
+
+# --------------------------------------------------------------------------- requests the platform refuses
+
+
+def _raw(base: str, data: bytes) -> bytes:
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    return answer
+
+
+def test_two_host_headers_are_refused_by_the_runtime_before_the_worker_runs(server: str, reference: str,
+                                                                            project: Path) -> None:
+    """workerd's HTTP layer (kj) cannot make a URL of `Host: x, y` and answers a bare 500 itself: no Worker code
+    runs (every answer of the Worker carries CORS headers, and wrangler logs each request it hands on).
+    Cloudflare's edge parses requests before any Worker too; serve's uvicorn answers 400."""
+    log = project / "wrangler.log"
+    before = len(log.read_bytes())
+    twice = b"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"
+    assert _raw(reference, twice).startswith(b"HTTP/1.1 400 ")
+    answer = _raw(server, twice)
+    assert answer.startswith(b"HTTP/1.1 500 ") and answer.endswith(b"\r\n\r\nInternal Server Error"), answer
+    assert b"access-control-allow-origin" not in answer.lower()
+    deadline = time.monotonic() + 10
+    while b"invalid hostname" not in log.read_bytes()[before:] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    added = log.read_bytes()[before:]
+    assert b"invalid hostname when stringifying URL; host = x, y" in added and b"GET /health" not in added
+
+
+CHUNKED = f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+
+
+@pytest.mark.parametrize("tail", [b"zz\r\n", b"0x2\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n", b"-1\r\n{}\r\n0\r\n\r\n",
+                                  b"1\r\n{\r\nzz\r\n\r\n"])
+def test_a_malformed_chunked_body_is_a_400(server: str, reference: str, tail: bytes) -> None:
+    """The Worker answers 400 to a body it cannot read, as serve does. Under `wrangler dev` the local proxy in
+    front of it may answer 503 ("Your worker restarted mid-request") instead when the stream breaks while it
+    forwards it; neither answers 500."""
+    assert _raw(reference, CHUNKED.encode() + tail).startswith(b"HTTP/1.1 400 ")
+    answer = _raw(server, CHUNKED.encode() + tail)
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    if head.startswith(b"HTTP/1.1 503 "):
+        assert payload.startswith(b"Your worker restarted mid-request"), answer
+    else:
+        assert head.startswith(b"HTTP/1.1 400 ") and b"access-control-allow-origin" in head.lower(), answer
+        assert json.loads(payload)["error"].startswith(("body: ", "app_ids: "))

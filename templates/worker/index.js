@@ -259,7 +259,10 @@ async function body(request) {
   if (request.body) {
     const reader = request.body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await reader.read().catch(() => {
+        // the body's framing broke mid-read (a malformed chunk): the request is bad, as serve's 400 says
+        throw new HttpError(400, "body: malformed (its chunked encoding or length does not hold)");
+      });
       if (done) break;
       size += value.byteLength;
       if (size > MARKET.max_body) {
