@@ -285,3 +285,11 @@ def test_numbers_compare_as_the_server_reads_them_and_a_flag_never_takes_the_nex
     # `-fa --jinja`: -fa without its value, never -fa set to --jinja and --jinja lost
     assert argv_differences(["llama-server", "-fa", "--jinja"], ["llama-server", "--jinja"], "llamacpp") == [
         "server argument --flash-attn: in the chart's command line, not in the spec's"]
+
+
+@pytest.mark.helm
+def test_another_hugging_face_home_is_said(tmp_path: Path) -> None:
+    folder = chart(tmp_path, {"image": VLLM, "command": ["vllm", "serve"], "args": VLLM_ARGS},
+                   env=[{"name": "HF_HOME", "value": "/models/hf"}])
+    out = round_trip(folder, tmp_path)[0]
+    assert "note: env HF_HOME /models/hf: the spec's chart sets /models/huggingface" in out

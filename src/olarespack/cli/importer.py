@@ -28,7 +28,8 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
     chart olarespack can read a server from.
 
     Exits 0 when every spec runs the same server; 1 when something is not carried (each named; the spec is
-    still written), or a chart has no vLLM or llama.cpp server (no spec written)."""
+    still written when it builds, never when it would not), or a chart has no vLLM or llama.cpp server (no
+    spec written)."""
     from olarespack.check.inputs import classify
     from olarespack.cli.group import helm_binary
     from olarespack.importer import ImportFailed, import_chart

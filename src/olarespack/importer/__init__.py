@@ -22,6 +22,7 @@ import yaml
 from olarespack.check import kube
 from olarespack.check.inputs import Target
 from olarespack.check.lint import render_values
+from olarespack.engines.vllm import HF_HOME as VLLM_HF_HOME
 from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
@@ -146,6 +147,10 @@ def _carried_env(engine: _Container, containers: list[_Container], result: Impor
         if engine.env.origin.get(name, "env") != "env" and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
             continue
         carried[name] = value
+    home = engine.env.values.get("HF_HOME")
+    if engine.kind == "vllm" and home not in (None, VLLM_HF_HOME):
+        result.notes.append(f"env HF_HOME {home}: the spec's chart sets {VLLM_HF_HOME}; vLLM keeps the weights "
+                            "there unless engine.download_dir says otherwise (an upgrade may download them again)")
     for name in sorted(engine.env.secret):
         result.unexpressed.append(f"env {name}: comes from a Secret or the pod's own fields")
     return carried
