@@ -197,9 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 write_json(args.out / f"llamacpp-b{build}.json", builds.doc(build))
                 print(args.out / f"llamacpp-b{build}.json")
-            except (SdistError, ArgCppError) as err:
+            except (SdistError, ArgCppError, OSError) as err:
                 failed.append(f"b{build}: {err}")
-    except (SdistError, ArgCppError) as err:
+    except (SdistError, ArgCppError, OSError) as err:
         failed.append(str(err))
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
