@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.chart import Chart
+from olarespack.core.chart import Chart
 from olarespack.market import catalog as market
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 from olarespack.project import render_apps

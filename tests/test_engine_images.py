@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from olarespack.core.errors import SpecError
 from olarespack.engines.images import family_of
-from olarespack.errors import SpecError
 from olarespack.fit.budget import fit_report
 from olarespack.project import load_apps
 from olarespack.render import render_chart

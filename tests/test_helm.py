@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import APP_FILES, APPS
-from olarespack import quantity
+from olarespack.core import quantity
 from olarespack.helm import HelmBinary, find_binary, values_file
 from olarespack.olares.generations import GenerationName
 from olarespack.olares.values import olares_values

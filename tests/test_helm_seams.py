@@ -13,7 +13,7 @@ from conftest import APPS, CHARTS
 from fakes import FakeHelm
 from olarespack.check.lint import lint_apps
 from olarespack.cli import main
-from olarespack.errors import HelmError
+from olarespack.core.errors import HelmError
 from olarespack.project import render_apps
 from olarespack.release.diff import chart_changes
 from olarespack.write import read_folder

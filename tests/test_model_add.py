@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import APPS, run_cli
-from olarespack.errors import ModelDataError, UnknownModelError
+from olarespack.core.errors import ModelDataError, UnknownModelError
 from olarespack.fit.budget import fit_report, resolve_context
 from olarespack.models import arch, folder
 from olarespack.models.gguf_file import hf_config, read_gguf

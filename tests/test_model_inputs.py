@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from olarespack.errors import ModelDataError
+from olarespack.core.errors import ModelDataError
 from olarespack.fit.budget import resolve_context
 from olarespack.models import arch
 from olarespack.spec.load import load_spec

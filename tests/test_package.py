@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from conftest import APPS, spec_version, tree_bytes
 from olarespack.cli import main
-from olarespack.errors import PackageError
+from olarespack.core.errors import PackageError
 from olarespack.helm import HelmBinary
 from olarespack.market import catalog as market
 from olarespack.package import package_chart

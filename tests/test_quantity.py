@@ -1,6 +1,6 @@
 import pytest
 
-from olarespack import quantity
+from olarespack.core import quantity
 
 
 @pytest.mark.parametrize(("text", "millicores"), [("4", 4000), ("1500m", 1500), ("0.5", 500), ("0.25", 250),

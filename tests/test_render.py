@@ -10,8 +10,8 @@ import semver
 import yaml
 
 from conftest import APPS, shared
+from olarespack.core.errors import RenderError, SpecError, UsageError
 from olarespack.engines.base import Arg
-from olarespack.errors import RenderError, SpecError, UsageError
 from olarespack.olares.generations import generation_for_olares
 from olarespack.render import render_chart
 from olarespack.render.jinja import helm_scalar, make_env, yaml_block

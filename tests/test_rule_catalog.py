@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from olarespack.cli import main
-from olarespack.rule_catalog import RULES
+from olarespack.core.rule_catalog import RULES
 from test_bad_specs import CASES, expected
 from test_rules_olares import CASES as CHART_CASES
 

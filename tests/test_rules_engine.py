@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import APP_FILES, APPS
+from olarespack.core.errors import SpecError
 from olarespack.engines import engine_problems
 from olarespack.engines.vllm import ENGINE as VLLM
 from olarespack.engines.vllm import VllmEngine
-from olarespack.errors import SpecError
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 from specs import app_data, write_spec

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CHARTS, shared
 from olarespack.check.lint import lint
-from olarespack.errors import Problem
+from olarespack.core.errors import Problem
 from olarespack.helm import HelmBinary
 
 pytestmark = pytest.mark.helm

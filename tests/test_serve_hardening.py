@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES
-from olarespack.errors import CatalogError, MissingCatalogError
+from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
 from olarespack.market.state import load_state
 from olarespack.project import render_apps

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES, APPS
+from olarespack.core.errors import Problem, SpecError
 from olarespack.engines.llamacpp import LlamaCppEngine
 from olarespack.engines.vllm import VllmEngine
-from olarespack.errors import Problem, SpecError
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import APPS, tree_bytes
-from olarespack.chart import Chart
+from olarespack.core.chart import Chart
 from olarespack.helm import HelmBinary, values_file
 from olarespack.market import catalog as market
 from olarespack.olares.generations import GenerationName

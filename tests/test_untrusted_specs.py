@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import APPS, run_cli, tree_bytes
-from olarespack.errors import Problem
+from olarespack.core.errors import Problem
 from olarespack.render import render_chart
 from olarespack.spec import citations
 from olarespack.spec.load import load_spec

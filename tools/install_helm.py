@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from olarespack.errors import ToolMissingError
+from olarespack.core.errors import ToolMissingError
 from olarespack.helm_install import install_all
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, ValidationError
 
-from olarespack.errors import Problem, SpecError
-from olarespack.spec.file import load_spec_data
+from olarespack.core.errors import Problem, SpecError
+from olarespack.core.types import HardwareName, StrictModel, Url
+from olarespack.core.yamlfile import load_spec_data
 from olarespack.spec.translate import problem_of
-from olarespack.spec.types import HardwareName, StrictModel, Url
 
 CONFIG_FILE = "olarespack.yaml"
 CONFIG_ENV = "OLARESPACK_CONFIG"  # another settings file (the review action gives the base's)

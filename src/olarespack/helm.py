@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from olarespack.errors import ToolMissingError
-from olarespack.yamltext import load_yaml
+from olarespack.core.errors import ToolMissingError
+from olarespack.core.yamltext import load_yaml
 
 MINIMUM_VERSION = (3, 19, 0)
 # A chart from a stranger runs its templates in helm: a loop over `until 100000000` must end in a message,

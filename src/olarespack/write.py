@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from olarespack.errors import WriteError
+from olarespack.core.errors import WriteError
 
 Status = Literal["created", "updated", "unchanged"]
 FILE_MODE = 0o644

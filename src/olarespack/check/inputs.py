@@ -13,8 +13,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.chart import Chart
-from olarespack.errors import Problem, UsageError
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem, UsageError
 from olarespack.write import is_leftover
 
 # Helm's own loader refuses charts over 100 MiB unpacked and files over 5 MiB; a chart holds a few dozen files.

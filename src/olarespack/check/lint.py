@@ -1,5 +1,5 @@
 """`olarespack lint`: every input through the pure layers (spec, engine flags, Olares' rules on the chart
-files; check/pure.py, the same run as a build), then helm: `helm lint --strict` with Helm 3 and Helm 4,
+files; project.check_app, the same run as a build), then helm: `helm lint --strict` with Helm 3 and Helm 4,
 `helm template` with Olares' values for every accelerator mode, Olares' rules on the rendered workloads and
 the Kubernetes schemas. The helm calls run in parallel: their process start-up is most of a lint's time,
 so several charts share one `helm lint`.
@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from olarespack.chart import MANIFEST, Chart
 from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
-from olarespack.errors import Problem
+from olarespack.core.chart import MANIFEST, Chart
+from olarespack.core.errors import Problem
 from olarespack.helm import Helm, HelmResult, split_rendered, values_file
 from olarespack.olares import legacy, probes, scale
 from olarespack.olares.chartfiles import chart_problems

@@ -11,7 +11,7 @@ import click
 
 from olarespack.cli import options
 from olarespack.cli.group import output_folder
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 from olarespack.olares.generations import GenerationName
 from olarespack.project import orphan_charts, render_apps, sibling_names, spec_files
 from olarespack.spec.models import AppSpec

@@ -16,9 +16,9 @@ import click
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
+from olarespack.core.errors import Problem, ProblemsError
 from olarespack.engines import engine_for
 from olarespack.engines.calibration import MAX_LOG_BYTES, BootLog, LlamaCppCalibration, VllmCalibration, read_log
-from olarespack.errors import Problem, ProblemsError
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 from olarespack.write import write_file

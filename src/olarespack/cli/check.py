@@ -12,10 +12,10 @@ import click
 
 from olarespack.cli import options
 from olarespack.cli.group import helm_binary
-from olarespack.errors import Problem, UsageError
+from olarespack.core.errors import Problem, UsageError
+from olarespack.core.rule_catalog import RULES
 from olarespack.helm import Helm
 from olarespack.project import orphan_charts, spec_files
-from olarespack.rule_catalog import RULES
 
 if TYPE_CHECKING:
     from olarespack.models.arch import ModelInfo

@@ -10,9 +10,9 @@ from typing import Any, NoReturn
 
 import click
 
-from olarespack.errors import OlaresPackError, ProblemsError, UsageError
+from olarespack.core.errors import OlaresPackError, ProblemsError, UsageError
+from olarespack.core.redact import redact
 from olarespack.helm import HelmBinary
-from olarespack.spec.guard import redact
 
 # Exit code of an olarespack bug: no traceback reaches the user (it may hold paths or values from CI), only
 # what to report.

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from olarespack.cli import options
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 
 
 @click.command("import")

@@ -9,7 +9,7 @@ import click
 from pydantic import ValidationError
 
 from olarespack import __version__
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 
 CONFIG = """\
 # olarespack's settings for this market repository: every olarespack command run here reads them (an option

@@ -14,7 +14,7 @@ import click
 from olarespack import package as packaging
 from olarespack.cli import options
 from olarespack.cli.group import helm_binary, output_folder
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName

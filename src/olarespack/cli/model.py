@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from olarespack.cli.group import output_folder
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 

@@ -11,7 +11,7 @@ import click
 
 from olarespack.cli import options
 from olarespack.cli.group import helm_binary, output_folder
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 from olarespack.project import orphan_charts, spec_files
 from olarespack.release.version import Part
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field
 
+from olarespack.core.errors import Problem
 from olarespack.engines import llamacpp, vllm
 from olarespack.engines.base import Engine, EngineSpec
 from olarespack.engines.common import floating_images, typed_flags_in_extra_args
-from olarespack.errors import Problem
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from olarespack.spec.types import ArgText, EnvName, Image, StrictModel
+from olarespack.core.types import ArgText, EnvName, Image, StrictModel
 
 if TYPE_CHECKING:
-    from olarespack.errors import Problem
+    from olarespack.core.errors import Problem
     from olarespack.fit.report import FitReport, FitRequest
     from olarespack.spec.models import AppSpec
 

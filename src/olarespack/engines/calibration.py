@@ -35,8 +35,8 @@ from typing import Annotated, BinaryIO
 
 from pydantic import Field, StringConstraints
 
-from olarespack.errors import Problem
-from olarespack.spec.types import HfRepo, Image, StrictModel
+from olarespack.core.errors import Problem
+from olarespack.core.types import HfRepo, Image, StrictModel
 
 MAX_LOG_BYTES = 64 * 2**20
 MAX_LINE_BYTES = 16 * 2**10

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from olarespack.errors import Problem
+from olarespack.core.errors import Problem
 
 if TYPE_CHECKING:
     from olarespack.engines.base import Engine

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from olarespack.errors import Problem
+from olarespack.core.errors import Problem
 from olarespack.models.arch import ModelInfo
 
 Registry = Mapping[str, ModelInfo]

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
+from olarespack.core.errors import ModelDataError, Problem, UsageError
+from olarespack.core.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
+from olarespack.core.units import gib, largest_fitting, share_needed
 from olarespack.engines.base import MODEL_DIR, Arg, ContainerResources, Engine, EngineSpec, Flag, mounted_file_path
 from olarespack.engines.calibration import LlamaCppCalibration, calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.engines.consistency import drafter_problems
 from olarespack.engines.images import family_of
-from olarespack.errors import ModelDataError, Problem, UsageError
 from olarespack.fit.llamacpp_kv import (
     LLAMACPP_AUTO_PARALLEL,
     LLAMACPP_DEFAULT_BATCH,
@@ -26,9 +28,7 @@ from olarespack.fit.llamacpp_kv import (
     llamacpp_kv_bytes,
 )
 from olarespack.fit.report import FitReport, FitRequest, Source
-from olarespack.fit.units import gib, largest_fitting, share_needed
 from olarespack.models.arch import ModelInfo, find_model, models, models_for
-from olarespack.spec.types import MAX_ITEMS, ArgText, EnvName, HfRepo, Image, ModelPath, StrictModel, Text, Tokens
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec

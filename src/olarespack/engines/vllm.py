@@ -9,23 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StringConstraints
 
-from olarespack.engines.base import MODEL_DIR, Arg, Engine, EngineSpec, Flag, compact_json
-from olarespack.engines.calibration import VllmCalibration, calibration_problems
-from olarespack.engines.common import image_tag, is_gemma4
-from olarespack.engines.consistency import drafter_problems, parser_problems
-from olarespack.errors import ModelDataError, Problem
-from olarespack.fit.report import FitReport, FitRequest, Source
-from olarespack.fit.units import gib, largest_fitting, share_needed
-from olarespack.fit.vllm_kv import (
-    VLLM_BLOCK_SIZE,
-    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    vllm_kv_dtype_bytes,
-    vllm_kv_layout,
-    vllm_kv_needed,
-    vllm_overhead_estimate,
-)
-from olarespack.models.arch import ModelInfo, find_model, models_for
-from olarespack.spec.types import (
+from olarespack.core.errors import ModelDataError, Problem
+from olarespack.core.types import (
     MAX_ITEMS,
     ArgText,
     EnvName,
@@ -37,6 +22,21 @@ from olarespack.spec.types import (
     Text,
     Tokens,
 )
+from olarespack.core.units import gib, largest_fitting, share_needed
+from olarespack.engines.base import MODEL_DIR, Arg, Engine, EngineSpec, Flag, compact_json
+from olarespack.engines.calibration import VllmCalibration, calibration_problems
+from olarespack.engines.common import image_tag, is_gemma4
+from olarespack.engines.consistency import drafter_problems, parser_problems
+from olarespack.fit.report import FitReport, FitRequest, Source
+from olarespack.fit.vllm_kv import (
+    VLLM_BLOCK_SIZE,
+    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    vllm_kv_dtype_bytes,
+    vllm_kv_layout,
+    vllm_kv_needed,
+    vllm_overhead_estimate,
+)
+from olarespack.models.arch import ModelInfo, find_model, models_for
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec

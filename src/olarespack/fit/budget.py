@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from olarespack.core.errors import ModelDataError, Problem, UnknownModelError, UsageError
+from olarespack.core.units import gib
 from olarespack.engines import engine_for
-from olarespack.errors import ModelDataError, Problem, UnknownModelError, UsageError
 from olarespack.fit.report import FitReport, FitRequest
-from olarespack.fit.units import gib
 from olarespack.models.arch import ModelInfo, find_model, models_for
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from olarespack.errors import ModelDataError
-from olarespack.fit.units import Layers, MiB, layers_of, pad
-from olarespack.models.arch import ModelArch
+from olarespack.core.errors import ModelDataError
+from olarespack.core.units import MiB, pad
+from olarespack.models.arch import Layers, ModelArch, layers_of
 
 LLAMACPP_CTX_PAD = 256
 LLAMACPP_DEFAULT_BATCH = 2048

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from olarespack.fit.units import gib
+from olarespack.core.units import gib
 from olarespack.models.arch import ModelInfo
 
 Source = Literal["estimate", "calibrated", "given"]

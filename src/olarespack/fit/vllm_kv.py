@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from olarespack.errors import ModelDataError
-from olarespack.fit.units import GiB, Layers, cdiv, largest_fitting, layers_of
-from olarespack.models.arch import AttentionKind, ModelArch
+from olarespack.core.errors import ModelDataError
+from olarespack.core.units import GiB, cdiv, largest_fitting
+from olarespack.models.arch import AttentionKind, Layers, ModelArch, layers_of
 
 VLLM_BLOCK_SIZE = 16
 # `vllm serve` on GPUs under 70 GiB with chunked prefill (vllm/engine/arg_utils.py defaults).

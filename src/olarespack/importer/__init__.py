@@ -22,8 +22,8 @@ import yaml
 from olarespack.check import kube
 from olarespack.check.inputs import Target
 from olarespack.check.lint import render_values
+from olarespack.core.errors import OlaresPackError
 from olarespack.engines.vllm import HF_HOME as VLLM_HF_HOME
-from olarespack.errors import OlaresPackError
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
 from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve

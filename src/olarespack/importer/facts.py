@@ -12,7 +12,7 @@ from typing import Any
 import semver
 import yaml
 
-from olarespack.chart import Chart
+from olarespack.core.chart import Chart
 
 DEFAULT_STARTUP_MINUTES = 45
 _RELEASE_LINE = re.compile(r"^\s*[-*]?\s*v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)\s*[:\-—]\s*(.*)$")

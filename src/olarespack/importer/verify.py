@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
-from olarespack.errors import OlaresPackError
+from olarespack.core.errors import OlaresPackError
 from olarespack.importer.compare import argv_differences
 from olarespack.importer.tokens import token_fields
 from olarespack.spec.translate import problem_of

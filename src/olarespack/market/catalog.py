@@ -31,12 +31,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from olarespack import quantity
-from olarespack.chart import Chart
+from olarespack.core import quantity
+from olarespack.core.chart import Chart
+from olarespack.core.yamltext import load_yaml
 from olarespack.market.sections import sections
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id, archive_name
 from olarespack.spec.models import AppSpec
-from olarespack.yamltext import load_yaml
 
 CATALOG_FILE: Final = "catalog.json"
 CHARTS_DIR: Final = "charts"

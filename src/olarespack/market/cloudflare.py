@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from starlette.routing import BaseRoute, Mount, Route
 
-from olarespack.errors import UsageError, WriteError
+from olarespack.core.errors import UsageError, WriteError
 from olarespack.market import serve
 from olarespack.market.state import MarketState
 from olarespack.olares.generations import GENERATION_NAMES

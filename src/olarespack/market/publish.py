@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from olarespack import package as packaging
-from olarespack.chart import Chart
 from olarespack.check.lint import lint_apps
-from olarespack.errors import Problem, ProblemsError
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
 from olarespack.market.state import load_state

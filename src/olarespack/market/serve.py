@@ -49,7 +49,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from olarespack.errors import CatalogError, MissingCatalogError, UsageError
+from olarespack.core.errors import CatalogError, MissingCatalogError, UsageError
 from olarespack.market import catalog as market
 from olarespack.market.protocol import (
     ABORTED_KEY,

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import anyio
 
-from olarespack.errors import CatalogError, MissingCatalogError
+from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
 from olarespack.olares.generations import GENERATION_NAMES, parse_archive_name
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from olarespack.errors import ModelDataError, SpecError, UsageError
+from olarespack.core.errors import ModelDataError, SpecError, UsageError
+from olarespack.core.yamlfile import parse_yaml
 from olarespack.models.arch import (
     MAX_CONFIG_INT,
     ModelInfo,
@@ -29,7 +30,6 @@ from olarespack.models.arch import (
 )
 from olarespack.models.folder import model_files
 from olarespack.models.gguf_file import GgufHeader, read_gguf
-from olarespack.spec.file import parse_yaml
 from olarespack.write import Status, write_file
 
 # The config.json fields arch.arch_from_hf_config reads (see its module docstring), and model_type for the

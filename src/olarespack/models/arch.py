@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from olarespack.errors import ModelDataError, UnknownModelError
+from olarespack.core.errors import ModelDataError, UnknownModelError
 
 AttentionKind = Literal["full", "sliding"]
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
@@ -400,3 +400,13 @@ def models_for(spec_file: str | Path | None) -> dict[str, ModelInfo]:
     from olarespack.models.folder import project_models  # reads this module's format
 
     return {**shipped, **project_models(Path(spec_file).absolute().parent.parent / "models")}
+
+
+Layers = ModelArch | Sequence[KvLayer]
+
+
+def layers_of(layers: Layers) -> tuple[KvLayer, ...]:
+    found = tuple(layers.layers if isinstance(layers, ModelArch) else layers)
+    if not found:
+        raise ValueError("a model without KV layers has nothing to size")
+    return found

@@ -12,9 +12,9 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 
-from olarespack.errors import ModelDataError, SpecError
+from olarespack.core.errors import ModelDataError, SpecError
+from olarespack.core.yamlfile import MAX_FILE, decode, parse_yaml, read_spec_bytes
 from olarespack.models.arch import ModelInfo, model_from_data
-from olarespack.spec.file import MAX_FILE, decode, parse_yaml, read_spec_bytes
 
 MAX_FILES = 1000
 MAX_TOTAL = 32 << 20

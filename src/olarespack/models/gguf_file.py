@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from olarespack.errors import ModelDataError
+from olarespack.core.errors import ModelDataError
 
 MAX_KV = 10_000
 MAX_TENSORS = 200_000

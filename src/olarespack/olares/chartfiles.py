@@ -11,12 +11,12 @@ from typing import Any
 
 import yaml
 
-from olarespack.chart import MANIFEST, Chart
-from olarespack.errors import Problem
+from olarespack.core.chart import MANIFEST, Chart
+from olarespack.core.errors import Problem
+from olarespack.core.yamltext import load_yaml
 from olarespack.olares.generations import APP_NAME, RESERVED_APP_NAMES
 from olarespack.olares.manifest import validate_manifest
 from olarespack.olares.versions import api_version, is_modern
-from olarespack.yamltext import load_yaml
 
 _BLOCK_HEADER = re.compile(r"(?:^|[\s:\-])[|>][+\-0-9]*\s*(?:#.*)?$")
 _TEMPLATE = re.compile(r"\{\{|\}\}")

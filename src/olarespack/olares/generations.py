@@ -10,7 +10,7 @@ from typing import Final, Literal
 
 import semver
 
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 
 GenerationName = Literal["current", "legacy"]
 

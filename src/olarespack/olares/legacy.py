@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from olarespack.chart import MANIFEST, Chart
+from olarespack.core.chart import MANIFEST, Chart
 from olarespack.olares.chartfiles import peek_modern
 
 # (owner, admin) of the two installs dualOwnerPipeline validates; the first is the manifest the chart keeps

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from olarespack import quantity
-from olarespack.chart import MANIFEST, Chart
-from olarespack.errors import Problem, Severity
+from olarespack.core import quantity
+from olarespack.core.chart import MANIFEST, Chart
+from olarespack.core.errors import Problem, Severity
 from olarespack.olares.versions import api_version, is_legacy, is_modern, parse_version, satisfies
 
 ENTRANCE_NAME = re.compile(r"^[a-z0-9A-Z-]*$")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from olarespack.chart import MANIFEST, Chart
-from olarespack.errors import Problem
+from olarespack.core.chart import MANIFEST, Chart
+from olarespack.core.errors import Problem
 
 PROBE_RELEASES = ("oac-lint-probe-a", "oac-lint-probe-b")
 USER_PROBES = ("oac-lint-user-a", "oac-lint-user-b")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from olarespack.chart import Chart
-from olarespack.errors import Problem
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem
 
 SCALE_PROBES = (0, 1)
 WORKLOADS = frozenset({"Deployment", "StatefulSet"})

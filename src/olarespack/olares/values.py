@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from olarespack.yamltext import load_yaml
+from olarespack.core.yamltext import load_yaml
 
 
 @cache

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from olarespack import quantity
-from olarespack.chart import MANIFEST, Chart
-from olarespack.errors import Problem
+from olarespack.core import quantity
+from olarespack.core.chart import MANIFEST, Chart
+from olarespack.core.errors import Problem
 from olarespack.olares.versions import api_version, is_legacy, is_modern
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet"})

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from olarespack.chart import Chart
-from olarespack.errors import Problem, ProblemsError, SpecError
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem, ProblemsError, SpecError
+from olarespack.core.yamlfile import MAX_FILE, parse_yaml
 from olarespack.helm import Helm
 from olarespack.project import App, render_apps
 from olarespack.release import git as gitref
@@ -17,7 +18,6 @@ from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
 from olarespack.release.notes import FIRST_RELEASE, stale_figures, upgrade_note
 from olarespack.release.version import Part, is_higher, is_version
-from olarespack.spec.file import MAX_FILE, parse_yaml
 from olarespack.write import read_folder, write_chart, write_file
 
 

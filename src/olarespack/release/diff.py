@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from olarespack.errors import HelmError, Problem
+from olarespack.core.errors import HelmError, Problem
+from olarespack.core.yamltext import load_yaml
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.olares.values import olares_values
 from olarespack.release import version as semver_rules
 from olarespack.write import write_chart
-from olarespack.yamltext import load_yaml
 
 Change = Literal["added", "removed", "changed"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from olarespack.errors import Problem, ProblemsError
+from olarespack.core.errors import Problem, ProblemsError
 from olarespack.release.version import Part, bump
 
 _PLAIN_SAFE = re.compile(r"^[A-Za-z0-9(][^\n#]*$")

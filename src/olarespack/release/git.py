@@ -6,7 +6,7 @@ import datetime as dt
 import subprocess
 from pathlib import Path
 
-from olarespack.errors import UsageError
+from olarespack.core.errors import UsageError
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

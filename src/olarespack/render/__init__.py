@@ -8,8 +8,8 @@ from typing import Any
 
 import jinja2
 
-from olarespack.chart import Chart
-from olarespack.errors import Problem, RenderError
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem, RenderError
 from olarespack.olares.generations import GenerationName
 from olarespack.render.jinja import chart_env
 from olarespack.render.plan import plan_chart

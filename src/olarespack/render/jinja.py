@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jinja2
 
-from olarespack import quantity
+from olarespack.core import quantity
 
 
 def template_dir() -> Path:

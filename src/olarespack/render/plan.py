@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from olarespack import quantity
+from olarespack.core import quantity
+from olarespack.core.hardware import HardwareProfile, profiles
 from olarespack.engines import engine_for
 from olarespack.engines.base import ContainerResources, kubernetes_literal
-from olarespack.hardware import HardwareProfile, profiles
 from olarespack.olares.generations import GENERATIONS, Generation, GenerationName
 from olarespack.render.texts import Texts, citation_context, market_texts, preset_section
 from olarespack.spec.models import AppSpec

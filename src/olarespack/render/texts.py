@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from olarespack import quantity
+from olarespack.core import quantity
+from olarespack.core.errors import Problem, RenderError
+from olarespack.core.hardware import HardwareProfile
 from olarespack.engines.base import Engine, shell_join
 from olarespack.engines.common import pinned_example
-from olarespack.errors import Problem, RenderError
-from olarespack.hardware import HardwareProfile
 from olarespack.spec import citations
 from olarespack.spec.models import AppSpec
 

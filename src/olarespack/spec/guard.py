@@ -12,7 +12,7 @@ before the models see it, so every finding names its field path.
   are refused anywhere: whatever a spec holds reaches a chart, a market catalog or a CI log.
 - Every string has a hard length cap, whatever its field (the models set tighter ones).
 
-`redact()` masks token shapes in any text olarespack prints, so a message that quotes a value never
+core/redact.py masks token shapes in any text olarespack prints, so a message that quotes a value never
 carries a credential into a log.
 """
 
@@ -22,6 +22,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
+
+from olarespack.core.redact import token_kind
 
 MAX_STRING = 65_536
 # Fields whose text is prose (newlines allowed) and may cite spec values with [[ ... ]].
@@ -36,19 +38,6 @@ VERBATIM_FIELDS = re.compile(r"^engine\.chat_template\.text$")
 # Format characters that reorder or hide text (Trojan Source) are refused with the control characters.
 _HIDDEN_FORMAT = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
                            "\ufeff")
-
-TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("an OpenAI-style API key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
-    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a bearer credential", re.compile(r"\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)),
-)
-
 
 def walk_strings(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(field path, text) for every string in parsed YAML, keys included (a key's path is its own)."""
@@ -90,20 +79,6 @@ def forbidden_character(text: str, prose: bool) -> str | None:
             stops = ", which helm cannot load" if code in (0xFFFE, 0xFFFF) else ", which is not text"
             return f"the noncharacter U+{code:04X}{stops}"
     return None
-
-
-def token_kind(text: str) -> str | None:
-    for kind, pattern in TOKEN_PATTERNS:
-        if pattern.search(text):
-            return kind
-    return None
-
-
-def redact(text: str) -> str:
-    """Token-shaped substrings masked, keeping a short prefix so the reader can find the value."""
-    for _, pattern in TOKEN_PATTERNS:
-        text = pattern.sub(lambda m: m.group()[:4] + "…[redacted]", text)
-    return text
 
 
 def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:

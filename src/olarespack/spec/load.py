@@ -1,5 +1,5 @@
 """load_spec(): a spec file to an AppSpec, or a SpecError listing every problem with its file, field path
-and fix. The file is read bounded (spec/file.py), every string guarded (spec/guard.py), then validated."""
+and fix. The file is read bounded (core/yamlfile.py), every string guarded (spec/guard.py), then validated."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from olarespack.errors import Problem, SpecError
-from olarespack.spec.file import load_spec_data
+from olarespack.core.errors import Problem, SpecError
+from olarespack.core.yamlfile import load_spec_data
 from olarespack.spec.guard import string_problems
 from olarespack.spec.models import AppSpec
 from olarespack.spec.rules import cross_field_problems

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
-from olarespack import quantity
-from olarespack.engines import EngineModel
-from olarespack.hardware import profiles
-from olarespack.spec.types import (
-    AppName,
+from olarespack.core import quantity
+from olarespack.core.hardware import profiles
+from olarespack.core.types import (
     ByteQuantity,
     CpuQuantity,
     Description,
@@ -28,6 +27,17 @@ from olarespack.spec.types import (
     Title,
     Url,
 )
+from olarespack.engines import EngineModel
+from olarespack.olares.generations import RESERVED_APP_NAMES
+
+
+def _app_name(text: str) -> str:
+    if text in RESERVED_APP_NAMES:
+        raise PydanticCustomError("reserved-name", "{text!r} is reserved by Olares", {"text": text})
+    return text
+
+
+AppName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{1,30}$"), AfterValidator(_app_name)]
 
 
 class License(StrictModel):

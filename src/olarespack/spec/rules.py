@@ -6,9 +6,9 @@ import re
 
 import semver
 
-from olarespack import quantity
-from olarespack.errors import Problem
-from olarespack.hardware import profiles
+from olarespack.core import quantity
+from olarespack.core.errors import Problem
+from olarespack.core.hardware import profiles
 from olarespack.spec.models import AppSpec
 
 # Names the rendered chart sets itself; a spec that set them too would silently lose or win.

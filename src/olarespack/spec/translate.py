@@ -8,8 +8,8 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
+from olarespack.core.errors import Problem
 from olarespack.engines import ENGINES
-from olarespack.errors import Problem
 from olarespack.spec.models import AppSpec
 
 KINDS = " or ".join(ENGINES)

@@ -10,9 +10,8 @@ import semver
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from olarespack import quantity
-from olarespack.hardware import profiles
-from olarespack.olares.generations import RESERVED_APP_NAMES
+from olarespack.core import quantity
+from olarespack.core.hardware import profiles
 
 # Bounds on what a spec may ask for: far above any real app, low enough that no arithmetic on them
 # overflows or takes long (contexts of 16M tokens, 2**63-byte quantities).
@@ -47,12 +46,6 @@ def _quantity(parse: Callable[[str], int], example: str, numbers_too: bool) -> C
     return check
 
 
-def _app_name(text: str) -> str:
-    if text in RESERVED_APP_NAMES:
-        raise PydanticCustomError("reserved-name", "{text!r} is reserved by Olares", {"text": text})
-    return text
-
-
 def _hardware(text: str) -> str:
     if text not in profiles():
         raise PydanticCustomError(
@@ -72,7 +65,6 @@ ArgText = Annotated[str, StringConstraints(max_length=4_096)]
 Title = Annotated[str, StringConstraints(min_length=1, max_length=30)]
 EntranceTitle = Annotated[str, StringConstraints(min_length=1, max_length=30, pattern=r"^[a-zA-Z0-9 -]+$")]
 Url = Annotated[str, StringConstraints(max_length=2_048, pattern=r"^https?://[\x21-\x7e]+$")]  # printable ASCII
-AppName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{1,30}$"), AfterValidator(_app_name)]
 HardwareName = Annotated[str, AfterValidator(_hardware)]
 HfRepo = Annotated[str, StringConstraints(max_length=200,
                                            pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from olarespack.yamltext import load_yaml
+from olarespack.core.yamltext import load_yaml
 
 MANIFEST = "OlaresManifest.yaml"
 

@@ -19,7 +19,7 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from olarespack.errors import Problem, SpecError
+from olarespack.core.errors import Problem, SpecError
 
 MAX_FILE = 1 << 20
 MAX_DEPTH = 32

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from olarespack.rule_catalog import RULES
-from olarespack.spec.guard import redact
+from olarespack.core.redact import redact
+from olarespack.core.rule_catalog import RULES
 
 Severity = Literal["error", "warning"]
 

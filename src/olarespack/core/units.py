@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-
-from olarespack.models.arch import KvLayer, ModelArch
+from collections.abc import Callable
 
 GiB = 1 << 30
 MiB = 1 << 20
-
-Layers = ModelArch | Sequence[KvLayer]
-
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -23,13 +18,6 @@ def pad(n: int, multiple: int) -> int:
 
 def gib(n: float) -> float:
     return n / GiB
-
-
-def layers_of(layers: Layers) -> tuple[KvLayer, ...]:
-    found = tuple(layers.layers if isinstance(layers, ModelArch) else layers)
-    if not found:
-        raise ValueError("a model without KV layers has nothing to size")
-    return found
 
 
 def largest_fitting(upper: int, fits: Callable[[int], bool]) -> int:
@@ -44,7 +32,6 @@ def largest_fitting(upper: int, fits: Callable[[int], bool]) -> int:
         else:
             right = mid - 1
     return result
-
 
 
 def share_needed(total: int, need: int) -> float | None:
