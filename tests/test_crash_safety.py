@@ -40,6 +40,7 @@ MARKET_WORKER = textwrap.dedent("""
     from pathlib import Path
     from olarespack import package
     from olarespack.market import catalog as market
+    from olarespack.market.folder import write_market
     from olarespack.market.state import load_state
     from olarespack.olares.generations import GENERATION_NAMES
     from olarespack.project import render_apps
@@ -59,7 +60,7 @@ MARKET_WORKER = textwrap.dedent("""
     n = 0
     while True:
         archives, catalog = states[n % 2]
-        package.write_market(target, archives, {}, catalog, load_state)
+        write_market(target, archives, {}, catalog, load_state)
         n += 1
 """)
 

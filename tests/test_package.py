@@ -193,3 +193,17 @@ def test_publish_gate_is_the_full_lint(tmp_path: Path) -> None:
     code, _, err = run("publish", str(bad), "--market-dir", str(tmp_path / "m"))
     assert code == 1 and f"FAIL {bad}: engine.attention_backend" in err and "[gemma4-flash-attn]" in err
     assert not (tmp_path / "m").exists()
+
+
+def test_archives_know_nothing_of_the_market() -> None:
+    """package.py makes reproducible archives; the market folder they go into is market/'s, which imports
+    package, never the other way round (no import cycle between the two)."""
+    import ast
+
+    import olarespack.package
+
+    tree = ast.parse(Path(olarespack.package.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {name for name in imported if name.startswith("olarespack.market")}
+    assert not hasattr(olarespack.package, "write_market")

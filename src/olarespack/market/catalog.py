@@ -10,7 +10,7 @@ an undated entry with the date of the commit that added it; see dated_spec), and
 entries and the archives' sha256 only. Publishing the same specs twice therefore gives the same bytes and the same
 hash, and boxes do not re-sync for nothing.
 
-On-disk layout of a market folder (written by package.py, read by serve.py):
+On-disk layout of a market folder (written by folder.py, read by state.py for serve.py):
   catalog.json                          this catalog; written last, atomically (serve reloads on change)
   charts/<generation>/<name>-<version>.tgz
                                         the two generations' archives share file names, so each generation

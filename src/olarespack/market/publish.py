@@ -1,5 +1,5 @@
 """Publishing a market: every app rendered once (both generations), linted, packaged, catalogued, and the
-whole market folder written at once (package.write_market).
+whole market folder written at once (market/folder.py).
 
 Work follows change. The market's publish-state.json records, for each archive, a digest of the chart
 files it was made from, and a digest of the olarespack that rendered and checked them. An archive whose
@@ -26,6 +26,7 @@ from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
+from olarespack.market.folder import write_market
 from olarespack.market.state import load_state
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, archive_name
 from olarespack.project import App, render_apps
@@ -167,8 +168,8 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
     state = {"tools": tools, "archives": {gen: {archive.file_name: keys[gen, name]
                                                  for name, archive in sorted(archives[gen].items())}
                                           for gen in GENERATION_NAMES}}
-    written = packaging.write_market(market_dir, archives, icons, catalog, load_state,
-                                     {STATE_FILE: (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()})
+    written = write_market(market_dir, archives, icons, catalog, load_state,
+                           {STATE_FILE: (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()})
     return Published(apps, archives, reused, catalog, written)
 
 
