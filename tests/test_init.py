@@ -94,7 +94,7 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
     for needed in ("olarespack/templates/engine/llamacpp.yaml.j2", "olarespack/templates/chart/chat-template.yaml.j2",
-                   "olarespack/templates/init/olarespack-pr.yml", "olarespack/templates/worker/index.js",
+                   "olarespack/templates/init/olarespack-pr.yml", "olarespack/market/worker/index.js",
                    "olarespack/data/engine-images.yaml", "olarespack/data/families.yaml",
                    "olarespack/data/olares-values.yaml", "olarespack/data/hardware.yaml"):
         assert needed in names, needed

@@ -34,6 +34,7 @@ from typing import Any, Final
 from olarespack.core import quantity
 from olarespack.core.chart import Chart
 from olarespack.core.yamltext import load_yaml
+from olarespack.market import answers
 from olarespack.market.sections import sections
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id, archive_name
 from olarespack.spec.models import AppSpec
@@ -288,7 +289,7 @@ class VersionedAnswer:
 
     def render(self, version: str) -> bytes:
         # ensure_ascii: a version is echoed from a request, and any str must give valid UTF-8 JSON
-        return b'{"version":' + json.dumps(version).encode("ascii") + self.rest
+        return answers.VERSIONED_HEAD.encode("ascii") + json.dumps(version).encode("ascii") + self.rest
 
 
 def hash_template(generation: dict[str, Any]) -> VersionedAnswer:
@@ -302,14 +303,16 @@ def info_template(generation: dict[str, Any]) -> VersionedAnswer:
     return VersionedAnswer.of(_info_fields(generation))
 
 
-STATIC_HEADERS: Final = """\
-# Cloudflare Pages / Netlify header rules: the market's GET answers are JSON files without an extension.
-/api/*
-  Content-Type: application/json
-  Access-Control-Allow-Origin: *
-  Access-Control-Allow-Methods: GET, POST, OPTIONS
-  Access-Control-Allow-Headers: Content-Type
-"""
+def _header_name(name: str) -> str:
+    return "-".join(part.capitalize() for part in name.split("-"))
+
+
+# Cloudflare Pages / Netlify header rules for the GET answers: serve's content type and CORS headers (the
+# max-age of a preflight answer is the host's own: a static host answers preflights itself).
+STATIC_HEADERS: Final = (
+    "# Cloudflare Pages / Netlify header rules: the market's GET answers are JSON files without an extension.\n"
+    "/api/*\n" + "".join(f"  {_header_name(name)}: {value}\n" for name, value in
+                        (("content-type", answers.JSON_TYPE), *answers.CORS) if name != "access-control-max-age"))
 
 
 def static_files(catalog: dict[str, Any]) -> dict[str, bytes]:

@@ -2,10 +2,11 @@
 request as `olarespack serve` does (a static host cannot answer the POST a box sends for details).
 
 The export is decided here, in Python, by serve's own code, so the Worker's JavaScript
-(templates/worker/index.js) is a thin router over precomputed pieces:
+(market/worker/index.js, package data copied as it is) is HTTP glue over precomputed pieces:
 - worker/market.json, bundled into the script: the route table of the app serve builds (its compiled path
-  patterns, methods and endpoints, read from create_app()), the CORS headers and limits serve applies,
-  each generation's chart index, the icon index and the /health answer serve gives for this market.
+  patterns, methods and endpoints, read from create_app()), the table of answers serve reads too
+  (answers.table(): statuses, headers, error texts, limits, the Olares versions of each generation), each
+  generation's chart index, the icon index and the /health answer serve gives for this market.
 - assets/answers/<generation>-<digest>.json: the hash and info answers without their `version` member
   (market.VersionedAnswer) and every serialized detail entry, the bytes serve sends. The digest in the
   name ties a script to the answers it was exported with, even while a deploy is half rolled out.
@@ -22,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import http
 import json
-import mimetypes
 import os
 import re
 import shutil
@@ -35,13 +34,12 @@ from typing import Any, Final
 from starlette.routing import BaseRoute, Mount, Route
 
 from olarespack.core.errors import UsageError, WriteError
-from olarespack.market import serve
+from olarespack.market import answers, serve
 from olarespack.market.state import MarketState
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.render.jinja import template_dir
 from olarespack.write import FILE_MODE, staging_folder, swap_in
 
-WORKER_SOURCE: Final = "worker/index.js"  # under the template folder; copied to the same path in the export
+WORKER_SOURCE: Final = "worker/index.js"  # beside this module; copied to the same path in the export
 CONFIG_FILE: Final = "wrangler.jsonc"
 MARKER: Final = "// Written by `olarespack export cloudflare`"
 # A date the pinned wrangler's workerd supports (tools/worker): a newer wrangler deploys it unchanged.
@@ -122,10 +120,11 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
     export = Export()
     generations: dict[str, Any] = {}
     for gen, view in state.generations.items():
-        answers = _json({"hash": view.hash_answer.rest.decode("utf-8"), "info": view.info_answer.rest.decode("utf-8"),
-                         "details": {i: entry.decode("utf-8") for i, entry in view.details.items()}})
-        answers_path = f"answers/{gen}-{hashlib.sha256(answers).hexdigest()[:16]}.json"
-        export.files[f"assets/{answers_path}"] = answers
+        precomputed = _json({"hash": view.hash_answer.rest.decode("utf-8"),
+                             "info": view.info_answer.rest.decode("utf-8"),
+                             "details": {i: entry.decode("utf-8") for i, entry in view.details.items()}})
+        answers_path = f"answers/{gen}-{hashlib.sha256(precomputed).hexdigest()[:16]}.json"
+        export.files[f"assets/{answers_path}"] = precomputed
         charts: dict[str, Any] = {}
         for file, (owner, source) in sorted(view.charts.items()):
             charts[file] = {"owner": owner, "asset": f"charts/{gen}/{file}"}
@@ -135,22 +134,24 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
     icons: dict[str, Any] = {}
     for file, source in sorted(state.icons.items()):
         # serve.Api.icon's content type, decided once here
-        icons[file] = {"asset": f"icons/{file}",
-                       "type": mimetypes.guess_type(source.name)[0] or "application/octet-stream"}
+        icons[file] = {"asset": f"icons/{file}", "type": answers.icon_type(source.name)}
         export.copies[f"assets/icons/{file}"] = source
     market = {
         "routes": route_table(list(app.routes)),
-        "cors": [[name.decode("latin-1"), value.decode("latin-1")] for name, value in serve.CORS],
-        "max_body": serve.MAX_BODY, "max_ids": serve.MAX_IDS, "default_generation": serve.DEFAULT_GENERATION,
-        "phrases": {str(code): http.HTTPStatus(code).phrase for code in (404, 405)},
+        "answers": answers.table(),
         "health": _health(list(app.routes)).decode("utf-8"),
         "generations": generations, "icons": icons,
     }
     export.files["worker/market.json"] = _json(market)
-    export.files[WORKER_SOURCE] = (template_dir() / WORKER_SOURCE).read_bytes()
+    export.files[WORKER_SOURCE] = worker_script()
     export.files[CONFIG_FILE] = wrangler_config(name)
     _check_sizes(export)
     return export
+
+
+def worker_script() -> bytes:
+    """The Worker's JavaScript, shipped in the package beside this module."""
+    return (Path(__file__).parent / WORKER_SOURCE).read_bytes()
 
 
 def wrangler_config(name: str) -> bytes:

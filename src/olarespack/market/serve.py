@@ -11,6 +11,9 @@ What a box asks, and how the answer is picked:
   given one generation whatever they send (use `http://host:port/legacy` as the source URL).
 - `/icons/<file>` and `/health`.
 
+Every status, header, error text and limit below, and the Olares versions that pick a generation, come from
+answers.py, which the exported Cloudflare Worker reads too (cloudflare.py): both answer alike by construction.
+
 Answers are JSON bytes built once per catalog load: everything but the echoed `version` is serialized
 once and the version is written in front of it (market.VersionedAnswer, the same code that writes the
 static files), so a request costs a dict lookup and a concatenation, and no catalog content can change
@@ -30,10 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
-import mimetypes
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -49,7 +50,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from olarespack.core.errors import CatalogError, MissingCatalogError, UsageError
+from olarespack.core.errors import CatalogError, MissingCatalogError
+from olarespack.market import answers
 from olarespack.market import catalog as market
 from olarespack.market.protocol import (
     ABORTED_KEY,
@@ -59,49 +61,40 @@ from olarespack.market.protocol import (
     protocol_class,
 )
 from olarespack.market.state import GenerationView, MarketState, Store, load_state
-from olarespack.olares.generations import GENERATION_NAMES, GenerationName, generation_for_olares
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 
 __all__ = ["CatalogError", "MarketState", "MissingCatalogError", "create_app", "load_state", "make_server", "run"]
 log = logging.getLogger("olarespack.serve")
 
-MAX_BODY: Final = 16 * 1024  # ten ids and a version fit in well under 1 KiB
-MAX_IDS: Final = 10  # what Olares' syncer sends per batch
-DEFAULT_GENERATION: Final[GenerationName] = "current"
-JSON_TYPE: Final = "application/json"
-CORS: Final = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
-               (b"access-control-allow-headers", b"Content-Type"), (b"access-control-max-age", b"86400")]
+# What Starlette's router raises on its own (no route, a route without this method): answered from the table.
+_STARLETTE_FAILURES: Final = {404: "no_route", 405: "bad_method"}
 
 
 # --------------------------------------------------------------------------- requests
 
 
 def _json(body: bytes, status: int = 200) -> Response:
-    return Response(body, status_code=status, media_type=JSON_TYPE)
+    return Response(body, status_code=status, media_type=answers.JSON_TYPE)
 
 
-def _fail(status: int, message: str) -> HTTPException:
-    return HTTPException(status_code=status, detail=message)
+class Refusal(HTTPException):
+    """An error answer of the shared table (answers.FAILURES), as opposed to one Starlette raises itself."""
 
 
-@functools.lru_cache(maxsize=1024)  # bounded: versions come from clients
-def _generation(version: str) -> GenerationName | None:
-    if len(version) > 40:
-        return None
-    try:
-        return generation_for_olares(version)
-    except UsageError:
-        return None
+def _fail(key: str, **values: object) -> Refusal:
+    status, text = answers.failure(key, **values)
+    return Refusal(status_code=status, detail=text)
 
 
 async def _body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
-        raise _fail(413, f"body: at most {MAX_BODY} bytes")
+    if declared is not None and (not declared.isdigit() or int(declared) > answers.MAX_BODY):
+        raise _fail("body_too_big")
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
-        if len(data) > MAX_BODY:
-            raise _fail(413, f"body: at most {MAX_BODY} bytes")
+        if len(data) > answers.MAX_BODY:
+            raise _fail("body_too_big")
     return bytes(data)
 
 
@@ -109,17 +102,17 @@ def _ids_and_version(body: bytes) -> tuple[list[str], str | None]:
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting exhausts the C decoder's stack
-        raise _fail(400, 'body: not JSON; send {"app_ids": ["<id>", ...], "version": "1.12.6"}') from None
+        raise _fail("not_json") from None
     if not isinstance(payload, dict):
-        raise _fail(400, 'body: expected a JSON object {"app_ids": [...], "version": "..."}')
+        raise _fail("not_object")
     ids = payload.get("app_ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise _fail(400, "app_ids: expected a list of app id strings")
-    if len(ids) > MAX_IDS:
-        raise _fail(400, f"app_ids: at most {MAX_IDS} ids per request, got {len(ids)}")
+        raise _fail("bad_ids")
+    if len(ids) > answers.MAX_IDS:
+        raise _fail("too_many_ids", count=len(ids))
     version = payload.get("version")
     if version is not None and not isinstance(version, str):
-        raise _fail(400, "version: expected a string like 1.12.6")
+        raise _fail("bad_version_type")
     return list(dict.fromkeys(ids)), version or None
 
 
@@ -130,24 +123,24 @@ class Api:
         self.store = store
 
     def _view(self, version: str | None, pinned: GenerationName | None) -> tuple[GenerationView, str]:
-        generation = pinned or DEFAULT_GENERATION
+        generation = pinned or answers.DEFAULT_GENERATION
         if version:
-            found = _generation(version)
+            found = answers.olares_generation(version)
             if found is None:
-                raise _fail(400, f"version: {version[:40]!r} is not an Olares version 1.12.3 or later")
+                raise _fail("bad_version", version=version)
             generation = pinned or found
         view = self.store.state.generations.get(generation)
         if view is None:
-            raise _fail(404, f"this market publishes no {generation} generation")
+            raise _fail("no_generation", generation=generation)
         return view, version or view.default_version
 
     def routes(self, pinned: GenerationName | None) -> list[BaseRoute]:
         async def hash_(request: Request) -> Response:
-            view, version = self._view(request.query_params.get("version"), pinned)
+            view, version = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
             return _json(view.hash_answer.render(version))
 
         async def info(request: Request) -> Response:
-            view, version = self._view(request.query_params.get("version"), pinned)
+            view, version = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
             return _json(view.info_answer.render(version))
 
         async def details(request: Request) -> Response:
@@ -155,27 +148,25 @@ class Api:
             view, version = self._view(asked, pinned)
             found = [(i, view.details[i]) for i in ids if i in view.details]
             missing = [i for i in ids if i not in view.details]
-            apps = b",".join(json.dumps(i).encode("utf-8") + b":" + entry for i, entry in found)
-            return _json(b'{"apps":{' + apps + b'},"version":' + json.dumps(version).encode("ascii")
-                         + b',"not_found":' + json.dumps(missing).encode("ascii") + b"}")
+            return _json(answers.details_answer(found, version, missing))
 
         async def chart(request: Request) -> Response:
             # Boxes send the chart's own version here (beclab/market builds `?fileName=<name>-<v>.tgz&version=<v>`),
             # not their Olares version: only an Olares version 1.12.3 or later picks the generation, anything
             # else is no preference. A legacy box that must get legacy charts uses the /legacy source URL.
-            asked = request.query_params.get("version")
-            view, _ = self._view(asked if asked and _generation(asked) else None, pinned)
+            asked = request.query_params.get(answers.QUERY["version"])
+            view, _ = self._view(asked if asked and answers.olares_generation(asked) else None, pinned)
             name = request.path_params["name"]
-            file_name = request.query_params.get("fileName") or view.latest.get(name, "")
+            file_name = request.query_params.get(answers.QUERY["file_name"]) or view.latest.get(name, "")
             owner, path = view.charts.get(file_name, ("", None))
             if path is None or owner != name:
-                raise _fail(404, f"no chart {file_name[:80]!r} for app {name[:40]!r}")
+                raise _fail("no_chart", file_name=file_name, name=name)
             try:
                 data = await anyio.to_thread.run_sync(path.read_bytes)
             except OSError:
-                raise _fail(404, f"chart {file_name!r} is gone") from None
-            return Response(data, media_type="application/gzip",
-                            headers={"content-disposition": f'attachment; filename="{file_name}"'})
+                raise _fail("chart_gone", file_name=file_name) from None
+            return Response(data, headers={header: answers.fill(value, file_name=file_name)
+                                           for header, value in answers.CHART_HEADERS.items()})
 
         routes: list[BaseRoute] = []
         for api in ("/api/v1", "/api/v2"):
@@ -190,13 +181,12 @@ class Api:
     async def icon(self, request: Request) -> Response:
         path = self.store.state.icons.get(request.path_params["file"])
         if path is None:
-            raise _fail(404, "no such icon")
+            raise _fail("no_icon")
         try:
             data = await anyio.to_thread.run_sync(path.read_bytes)
         except OSError:
-            raise _fail(404, "no such icon") from None
-        media = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        return Response(data, media_type=media, headers={"cache-control": "public, max-age=3600"})
+            raise _fail("no_icon") from None
+        return Response(data, media_type=answers.icon_type(path.name), headers={"cache-control": answers.ICON_CACHE})
 
     async def alive(self, request: Request) -> Response:
         """Liveness: 200 while the process serves, stale catalog or not (restarting would not help: a
@@ -219,8 +209,14 @@ class Api:
 
 
 async def _error(request: Request, exc: Exception) -> Response:
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    if isinstance(exc, Refusal):
+        status, detail = exc.status_code, exc.detail
+    elif isinstance(exc, HTTPException) and exc.status_code in _STARLETTE_FAILURES:
+        status, detail = answers.failure(_STARLETTE_FAILURES[exc.status_code])
+    elif isinstance(exc, HTTPException):
+        status, detail = exc.status_code, exc.detail
+    else:
+        status, detail = answers.failure("internal")
     return _json(market.served_json({"error": detail}), status)
 
 
@@ -233,6 +229,10 @@ class AccessLogAndCors:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.cors = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in answers.CORS]
+        self.preflight = answers.PREFLIGHT_STATUS
+        status, text = answers.failure("internal")
+        self.internal = (status, market.served_json({"error": text}))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -245,14 +245,14 @@ class AccessLogAndCors:
             nonlocal status, size
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []), *CORS]
+                message["headers"] = [*message.get("headers", []), *self.cors]
             elif message["type"] == "http.response.body":
                 size += len(message.get("body", b""))
             await send(message)
 
         try:
             if scope["method"] == "OPTIONS":
-                await send_with_cors({"type": "http.response.start", "status": 204, "headers": []})
+                await send_with_cors({"type": "http.response.start", "status": self.preflight, "headers": []})
                 await send_with_cors({"type": "http.response.body", "body": b""})
             else:
                 await self.app(scope, receive, send_with_cors)
@@ -265,10 +265,10 @@ class AccessLogAndCors:
             log.exception("internal error on %s %s", scope["method"], scope["path"][:200])
             note = "internal error"
             if not status:
-                status = 500
-                await send_with_cors({"type": "http.response.start", "status": 500,
-                                      "headers": [(b"content-type", JSON_TYPE.encode())]})
-                await send_with_cors({"type": "http.response.body", "body": b'{"error":"internal error"}'})
+                status, body = self.internal
+                await send_with_cors({"type": "http.response.start", "status": status,
+                                      "headers": [(b"content-type", answers.JSON_TYPE.encode())]})
+                await send_with_cors({"type": "http.response.body", "body": body})
         finally:
             status, note = scope.get(ABORTED_KEY, (status, note))
             target = scope.get("raw_path") or scope["path"].encode("utf-8")

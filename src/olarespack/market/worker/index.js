@@ -3,18 +3,19 @@
 //
 // It answers what `olarespack serve` (src/olarespack/market/serve.py) answers, byte for byte. Everything
 // that can be decided at export time was decided there, in Python, by serve's own code: market.json holds
-// serve's route table (the patterns Starlette compiled, its methods, its endpoints), the CORS headers, the
-// limits, the chart and icon indexes and the /health answer; assets/answers/<generation>-<digest>.json holds
-// the hash and info answers without their `version` member and every detail entry, each already serialized
-// by the code serve uses. What is left here is what depends on the request: routing as Starlette routes
-// (404, 405, trailing-slash redirects), the Olares version check, reading the POST body, and putting the
-// precomputed pieces together. Each mirrors the serve.py function named beside it; the tests run both on
-// the same requests and compare status, headers and bytes.
+// serve's route table (the patterns Starlette compiled, its methods, its endpoints), `answers`, the table
+// serve reads too (market/answers.py: statuses, headers, error texts, limits, the Olares versions that
+// pick a generation), the chart and icon indexes and the /health answer; assets/answers/<generation>-
+// <digest>.json holds the hash and info answers without their `version` member and every detail entry,
+// each already serialized by the code serve uses. What is left here is HTTP glue: routing as Starlette
+// routes (404, 405, trailing-slash redirects), reading the POST body, filling the table's templates, and
+// Python's text forms (repr, ASCII JSON) the templates ask for. Each mirrors the serve.py function named
+// beside it; the tests run both on the same requests and compare status, headers and bytes.
 
 import MARKET from "./market.json";
 
-const JSON_TYPE = "application/json";
-const CORS = MARKET.cors;
+const ANSWERS = MARKET.answers;
+const CORS = ANSWERS.cors;
 const GENERATIONS = new Map(Object.entries(MARKET.generations).map(([name, g]) => [name, {
   ...g, charts: new Map(Object.entries(g.charts)), latest: new Map(Object.entries(g.latest)),
 }]));
@@ -31,16 +32,34 @@ class HttpError extends Error {
   }
 }
 
+// answers.failure: one error answer of the table, its text filled
+function failure(key, values = {}) {
+  const found = ANSWERS.failures[key];
+  return new HttpError(found.status, fill(found.text, values));
+}
+
+// answers.fill: {name} the value as text, {name:r} its repr(), {name:r40} the repr() of its first 40 characters
+const PLACEHOLDER = new RegExp(ANSWERS.placeholder, "g");
+
+function fill(template, values) {
+  return template.replace(PLACEHOLDER, (_, name, asRepr, count) => {
+    if (!Object.hasOwn(values, name)) throw new Error(`no value for {${name}}`);
+    const text = String(values[name]);
+    if (!asRepr) return text;
+    return pyRepr(count ? head(text, Number(count)) : text);
+  });
+}
+
 export default {
   async fetch(request, env) {
     try {
       // serve's AccessLogAndCors answers every preflight before routing, whatever the path
-      if (request.method === "OPTIONS") return withCors(new Response(null, { status: 204 }));
+      if (request.method === "OPTIONS") return withCors(new Response(null, { status: ANSWERS.preflight_status }));
       return withCors(await route(request, env));
     } catch (error) {
-      if (error instanceof HttpError) return withCors(json(errorBody(error.detail), error.status));
-      console.error("internal error", error && error.stack); // logged, never sent: no stack in answers
-      return withCors(json('{"error":"internal error"}', 500));
+      const known = error instanceof HttpError ? error : failure("internal");
+      if (known !== error) console.error("internal error", error && error.stack); // logged, never sent
+      return withCors(json(errorBody(known.detail), known.status));
     }
   },
 };
@@ -99,13 +118,13 @@ async function dispatch(routes, ctx, path, root, pinned) {  // Router.app
     }
     if (kind === "partial" && partial === null) partial = r;
   }
-  if (partial !== null) throw new HttpError(405, MARKET.phrases["405"]);
+  if (partial !== null) throw failure("bad_method");
   const own = routePath(path, root);
   if (own !== "/") {  // redirect_slashes: the path with its trailing slash toggled, when a route takes it
     const other = own.endsWith("/") ? path.replace(/\/+$/, "") : path + "/";
     if (routes.some((r) => matchRoute(r, other, root, ctx.method)[0] !== null)) return redirect(ctx, other);
   }
-  throw new HttpError(404, MARKET.phrases["404"]);
+  throw failure("no_route");
 }
 
 async function route(request, env) {
@@ -129,36 +148,34 @@ function queryParam(ctx, name) {
   return all.length ? all[all.length - 1] : null;
 }
 
-// The generation an Olares version picks (olares/generations.py generation_for_olares, behind serve's
-// _generation): semver with optional minor and patch, 1.12.3-1.12.5 legacy, 1.12.6 and later current.
-const SEMVER = new RegExp("^(0|[1-9][0-9]*)(?:\\.(0|[1-9][0-9]*)(?:\\.(0|[1-9][0-9]*))?)?"
-  + "(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-  + "(?:\\+([0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*))?$");
+// answers.olares_generation: the last generation whose first release the version has reached, by the
+// table's grammar and floors; a prerelease sorts before its release, build data does not count.
+const OLARES = ANSWERS.olares_version;
+const OLARES_VERSION = new RegExp(`^(?:${OLARES.pattern})$`);
 
 function olaresGeneration(version) {
-  if ([...version].length > 40) return null;
-  const m = SEMVER.exec(version);
+  if ([...version].length > OLARES.max_length) return null;
+  const m = OLARES_VERSION.exec(version);
   if (!m) return null;
   const release = [m[1], m[2] || "0", m[3] || "0"].map(BigInt);  // BigInt: Python's ints have no bound
-  const below = (...r) => {  // semver order: a prerelease sorts before its release, build data not at all
-    for (let i = 0; i < 3; i++) if (release[i] !== BigInt(r[i])) return release[i] < BigInt(r[i]);
-    return m[4] !== undefined;
+  const reached = (floor) => {
+    for (let i = 0; i < 3; i++) if (release[i] !== BigInt(floor[i])) return release[i] > BigInt(floor[i]);
+    return m[4] === undefined;
   };
-  if (below(1, 12, 3)) return null;
-  return below(1, 12, 6) ? "legacy" : "current";
+  let found = null;
+  for (const [floor, name] of OLARES.floors) if (reached(floor)) found = name;
+  return found;
 }
 
 function view(version, pinned) {  // Api._view
-  let generation = pinned || MARKET.default_generation;
+  let generation = pinned || ANSWERS.default_generation;
   if (version) {
     const found = olaresGeneration(version);
-    if (found === null) {
-      throw new HttpError(400, `version: ${pyRepr(head(version, 40))} is not an Olares version 1.12.3 or later`);
-    }
+    if (found === null) throw failure("bad_version", { version });
     generation = pinned || found;
   }
   const g = GENERATIONS.get(generation);
-  if (!g) throw new HttpError(404, `this market publishes no ${generation} generation`);
+  if (!g) throw failure("no_generation", { generation });
   return [g, version || g.default_version];
 }
 
@@ -178,17 +195,17 @@ function answers(ctx, g) {
 }
 
 function versioned(rest, version) {  // catalog.VersionedAnswer.render
-  return '{"version":' + pyJsonAscii(version) + rest;
+  return ANSWERS.versioned_head + pyJsonAscii(version) + rest;
 }
 
 const ENDPOINTS = {
   async hash(ctx, params, pinned) {
-    const [g, version] = view(queryParam(ctx, "version"), pinned);
+    const [g, version] = view(queryParam(ctx, ANSWERS.query.version), pinned);
     return json(versioned((await answers(ctx, g)).hash, version));
   },
 
   async info(ctx, params, pinned) {
-    const [g, version] = view(queryParam(ctx, "version"), pinned);
+    const [g, version] = view(queryParam(ctx, ANSWERS.query.version), pinned);
     return json(versioned((await answers(ctx, g)).info, version));
   },
 
@@ -198,33 +215,30 @@ const ENDPOINTS = {
     const { details } = await answers(ctx, g);
     const apps = ids.filter((i) => details.has(i)).map((i) => pyJsonAscii(i) + ":" + details.get(i));
     const missing = ids.filter((i) => !details.has(i)).map(pyJsonAscii);
-    return json('{"apps":{' + apps.join(",") + '},"version":' + pyJsonAscii(version)
-      + ',"not_found":[' + missing.join(", ") + "]}");
+    const separators = ANSWERS.details_separators;  // answers.details_answer
+    return json(fill(ANSWERS.details_answer, { apps: apps.join(separators.apps), version: pyJsonAscii(version),
+      not_found: missing.join(separators.not_found) }));
   },
 
   async chart(ctx, params, pinned) {
     // a box sends the chart's own version here: only an Olares version picks a generation (see serve.py)
-    const asked = queryParam(ctx, "version");
+    const asked = queryParam(ctx, ANSWERS.query.version);
     const [g] = view(asked && olaresGeneration(asked) ? asked : null, pinned);
     const name = params.name;
-    const fileName = queryParam(ctx, "fileName") || g.latest.get(name) || "";
-    if (g.charts.get(fileName)?.owner !== name) {
-      throw new HttpError(404, `no chart ${pyRepr(head(fileName, 80))} for app ${pyRepr(head(name, 40))}`);
-    }
+    const fileName = queryParam(ctx, ANSWERS.query.file_name) || g.latest.get(name) || "";
+    if (g.charts.get(fileName)?.owner !== name) throw failure("no_chart", { file_name: fileName, name });
     const found = await asset(ctx, g.charts.get(fileName).asset);
-    if (found.status !== 200) throw new HttpError(404, `chart ${pyRepr(fileName)} is gone`);
-    return new Response(found.body, { headers: {
-      "content-type": "application/gzip", "content-disposition": `attachment; filename="${fileName}"`,
-    } });
+    if (found.status !== 200) throw failure("chart_gone", { file_name: fileName });
+    const headers = Object.fromEntries(Object.entries(ANSWERS.chart_headers).map(
+      ([header, value]) => [header, fill(value, { file_name: fileName })]));
+    return new Response(found.body, { headers });
   },
 
   async icon(ctx, params) {
     const icon = ICONS.get(params.file);
     const found = icon && await asset(ctx, icon.asset);
-    if (!found || found.status !== 200) throw new HttpError(404, "no such icon");
-    return new Response(found.body, { headers: {
-      "content-type": icon.type, "cache-control": "public, max-age=3600",
-    } });
+    if (!found || found.status !== 200) throw failure("no_icon");
+    return new Response(found.body, { headers: { "content-type": icon.type, "cache-control": ANSWERS.icon_cache } });
   },
 
   // An export has no catalog to go stale: /health is always the answer serve gives a fresh catalog.
@@ -248,9 +262,9 @@ function asset(ctx, path) {
 // that answers with part of the body unread has its answer lost by the platform's dev proxy ("Your worker
 // restarted mid-request"), and Cloudflare itself bounds the body (100 MB) and the time it takes to send.
 async function body(request) {
-  const tooBig = new HttpError(413, `body: at most ${MARKET.max_body} bytes`);
+  const tooBig = failure("body_too_big");
   const declared = request.headers.get("content-length");
-  if (declared !== null && (!/^[0-9]+$/.test(declared) || Number(declared) > MARKET.max_body)) {
+  if (declared !== null && (!/^[0-9]+$/.test(declared) || Number(declared) > ANSWERS.max_body)) {
     await discard(request.body);
     throw tooBig;
   }
@@ -261,11 +275,11 @@ async function body(request) {
     for (;;) {
       const { done, value } = await reader.read().catch(() => {
         // the body's framing broke mid-read (a malformed chunk): the request is bad, as serve's 400 says
-        throw new HttpError(400, "body: malformed (its chunked encoding or length does not hold)");
+        throw failure("body_malformed");
       });
       if (done) break;
       size += value.byteLength;
-      if (size > MARKET.max_body) {
+      if (size > ANSWERS.max_body) {
         reader.releaseLock();
         await discard(request.body);
         throw tooBig;
@@ -292,29 +306,21 @@ function idsAndVersion(data) {  // serve._ids_and_version
     // fatal: bytes that are not UTF-8 are "not JSON", as Python's json.loads finds; the BOM is skipped by both
     payload = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data));
   } catch {
-    throw new HttpError(400, 'body: not JSON; send {"app_ids": ["<id>", ...], "version": "1.12.6"}');
+    throw failure("not_json");
   }
-  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
-    throw new HttpError(400, 'body: expected a JSON object {"app_ids": [...], "version": "..."}');
-  }
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) throw failure("not_object");
   const ids = Object.hasOwn(payload, "app_ids") ? payload.app_ids : null;
-  if (!Array.isArray(ids) || !ids.every((i) => typeof i === "string")) {
-    throw new HttpError(400, "app_ids: expected a list of app id strings");
-  }
-  if (ids.length > MARKET.max_ids) {
-    throw new HttpError(400, `app_ids: at most ${MARKET.max_ids} ids per request, got ${ids.length}`);
-  }
+  if (!Array.isArray(ids) || !ids.every((i) => typeof i === "string")) throw failure("bad_ids");
+  if (ids.length > ANSWERS.max_ids) throw failure("too_many_ids", { count: ids.length });
   const version = Object.hasOwn(payload, "version") ? payload.version : null;
-  if (version !== null && typeof version !== "string") {
-    throw new HttpError(400, "version: expected a string like 1.12.6");
-  }
+  if (version !== null && typeof version !== "string") throw failure("bad_version_type");
   return [[...new Set(ids)], version || null];
 }
 
 // --------------------------------------------------------------------------- Python's text forms
 
 function json(text, status = 200) {
-  return new Response(text, { status, headers: { "content-type": JSON_TYPE } });
+  return new Response(text, { status, headers: { "content-type": ANSWERS.json_type } });
 }
 
 // served_json({"error": detail}): JSON.stringify writes a string as json.dumps(ensure_ascii=False) does
