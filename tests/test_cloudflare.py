@@ -10,6 +10,7 @@ import http.client
 import json
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +20,9 @@ import pytest
 
 import test_sync_e2e as e2e
 from conftest import APPS, run_cli, spec_version, tree_bytes
+from olarespack.market import answers, cloudflare, serve
 from olarespack.market import catalog as market
-from olarespack.market import cloudflare
-from test_serve import Answer, market_with_traps, publish_market, request, running_server
+from test_serve import HOST, Answer, free_port, market_with_traps, publish_market, request, running_server
 from worker_host import run_wrangler, running_worker, wrangler_binary
 
 pytestmark = pytest.mark.helm  # the market is published with the real helm
@@ -277,6 +278,63 @@ def test_the_route_table_is_serves(exported: Path) -> None:
     assert cloudflare.js_pattern("^/x/(?P<path>.*)$") == "^/x/(?<path>[^\\n]*)\\n?$"
     with pytest.raises(ValueError, match="would read differently"):
         cloudflare.js_pattern("^/a.b$")
+
+
+# --------------------------------------------------------------------------- one table, both answers
+
+
+def test_the_workers_answer_table_is_the_one_serve_reads(exported: Path) -> None:
+    table: dict[str, Any] = json.loads((exported / "worker" / "market.json").read_bytes())
+    assert table["answers"] == answers.table()
+    script = (exported / "worker" / "index.js").read_text(encoding="utf-8")
+    # the answers' texts live in the table only, not in the script
+    assert not any(f.text in script for f in answers.FAILURES.values())
+    assert "max-age=3600" not in script and "1.12.3" not in script and "application/" not in script
+
+
+@contextlib.contextmanager
+def serving_in_process(market_dir: Path) -> Iterator[str]:
+    """serve in this process (so it reads this process's table), on a free loopback port."""
+    port = free_port()
+    server = serve.make_server(market_dir, HOST, port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "serve did not start"
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_a_decision_changed_in_the_table_changes_serve_and_the_worker(project: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error answer, a header, the CORS policy and the version that starts a generation, each changed in
+    answers.py only: serve and a fresh export of the Worker both answer with the change."""
+    monkeypatch.setitem(answers.FAILURES, "no_icon", answers.Failure(410, "no icon by that name"))
+    monkeypatch.setattr(answers, "ICON_CACHE", "no-store")
+    monkeypatch.setattr(answers, "CORS", (("access-control-allow-origin", "https://box.example"),))
+    monkeypatch.setattr(answers, "GENERATION_FLOORS", [((1, 12, 3), "legacy"), ((1, 12, 5), "current")])
+    worker = tmp_path / "worker"
+    cloudflare.export_cloudflare(project / "market", worker)
+    current = json.loads((project / "market" / market.CATALOG_FILE).read_bytes())["generations"]["current"]["hash"]
+    targets = [("GET", "/icons/nosuch.png"), ("GET", f"/icons/{VISION}.png"), ("OPTIONS", "/anywhere"),
+               ("GET", "/api/v1/appstore/hash?version=1.12.5")]
+    with serving_in_process(project / "market") as base:
+        served = [_compared(request(base, method, target), base) for method, target in targets]
+    with running_worker(worker, tmp_path / "wrangler.log") as base:
+        assert [_compared(request(base, method, target), base) for method, target in targets] == served
+    gone, icon, preflight, hashed = served
+    assert gone[0] == 410 and json.loads(gone[2]) == {"error": "no icon by that name"}
+    assert icon[0] == 200 and icon[1]["cache-control"] == "no-store"
+    assert preflight[0] == 204 and preflight[1]["access-control-allow-origin"] == "https://box.example"
+    assert "access-control-allow-methods" not in preflight[1]
+    answer = json.loads(hashed[2])  # 1.12.5 now starts the current generation
+    assert hashed[0] == 200 and (answer["version"], answer["hash"]) == ("1.12.5", current)
 
 
 # --------------------------------------------------------------------------- requests the platform refuses

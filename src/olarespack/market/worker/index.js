@@ -58,7 +58,7 @@ export default {
       return withCors(await route(request, env));
     } catch (error) {
       const known = error instanceof HttpError ? error : failure("internal");
-      if (known !== error) console.error("internal error", error && error.stack); // logged, never sent
+      if (known !== error) console.error("unexpected exception", error && error.stack); // logged, never sent
       return withCors(json(errorBody(known.detail), known.status));
     }
   },
