@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from olarespack.engines.calibration import LlamaCppCalibration, read_log
+from olarespack.engines import read_boot_log as read_log
+from olarespack.engines.llamacpp import LlamaCppCalibration
+from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.vllm import VllmEngine
+from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.spec.load import load_spec
 
 ESC = "\x1b"
@@ -174,7 +177,7 @@ def test_the_log_is_read_bounded(tmp_path: Path) -> None:
         handle.write(b" Available KV cache memory: 9.99 GiB\n")  # the tail of that line: not a line of its own
         handle.write(b"INFO [gpu_worker.py:298] Available KV cache memory: 2.45 GiB\n")
     reading = read_log(log)
-    assert reading.kv_available_gib == 2.45
+    assert reading.of("vllm", VllmLog).available_kv_cache_gib == 2.45
     assert reading.engine == "vllm"
     assert not reading.truncated
 
@@ -189,16 +192,17 @@ def test_a_fifo_is_not_read(tmp_path: Path) -> None:
 
 
 def test_llama_cpp_buffers_per_device(tmp_path: Path) -> None:
-    reading = read_log(_write(tmp_path, "llama.log", LLAMA_LOG))
-    assert reading.engine == "llamacpp"
-    assert reading.model_buffers == {"CUDA0": 3223.75, "CPU_Mapped": 1512.0}
-    assert reading.kv_buffers == {"CUDA0": 296.0}  # the full-attention and the SWA cache
-    assert reading.compute_buffers == {"CUDA0": 637.5, "CUDA_Host": 24.01}  # the model's and the projector's
-    assert (reading.n_ctx, reading.llama_build) == (32768, "9101")
+    log = read_log(_write(tmp_path, "llama.log", LLAMA_LOG))
+    assert log.engine == "llamacpp"
+    reading = log.of("llamacpp", LlamaCppLog)
+    assert reading.model_buffer_mib == {"CUDA0": 3223.75, "CPU_Mapped": 1512.0}
+    assert reading.kv_buffer_mib == {"CUDA0": 296.0}  # the full-attention and the SWA cache
+    assert reading.compute_buffer_mib == {"CUDA0": 637.5, "CUDA_Host": 24.01}  # the model's and the projector's
+    assert (reading.n_ctx, reading.build) == (32768, "9101")
     calibration = LlamaCppCalibration(model="unsloth/gemma-4-E4B-it-GGUF",
                                       image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", hardware="rtx5090-laptop",
-                                      model_buffer_mib=reading.model_buffers, kv_buffer_mib=reading.kv_buffers,
-                                      compute_buffer_mib=reading.compute_buffers, n_ctx=reading.n_ctx)
+                                      model_buffer_mib=reading.model_buffer_mib, kv_buffer_mib=reading.kv_buffer_mib,
+                                      compute_buffer_mib=reading.compute_buffer_mib, n_ctx=reading.n_ctx)
     assert calibration.gpu_mib(calibration.model_buffer_mib) == 3223.75
     assert calibration.gpu_mib(calibration.compute_buffer_mib) == 637.5
 

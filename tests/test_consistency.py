@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from olarespack.engines.calibration import VllmCalibration, calibration_problems
+from olarespack.engines.calibration import calibration_problems
 from olarespack.engines.consistency import (
     base_name,
     drafter_problems,
@@ -17,7 +17,7 @@ from olarespack.engines.consistency import (
     family_of,
     parser_problems,
 )
-from olarespack.engines.vllm import ENGINE
+from olarespack.engines.vllm import ENGINE, VllmCalibration
 from olarespack.models.arch import KvLayer, ModelArch, ModelInfo, models
 
 TARGET = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"

@@ -11,10 +11,11 @@ from conftest import APP_FILES
 from olarespack.core.errors import UsageError
 from olarespack.core.hardware import profiles
 from olarespack.core.units import cdiv, largest_fitting
-from olarespack.fit import llamacpp_kv, vllm_kv
+from olarespack.engines.llamacpp import kv as llamacpp_kv
+from olarespack.engines.llamacpp.kv import llamacpp_context, llamacpp_kv_bytes
+from olarespack.engines.vllm import kv as vllm_kv
+from olarespack.engines.vllm.kv import vllm_kv_layout, vllm_kv_needed, vllm_max_model_len
 from olarespack.fit.budget import fit_report
-from olarespack.fit.llamacpp_kv import llamacpp_context, llamacpp_kv_bytes
-from olarespack.fit.vllm_kv import vllm_kv_layout, vllm_kv_needed, vllm_max_model_len
 from olarespack.models.arch import KvLayer, ModelArch, ModelDataError, ModelInfo, models
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec

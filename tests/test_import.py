@@ -21,10 +21,10 @@ from conftest import shared
 from olarespack.check.inputs import classify
 from olarespack.cli import main
 from olarespack.cli.group import helm_binary
+from olarespack.engines.importing import remote_files
 from olarespack.importer import server_command_line
 from olarespack.importer.argv import ContainerEnv, container_env, resolve
 from olarespack.importer.compare import argv_differences
-from olarespack.importer.engines import remote_files
 from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
@@ -284,7 +284,7 @@ def test_a_chart_kubernetes_would_refuse_is_refused_without_a_traceback(tmp_path
 
 
 def test_a_positional_llama_server_does_not_know_passes_through_as_itself() -> None:
-    from olarespack.importer.engines import import_llamacpp
+    from olarespack.engines.llamacpp.importer import import_llamacpp
 
     imported = import_llamacpp(["llama-server", "stray", "--jinja", "--foo", "1"],
                                "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {})

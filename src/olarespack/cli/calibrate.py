@@ -17,18 +17,12 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 
 from olarespack.core.errors import Problem, ProblemsError
-from olarespack.engines import engine_for
-from olarespack.engines.calibration import MAX_LOG_BYTES, BootLog, LlamaCppCalibration, VllmCalibration, read_log
+from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
+from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 from olarespack.write import write_file
 
-ENGINE_TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
-# engine.calibration's fields -> the BootLog line each is read from (a buffer map: its kind, then the device)
-_FROM_LINE = {"available_kv_cache_gib": "kv_available_gib", "gpu_memory_utilization": "utilization",
-              "gpu_memory_mib": "device_total_gib", "model_loading_gib": "model_loading_gib",
-              "cuda_graph_gib": "cuda_graph_gib", "n_ctx": "n_ctx", "model_buffer_mib": "model",
-              "kv_buffer_mib": "KV", "compute_buffer_mib": "compute"}
 _BOUNDS = {"gt": "more than", "ge": "at least", "lt": "less than", "le": "at most"}
 
 
@@ -105,57 +99,46 @@ def edit_calibration(file: str, text: str, values: dict[str, Any]) -> str:
 
 
 def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
-    kind = spec.engine.kind
-    title = ENGINE_TITLES.get(kind, kind)
-    looks = log.engine
-    if looks is not None and looks != kind and not log.calibrated(kind):
-        raise _refuse(log.path, "", f"looks like a {ENGINE_TITLES[looks]} boot log, but {file} runs {title}",
-                      f"take the log of this app's pod (kubectl logs), or calibrate the {ENGINE_TITLES[looks]} app's "
-                      "spec")
+    engine = engine_for(spec.engine)
+    kind, title = engine.kind, engine.title
+    looks = ENGINES[log.engine].title if log.engine else None
+    if looks is not None and log.engine != kind and not log.calibrated(kind):
+        raise _refuse(log.path, "", f"looks like a {looks} boot log, but {file} runs {title}",
+                      f"take the log of this app's pod (kubectl logs), or calibrate the {looks} app's spec")
     if not log.calibrated(kind):
-        wanted = ("`Available KV cache memory: X GiB`" if kind == "vllm"
-                  else "`<device> model/KV/compute buffer size = X MiB`")
-        seen = f"it looks like a {ENGINE_TITLES[looks]} log" if looks else "it looks like neither a vLLM nor a " \
-            "llama.cpp log"
+        seen = f"it looks like a {looks} log" if looks else \
+            f"it looks like neither {' nor '.join(f'a {name}' for name in titles())} log"
         cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
-        raise _refuse(log.path, "", f"no calibration line found{cut}: {title} prints {wanted} while it boots; {seen}",
+        raise _refuse(log.path, "", f"no calibration line found{cut}: {title} prints "
+                      f"{engine.engine.calibration_lines} while it boots; {seen}",
                       "give the log of a complete boot, from its start (kubectl logs POD, not --tail)")
-    model = engine_for(spec.engine).model_repo(spec.engine)
-    if log.model is not None and log.model != model:
-        raise _refuse(log.path, "", f"is a boot of {log.model}, but {file} serves {model}",
+    reading = log.readings[kind]
+    model = engine.model_repo()
+    if reading.model is not None and reading.model != model:
+        raise _refuse(log.path, "", f"is a boot of {reading.model}, but {file} serves {model}",
                       "boot this spec's model on the box and take that log")
-    version = engine_for(spec.engine).version(spec.engine)
-    if kind == "vllm" and log.vllm_version and version and not log.vllm_version.startswith(version):
-        raise _refuse(log.path, "", f"is a boot of vLLM {log.vllm_version}, but {file}'s image has vLLM {version}",
-                      f"boot {spec.engine.image} on the box and take that log")
+    version = engine.version()
+    if reading.version and version and not reading.version.startswith(version):
+        raise _refuse(log.path, "", f"is a boot of {title} {reading.version}, but {file}'s image has {title} "
+                      f"{version}", f"boot {spec.engine.image} on the box and take that log")
 
 
 def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]:
     """engine.calibration for this spec from its boot log, validated by the engine's calibration model."""
     _check_log(file, spec, log)
-    engine = spec.engine
-    measured: dict[str, Any] = {"model": engine_for(engine).model_repo(engine), "image": engine.image,
-                                "hardware": spec.hardware}
-    if engine.kind == "vllm":
-        booked = spec.gpu_memory() // 2**20
-        gpu_mib = booked  # the engine sees the app's booking as its device, unless the log says otherwise
-        if log.device_total_gib and abs(log.device_total_gib * 1024 - booked) > 0.005 * 1024 + 1:
-            gpu_mib = round(log.device_total_gib * 1024)  # the log prints GiB with two decimals
-        measured.update(available_kv_cache_gib=log.kv_available_gib,
-                        gpu_memory_utilization=log.utilization or getattr(engine, "gpu_memory_utilization", None),
-                        gpu_memory_mib=gpu_mib, model_loading_gib=log.model_loading_gib,
-                        cuda_graph_gib=log.cuda_graph_gib)
-        model: type[VllmCalibration] | type[LlamaCppCalibration] = VllmCalibration
-    else:
-        measured.update(model_buffer_mib=dict(sorted(log.model_buffers.items())),
-                        kv_buffer_mib=dict(sorted(log.kv_buffers.items())),
-                        compute_buffer_mib=dict(sorted(log.compute_buffers.items())), n_ctx=log.n_ctx)
-        model = LlamaCppCalibration
+    engine = engine_for(spec.engine)
+    model = engine.engine.calibration_model
+    if model is None:
+        raise _refuse(file, "engine.calibration", f"the {spec.engine.kind} engine takes no calibration yet",
+                      "fit uses its estimate for this engine")
+    measured: dict[str, Any] = {"model": engine.model_repo(), "image": spec.engine.image, "hardware": spec.hardware,
+                                **engine.calibration_values(log, spec.gpu_memory())}
     values = {key: value for key, value in measured.items() if value not in (None, {})}
     try:
         model.model_validate(values)  # a log cannot smuggle a value the spec would refuse
     except ValidationError as exc:
-        raise ProblemsError([_refused_value(log, error) for error in exc.errors()[:10]]) from None
+        raise ProblemsError([_refused_value(log, log.readings[engine.kind].lines, error)
+                             for error in exc.errors()[:10]]) from None
     return values
 
 
@@ -163,12 +146,12 @@ def _number(value: Any) -> str:
     return f"{value:.12g}" if isinstance(value, int | float) and not isinstance(value, bool) else repr(value)
 
 
-def _refused_value(log: BootLog, error: Any) -> Problem:
-    """A measured value engine.calibration would refuse, at the log line it came from."""
+def _refused_value(log: BootLog, lines: dict[str, int], error: Any) -> Problem:
+    """A measured value engine.calibration would refuse, at the log line it came from (`lines`: the engine's
+    calibration field, and a buffer map's device, -> the line number)."""
     loc = [str(part) for part in error["loc"]]
     field = ".".join(part for part in loc if part != "[key]")
-    source = _FROM_LINE.get(loc[0], "")
-    line = log.lines.get(f"{source} {loc[1]}" if len(loc) > 1 else source)
+    line = lines.get(f"{loc[0]} {loc[1]}" if len(loc) > 1 else loc[0])
     bound = "; ".join(f"{_BOUNDS[k]} {_number(v)}" for k, v in (error.get("ctx") or {}).items() if k in _BOUNDS)
     if "[key]" in loc:
         what = (f"the device name {loc[1]!r} is not one engine.calibration takes (a letter or digit, then "
@@ -194,11 +177,11 @@ def calibrate(spec_file: str, log_file: str) -> None:
     it once any of them changes. Exits 1, writing nothing, when the log is not a boot of this spec's engine."""
     path = Path(spec_file)
     spec = load_spec(path)
-    if "calibration" not in type(spec.engine).model_fields:
+    if engine_for(spec.engine).engine.calibration_model is None:
         raise _refuse(spec_file, "engine.calibration", f"the {spec.engine.kind} engine takes no calibration yet",
                       "fit uses its estimate for this engine")
     try:
-        log = read_log(Path(log_file))
+        log = read_boot_log(Path(log_file))
     except ValueError as exc:
         raise _refuse(log_file, "", str(exc), "give a regular file holding the boot log") from None
     except OSError as exc:

@@ -118,20 +118,21 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
 
 def _local_model(spec: AppSpec, config_file: Path | None, weights_bytes: int,
                  gguf_files: tuple[Path, ...]) -> ModelInfo:
-    """The spec's model from local files given to fit: a config.json (vLLM) or GGUF files (llama.cpp)."""
+    """The spec's model from local files given to fit: a config.json or GGUF files, as its engine takes it."""
     from olarespack.engines import engine_for
     from olarespack.models import add, arch
 
-    repo = engine_for(spec.engine).model_repo(spec.engine)
-    gguf_app = spec.engine.kind == "llamacpp"
+    engine = engine_for(spec.engine)
+    repo, title, weights = engine.model_repo(), engine.title, engine.engine.weights_format
+    gguf_app = engine.engine.model_source == "gguf"
     if config_file is not None and gguf_files:
-        raise UsageError("give --config (a vLLM model) or --gguf (llama.cpp files), not both")
+        raise UsageError("give --config (a config.json model) or --gguf (GGUF files), not both")
     if config_file is not None:
         if gguf_app:
-            raise UsageError(f"{repo} is served by llama.cpp from GGUF files: give them with --gguf FILE.gguf "
+            raise UsageError(f"{repo} is served by {title} from {weights}: give them with --gguf FILE.gguf "
                              f"(again for the projector), or record them once with `{arch.add_command(repo)}`")
         return arch.model_from_hf_config(config_file, repo=repo, weights_bytes=weights_bytes)
     if not gguf_app:
-        raise UsageError(f"{repo} is served by vLLM from safetensors: give --config config.json --weights-bytes N")
+        raise UsageError(f"{repo} is served by {title} from {weights}: give --config config.json --weights-bytes N")
     described = add.Described(repo, command="olarespack fit --gguf " + " --gguf ".join(p.name for p in gguf_files))
     return arch.model_from_data("--gguf", add.gguf_data(described, add.gguf_headers(gguf_files)))

@@ -1,9 +1,6 @@
-"""What every engine module provides, and the pieces they share.
-
-An engine is one module under engines/ with one class deriving from Engine: its spec model, a declarative
-flag table (which both renders the command line and tells the typed-flag rule which flags a spec field
-owns), its port, container name and command, its init containers, its rules and its fit function, plus
-one template `templates/engine/<kind>.yaml.j2`. Nothing outside engines/ looks at an engine's class.
+"""The pieces every engine package builds on: the fields every engine's spec has (EngineSpec), the
+declarative flag table (which both renders the command line and tells the typed-flag rule which flags a
+spec field owns), one command-line item (Arg), and the resources of a container the chart adds.
 
 The values go straight into the container's args, not through a ConfigMap: a changed arg changes the pod
 template, so `helm upgrade` restarts the engine with it (a ConfigMap edit would not), and a rendered diff
@@ -14,19 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Generic, Literal, Protocol, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints
 
 from olarespack.core.types import ArgText, EnvName, Image, StrictModel
-
-if TYPE_CHECKING:
-    from olarespack.core.errors import Problem
-    from olarespack.fit.report import FitReport, FitRequest
-    from olarespack.spec.models import AppSpec
 
 MODEL_DIR = "/models"
 MAX_EXTRA = 64
@@ -106,10 +97,23 @@ def compact_json(value: object) -> str:
 
 
 Style = Literal["value", "given", "switch", "positional"]
+S = TypeVar("S", bound=EngineSpec)
+
+
+class Option(Protocol):
+    """A flag table row as code that never holds the engine's spec reads it (import, compare)."""
+
+    @property
+    def flag(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def style(self) -> Style: ...
+    def spellings(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
-class Flag:
+class Flag(Generic[S]):
     """One row of an engine's flag table: the spec field it comes from and how it is written.
 
     value       `--flag VALUE` whenever the value is set
@@ -120,12 +124,12 @@ class Flag:
 
     flag: str
     owner: str  # the spec field that sets it ("engine.max_model_len"), or "chart" for what the chart fixes
-    value: Callable[[Any], object]
+    value: Callable[[S], object]
     style: Style = "value"
     aliases: tuple[str, ...] = ()  # other spellings of the same setting the engine accepts
     env: str | None = None  # carry the value in this env var of the container (the args cite $(ENV))
 
-    def args(self, engine: Any) -> list[Arg]:
+    def args(self, engine: S) -> list[Arg]:
         value = self.value(engine)
         if self.style == "positional":
             return [Arg(value=str(value))]
@@ -158,98 +162,3 @@ class ContainerResources:
     cpu_limit: int
     memory_request: int  # bytes
     memory_limit: int
-
-
-class Engine(ABC):
-    """An inference engine olarespack can render: everything that differs between engines."""
-
-    kind: ClassVar[str]
-    title: ClassVar[str]  # as people write it: "vLLM", "llama.cpp"
-    model: ClassVar[type[EngineSpec]]
-    port: ClassVar[int]
-    container_name: ClassVar[str]
-    command: ClassVar[tuple[str, ...]]
-    flags: ClassVar[tuple[Flag, ...]]
-    context_field: ClassVar[str]  # the spec field holding the context length, under engine.
-    accepts_auto_context: ClassVar[bool] = False  # whether that field may say `auto` (the largest that fits)
-    hf_env: ClassVar[bool]  # whether the server container itself gets HF_ENDPOINT / HF_TOKEN
-
-    @property
-    def template(self) -> str:
-        return f"engine/{self.kind}.yaml.j2"
-
-    def args(self, engine: Any) -> list[Arg]:
-        """The command line: the flag table, then the spec's extra args as given."""
-        table = [arg for flag in self.flags for arg in flag.args(engine)]
-        return table + [Arg(value=extra) for extra in engine.extra_args]
-
-    def server_port(self, engine: Any) -> int:
-        return int(engine.port or self.port)
-
-    def server_command(self, engine: Any) -> list[str]:
-        """The executable the container runs: the spec's, else its image family's, else the engine's."""
-        from olarespack.engines.images import family_of
-
-        if engine.command:
-            return list(engine.command)
-        family = family_of(self.kind, engine.image)
-        return list(family.command) if family else list(self.command)
-
-    def typed_flags(self) -> dict[str, str]:
-        """Every spelling of a flag the table writes -> the spec field that owns it."""
-        return {spelling: flag.owner for flag in self.flags for spelling in flag.spellings()}
-
-    def listed_args(self, effective: list[str]) -> list[str]:
-        """The args as the market description lists them (all of them unless the engine says otherwise)."""
-        return effective
-
-    def container_env(self, engine: Any) -> list[tuple[str, str]]:
-        """Env the engine's container needs before the spec's own: where model files live, then the values
-        the flag table carries in env vars (literal: Kubernetes expands nothing in them)."""
-        return [(arg.env, kubernetes_literal(arg.value)) for arg in self.args(engine)
-                if arg.env and arg.value is not None]
-
-    def init_containers(self, engine: Any) -> list[ContainerResources]:
-        return []
-
-    def template_values(self, engine: Any) -> dict[str, Any]:
-        """Engine-specific values its template prints (folders, downloads)."""
-        return {}
-
-    def images(self, engine: Any) -> list[tuple[str, str]]:
-        """(field path, image) of every image the engine's pods run."""
-        return [("engine.image", engine.image)]
-
-    def calibration(self, engine: Any) -> dict[str, Any]:
-        """fit arguments from a boot measurement the spec carries (none: {})."""
-        return {}
-
-    def auto_context(self, engine: Any) -> bool:
-        """Whether the spec leaves the context to the build (the largest that fits)."""
-        return False
-
-    def with_context(self, engine: Any, tokens: int) -> Any:
-        return engine.model_copy(update={self.context_field: tokens})
-
-    @abstractmethod
-    def context_length(self, engine: Any) -> int: ...
-
-    @abstractmethod
-    def model_repo(self, engine: Any) -> str:
-        """The Hugging Face repository of the served model (the key of its model facts)."""
-
-    @abstractmethod
-    def version(self, engine: Any) -> str | None:
-        """The engine release inside the image, when the spec or the tag says it."""
-
-    @abstractmethod
-    def preset_lines(self, engine: Any) -> list[str]:
-        """Lines of the description's preset section that name the model and its served name."""
-
-    @abstractmethod
-    def rules(self, file: str, spec: AppSpec) -> Iterator[Problem]:
-        """What this engine would refuse at boot or run badly, found from the spec."""
-
-    @abstractmethod
-    def fit(self, spec: AppSpec, request: FitRequest) -> FitReport:
-        """Where the GPU memory goes and whether the context fits (see fit/)."""

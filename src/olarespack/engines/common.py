@@ -9,18 +9,10 @@ from typing import TYPE_CHECKING
 from olarespack.core.errors import Problem
 
 if TYPE_CHECKING:
-    from olarespack.engines.base import Engine
-    from olarespack.spec.models import AppSpec
+    from olarespack.engines.base import EngineSpec
+    from olarespack.engines.protocol import Bound
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "dev"})
-# A pinned image per engine kind, as the committed apps use: what a fix message shows.
-_PINNED = {"vllm": "vllm/vllm-openai:v0.21.0-cu129", "llamacpp": "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101"}
-
-
-def pinned_example(kind: str) -> str:
-    return f"e.g. {_PINNED.get(kind, _PINNED['vllm'])}"
-
-
 def image_tag(image: str) -> str | None:
     """The tag of an image reference (`repo:tag`, `repo:tag@sha256:...`), None when it has none: a digest
     pins the bytes, the tag still names the engine release the rules and descriptions read."""
@@ -32,23 +24,23 @@ def is_gemma4(model: str) -> bool:
     return bool(re.search(r"gemma-?4", model, re.IGNORECASE))
 
 
-def floating_images(file: str, spec: AppSpec, engine: Engine) -> Iterator[Problem]:
-    for path, image in engine.images(spec.engine):
+def floating_images(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
+    for path, image in engine.images():
         if "@sha256:" in image:
             continue
         tag = image_tag(image)
         if tag is None or tag in FLOATING_TAGS:
-            example = f" ({pinned_example(spec.engine.kind)})" if path == "engine.image" else ""
+            example = f" (e.g. {engine.engine.pinned_image})" if path == "engine.image" else ""
             yield Problem(file, path, f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
                           "the box would run whatever the registry serves that day",
                           f"pin a release tag{example} or a digest", rule="image-floating-tag")
 
 
-def typed_flags_in_extra_args(file: str, spec: AppSpec, engine: Engine) -> Iterator[Problem]:
+def typed_flags_in_extra_args(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
     """An extra arg repeating a flag a typed field (or the chart) sets would either be ignored or silently
     win, depending on the engine's parser."""
     typed = engine.typed_flags()
-    for i, arg in enumerate(spec.engine.extra_args):
+    for i, arg in enumerate(engine.spec.extra_args):
         flag = arg.split("=", 1)[0]
         if flag in typed:
             owner = typed[flag]

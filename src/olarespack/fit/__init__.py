@@ -1,2 +1,2 @@
-"""Will it fit? vLLM's and llama.cpp's KV-cache arithmetic (pure), the fit report, and the build's
-context checks."""
+"""Will it fit? The build's context checks over the engines' GPU memory arithmetic (which lives with each
+engine: engines/<engine>/kv.py and fit.py)."""

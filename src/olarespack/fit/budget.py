@@ -1,5 +1,6 @@
-"""Will it fit? One app's GPU memory budget through its engine's arithmetic, and what the build checks of
-it: the context fits (else the largest that does), `auto` contexts resolved, trained windows respected."""
+"""Will it fit? One app's GPU memory budget through its engine's arithmetic (each engine package's fit.py),
+and what the build checks of it: the context fits (else the largest that does), `auto` contexts resolved,
+trained windows respected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from olarespack.core.errors import ModelDataError, Problem, UnknownModelError, UsageError
 from olarespack.core.units import gib
 from olarespack.engines import engine_for
-from olarespack.fit.report import FitReport, FitRequest
+from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.models.arch import ModelInfo, find_model, models_for
 
 if TYPE_CHECKING:
@@ -35,25 +36,19 @@ def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_ut
         raise UsageError("give either kv_available_bytes or a calibration, not both")
     engine = engine_for(spec.engine)
     # the target first, so an unknown model's message names the command for its kind of files
-    find_model(engine.model_repo(spec.engine), registry, gguf_files=_gguf_files(spec))
+    find_model(engine.model_repo(), registry, gguf_files=engine.model_files())
     total = spec.gpu_memory()  # the engine sees the GPU memory it books as the device
-    return engine.fit(spec, FitRequest(
-        total, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+    return engine.fit(FitRequest(
+        total, app=spec.name, hardware=spec.hardware, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
         kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
         calibrated_at_utilization=calibrated_at_utilization, calibrated_total_bytes=calibrated_total_bytes,
         registry=registry))
 
 
-def _gguf_files(spec: AppSpec) -> list[str] | None:
-    """The GGUF files a llama.cpp app names (its model and projector), for the command that adds them."""
-    model = getattr(spec.engine, "model", None)
-    files = [getattr(model, "file", None), getattr(model, "mmproj", None)]
-    return [f for f in files if isinstance(f, str)] or None
-
-
 def spec_calibration(spec: AppSpec) -> dict[str, Any]:
     """fit_report's calibration arguments from the boot measurement a spec carries (none: {})."""
-    return engine_for(spec.engine).calibration(spec.engine)
+    return engine_for(spec.engine).calibration()
 
 
 def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
@@ -62,7 +57,7 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     the model's trained window is a warning."""
     engine = engine_for(spec.engine)
     path = f"engine.{engine.context_field}"
-    auto = engine.auto_context(spec.engine)
+    auto = engine.auto_context()
     try:
         registry = models_for(file)
     except ModelDataError as exc:  # a broken models/ file is the project's input error, like a broken spec
@@ -80,17 +75,19 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
         return spec, [problem]
     if auto:
         if report.max_model_len_fit < 1:
+            fraction = engine.engine.memory_fraction
             return spec, [Problem(file, path, "no context fits: the weights alone exceed the GPU budget",
-                                  "raise gpu_memory_utilization or pick a smaller model", rule="context-fit")]
-        resolved = engine.with_context(spec.engine, report.max_model_len_fit)
+                                  f"raise {fraction} or pick a smaller model" if fraction else "pick a smaller model",
+                                  rule="context-fit")]
+        resolved = engine.with_context(report.max_model_len_fit)
         return (spec.model_copy(update={"engine": resolved}),
                 _window_problems(file, path, spec, report.max_model_len_fit, registry))
     problems = _window_problems(file, path, spec, report.max_model_len, registry)
     if not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
-            fix += f", or gpu_memory_utilization {report.utilization_needed:g}"
-        if engine.accepts_auto_context:
+            fix += f", or {engine.engine.memory_fraction} {report.utilization_needed:g}"
+        if engine.engine.accepts_auto_context:
             fix += f", or {engine.context_field}: auto"
         problems.append(Problem(
             file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
@@ -102,7 +99,7 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
 def _window_problems(file: str, path: str, spec: AppSpec, asked: int,
                      registry: dict[str, ModelInfo]) -> list[Problem]:
     engine = engine_for(spec.engine)
-    repo = engine.model_repo(spec.engine)
+    repo = engine.model_repo()
     try:
         info = find_model(repo, registry)
     except ModelDataError:

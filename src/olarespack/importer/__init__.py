@@ -2,10 +2,10 @@
 
 The chart is rendered by the real helm with the values Olares injects, its engine container found, and the
 command line it finally runs resolved (ConfigMaps, $(VAR), shell wrappers; importer/argv.py). That command
-line is read back into the engine's spec fields (importer/engines.py), the market texts, resources and
-release notes into the rest (importer/facts.py). The spec is then built, and its server command line
-compared with the chart's: the import says what differs and what the spec cannot express, never dropping
-anything silently."""
+line is read back into the engine's spec fields by the engine (engines/<engine>/importer.py), the market
+texts, resources and release notes into the rest (importer/facts.py). The spec is then built, and its server
+command line compared with the chart's: the import says what differs and what the spec cannot express, never
+dropping anything silently."""
 
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ from olarespack.check import kube
 from olarespack.check.inputs import Target
 from olarespack.check.lint import render_values
 from olarespack.core.errors import OlaresPackError
-from olarespack.engines.vllm import HF_HOME as VLLM_HF_HOME
+from olarespack.engines import engine_of_command, titles
+from olarespack.engines.importing import EngineImport, ImportSource, remote_files
+from olarespack.engines.protocol import EngineBase
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
 from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve
-from olarespack.importer.engines import EngineImport, engine_kind, import_llamacpp, import_vllm, remote_files
 from olarespack.importer.tokens import is_secret, without_tokens
 from olarespack.importer.verify import verify
 from olarespack.olares.versions import render_modes
@@ -66,8 +67,12 @@ class _Container:
     spec: Mapping[str, Any]
     env: ContainerEnv
     resolved: Resolved
-    kind: str | None
+    engine: EngineBase | None  # the engine whose server it runs, if any
     volumes: dict[str, Any]  # the pod's volumes by name
+
+    @property
+    def kind(self) -> str | None:
+        return self.engine.kind if self.engine else None
 
 
 def _documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
@@ -110,8 +115,8 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
             env = container_env(container, configmaps)
             resolved = resolve(container, env, mounted_files(container, volumes, configmaps))
             # an init container finishes before the pod serves: it may run the engine's image, never its server
-            kind = None if init else engine_kind(resolved.argv, str(container.get("image") or ""))
-            found.append(_Container(label, container, env, resolved, kind, volumes))
+            engine = None if init else engine_of_command(resolved.argv, str(container.get("image") or ""))
+            found.append(_Container(label, container, env, resolved, engine, volumes))
     return found, configmaps
 
 
@@ -125,16 +130,21 @@ def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], lis
     """(engine kind, the command line its server finally runs, what could not be resolved) of a chart, as
     helm renders it for Olares: what import reads, and what a round trip compares."""
     containers, _ = _containers(_documents(target, helm))
-    engines = [c for c in containers if c.kind]
-    if not engines:
-        images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
-        raise ImportFailed(f"{target.chart.label}: no vLLM or llama.cpp server among its containers (images: "
-                           f"{images})")
-    assert engines[0].kind is not None
-    return engines[0].kind, engines[0].resolved.argv, engines[0].resolved.unresolved
+    engine, server = _server(target.chart.label, containers)
+    return engine.kind, server.resolved.argv, server.resolved.unresolved
 
 
-def _carried_env(engine: _Container, containers: list[_Container], result: ImportResult) -> dict[str, str]:
+def _server(label: str, containers: list[_Container]) -> tuple[EngineBase, _Container]:
+    """The first container that runs an engine's server, and that engine."""
+    for container in containers:
+        if container.engine is not None:
+            return container.engine, container
+    images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
+    raise ImportFailed(f"{label}: no {' or '.join(titles())} server among its containers (images: {images})")
+
+
+def _carried_env(server: EngineBase, engine: _Container, containers: list[_Container],
+                 result: ImportResult) -> dict[str, str]:
     text = _referenced(containers)
     carried: dict[str, str] = {}
     for name, value in sorted(engine.env.values.items()):
@@ -147,10 +157,7 @@ def _carried_env(engine: _Container, containers: list[_Container], result: Impor
         if engine.env.origin.get(name, "env") != "env" and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
             continue
         carried[name] = value
-    home = engine.env.values.get("HF_HOME")
-    if engine.kind == "vllm" and home not in (None, VLLM_HF_HOME):
-        result.notes.append(f"env HF_HOME {home}: the spec's chart sets {VLLM_HF_HOME}; vLLM keeps the weights "
-                            "there unless engine.download_dir says otherwise (an upgrade may download them again)")
+    result.notes += server.env_notes(engine.env.values)
     for name in sorted(engine.env.secret):
         result.unexpressed.append(f"env {name}: comes from a Secret or the pod's own fields")
     return carried
@@ -204,25 +211,12 @@ def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
     return found
 
 
-def _engine(chart: Any, engine: _Container, containers: list[_Container]) -> EngineImport:
-    image = str(engine.spec.get("image") or "")
-    if engine.kind == "llamacpp":
-        values = {k: v for c in containers for k, v in c.env.values.items()}
-        written = written_files(chart, containers)
-        return import_llamacpp(engine.resolved.argv, image, remote_files(values), written)
-    return import_vllm(engine.resolved.argv, image)
-
-
 def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop") -> ImportResult:
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
     documents = _documents(target, helm)
     containers, _ = _containers(documents)
-    engines = [c for c in containers if c.kind]
-    if not engines:
-        images = ", ".join(sorted({str(c.spec.get("image")) for c in containers})) or "none"
-        raise ImportFailed(f"{chart.label}: no vLLM or llama.cpp server among its containers (images: {images})")
-    engine = engines[0]
+    server, engine = _server(chart.label, containers)
     result = ImportResult(chart.label, chart.name, "")
     # the command line compared is the chart's without its secrets: the token becomes the spec's Secret
     engine.resolved.argv = without_tokens(engine.resolved.argv, result.notes, result.unexpressed)
@@ -230,16 +224,18 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
     for other in {c.workload for c in containers} - {engine.workload}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
-    imported = _engine(chart, engine, containers)
+    values = {k: v for c in containers for k, v in c.env.values.items()}
+    imported = server.import_argv(engine.resolved.argv, str(engine.spec.get("image") or ""),
+                                  ImportSource(remote_files(values), written_files(chart, containers)))
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
     prefixed = {k: v for k, v in engine.resolved.env_prefix.items() if not (is_secret(v) or "TOKEN" in k)}
     for name in sorted(set(engine.resolved.env_prefix) - set(prefixed)):
         result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
-    env = {**_carried_env(engine, containers, result), **prefixed}
+    env = {**_carried_env(server, engine, containers, result), **prefixed}
     if env:
         imported.data["env"] = env
-    downloaded = set(remote_files({k: v for c in containers for k, v in c.env.values.items()}))
+    downloaded = set(remote_files(values))
     carried = {str(imported.data["chat_template"]["path"])} if "chat_template" in imported.data else set()
     scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result)
     if scratch:

@@ -7,21 +7,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from olarespack.engines.llamacpp import ENGINE as LLAMACPP
-from olarespack.engines.vllm import ENGINE as VLLM
-from olarespack.importer.engines import flag_spellings, parse_options
-
-ENGINES = {"llamacpp": LLAMACPP, "vllm": VLLM}
+from olarespack.engines import ENGINES
+from olarespack.engines.importing import flag_spellings, parse_options
 
 
 def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tuple[str, str | None]]]:
     """(the executable and its leading words, the options as (canonical flag, value) counts)."""
     engine = ENGINES[kind]
-    lead = 2 if argv[:2] == ["vllm", "serve"] else 1
-    flags = flag_spellings(engine.flags)
+    # the engine's own command (`vllm serve`) is its executable and leading words; any other, its first word
+    lead = len(engine.command) if argv[:len(engine.command)] == list(engine.command) else 1
+    flags = flag_spellings(engine.options())
     options: Counter[tuple[str, str | None]] = Counter()
     last: dict[str, tuple[str, str | None]] = {}  # a setting of the engine's table: the last one given wins
-    for spelling, raw, flag in parse_options(argv[lead:], flags, engine.model):
+    for spelling, raw, flag in parse_options(argv[lead:], flags, engine.spec_model):
         value = _number(raw)
         name = flag.flag if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-") \
             else spelling

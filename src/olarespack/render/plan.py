@@ -56,12 +56,12 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     gen = GENERATIONS[generation or spec.olares.generation]
     hardware = profiles()[spec.hardware]
     engine = engine_for(spec.engine)
-    args = engine.args(spec.engine)
+    args = engine.args()
     effective = [item for arg in args for item in arg.effective_items()]
-    version = engine.version(spec.engine)
+    version = engine.version()
     res = spec.resources
     server = ContainerResources(
-        engine.container_name, quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
+        engine.engine.container_name, quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
         quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
     )
     gpu_memory = spec.gpu_memory()
@@ -72,15 +72,15 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         # HAMi-core reads Olares' default CUDA_DEVICE_MEMORY_LIMIT_0=0m as zero bytes.
         engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_memory)}m"))
     return Plan(
-        spec=spec, generation=gen, hardware=hardware, engine_template=engine.template, engine_version=version,
-        container_name=engine.container_name, command=engine.server_command(spec.engine),
+        spec=spec, generation=gen, hardware=hardware, engine_template=engine.engine.template,
+        engine_version=version, container_name=engine.engine.container_name, command=engine.server_command(),
         args=[item for arg in args for item in arg.container_items()], effective_args=effective,
-        port=engine.server_port(spec.engine), containers=[server], init_containers=engine.init_containers(spec.engine),
+        port=engine.server_port(), containers=[server], init_containers=engine.init_containers(),
         gpu_memory=gpu_memory,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
-        startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.hf_env,
-        container_env=engine.container_env(spec.engine), engine_env=engine_env,
+        startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.engine.hf_env,
+        container_env=engine.container_env(), engine_env=engine_env,
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
-        extra=engine.template_values(spec.engine),
+        extra=engine.template_values(),
     )

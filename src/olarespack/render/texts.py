@@ -8,20 +8,21 @@ from typing import Any
 from olarespack.core import quantity
 from olarespack.core.errors import Problem, RenderError
 from olarespack.core.hardware import HardwareProfile
-from olarespack.engines.base import Engine, shell_join
-from olarespack.engines.common import pinned_example
+from olarespack.engines import engine_for
+from olarespack.engines.base import EngineSpec, shell_join
+from olarespack.engines.protocol import Bound
 from olarespack.spec import citations
 from olarespack.spec.models import AppSpec
 
 Texts = dict[str, str]  # title, description, full_description, upgrade_description
 
 
-def citation_context(spec: AppSpec, engine: Engine, hardware: HardwareProfile, effective: list[str],
+def citation_context(spec: AppSpec, engine: Bound[EngineSpec], hardware: HardwareProfile, effective: list[str],
                      version: str | None) -> dict[str, Any]:
     """What a description may cite: every spec field, plus a few facts of the chart."""
     context = spec.model_dump(mode="json")
     context.update(hardware_profile=hardware.model_dump(), engine_version=version, command_line=shell_join(effective),
-                   port=engine.server_port(spec.engine))
+                   port=engine.server_port())
     return context
 
 
@@ -52,7 +53,8 @@ class _Citing:
     def raise_problems(self) -> None:
         for derived, paths in self.unset.items():
             source = _DERIVED[derived]
-            fix = f"pin {source} to a tag that names the engine release ({pinned_example(self.spec.engine.kind)})"
+            example = engine_for(self.spec.engine).engine.pinned_image
+            fix = f"pin {source} to a tag that names the engine release (e.g. {example})"
             if "version" in type(self.spec.engine).model_fields:
                 fix += " or set engine.version"
             self.problems.append(Problem(
@@ -63,9 +65,9 @@ class _Citing:
             raise RenderError(self.problems)
 
 
-def preset_section(spec: AppSpec, engine: Engine, listed_args: list[str], hardware: HardwareProfile,
+def preset_section(spec: AppSpec, engine: Bound[EngineSpec], listed_args: list[str], hardware: HardwareProfile,
                    gpu_memory: int) -> str:
-    lines = ["**Preset configuration**", f"- Image: `{spec.engine.image}`", *engine.preset_lines(spec.engine),
+    lines = ["**Preset configuration**", f"- Image: `{spec.engine.image}`", *engine.preset_lines(),
              f"- Engine args: `{shell_join(listed_args)}`",
              f"- GPU: {hardware.title}, {quantity.format_bytes(gpu_memory)} GPU memory"]
     return "\n".join(lines)

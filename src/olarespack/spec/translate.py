@@ -123,7 +123,7 @@ def _fields_at(model: type[BaseModel], parts: list[int | str], loc: tuple[int | 
         annotation = current.model_fields[part].annotation
         if part == "engine" and current is AppSpec:
             kind = next((str(p) for p in loc if p in ENGINES), None)
-            current = ENGINES[kind].model if kind else None
+            current = ENGINES[kind].spec_model if kind else None
         else:
             current = _inner_model(annotation)
     if isinstance(current, type) and issubclass(current, BaseModel):

@@ -1,4 +1,5 @@
-"""The fit report: where an app's GPU memory goes and whether its context fits (pure)."""
+"""What a fit is asked and what it answers: where an app's GPU memory goes and whether its context fits
+(pure). Each engine computes it (its package's fit.py); fit/budget.py asks and checks."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ class FitRequest:
     """What one fit is asked, checked by fit_report before an engine sees it: the GPU memory the engine sees
     (`total`), overrides of the spec's context and utilization, a KV budget to take as given, or one boot's
     measurement (the `Available KV cache memory` at a utilization, on a GPU of `calibrated_total_bytes`), and
-    model data replacing the shipped one (keyed by repository)."""
+    model data replacing the shipped one (keyed by repository); the app's name and hardware profile."""
 
     total: int
+    app: str = ""
+    hardware: str = ""
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
     kv_available_bytes: int | None = None
@@ -58,6 +61,7 @@ class FitReport:
     weights_exact: bool
     settings: dict[str, int | bool | str] = field(default_factory=dict)  # engine values the arithmetic used
     notes: tuple[str, ...] = ()
+    memory_fraction: str | None = None  # the engine's spec field for gpu_memory_utilization, where it has one
 
     @property
     def total_needed_bytes(self) -> int:
@@ -65,7 +69,7 @@ class FitReport:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        del data["engine_title"]
+        del data["engine_title"], data["memory_fraction"]
         data["notes"] = list(self.notes)
         data["total_needed_bytes"] = self.total_needed_bytes
         return data
@@ -76,7 +80,7 @@ class FitReport:
         title = f"{self.app}: {self.engine_title}, {self.model}{drafter}"
         rows: list[tuple[str, int, str]] = [("GPU memory limit", self.total_bytes, "")]
         if self.gpu_memory_utilization is not None:
-            rows.append((f"x gpu_memory_utilization {self.gpu_memory_utilization:g}", self.budget_bytes, ""))
+            rows.append((f"x {self.memory_fraction} {self.gpu_memory_utilization:g}", self.budget_bytes, ""))
         rows.append(("- weights", self.weights_bytes, "file sizes" if self.weights_exact else "estimate"))
         if self.drafter:
             rows.append(("- drafter weights", self.drafter_weights_bytes, "estimate"))
@@ -97,7 +101,7 @@ class FitReport:
                      f"{self.max_model_len_limit} up to the model's limit; "
                      f"{self.concurrency:.2f} requests at once of {self.max_model_len_fit} tokens")
         if self.utilization_needed is not None:
-            what = "gpu_memory_utilization" if self.gpu_memory_utilization is not None else "share of the GPU limit"
+            what = self.memory_fraction if self.gpu_memory_utilization is not None else "share of the GPU limit"
             lines.append(f"  needs {what} >= {self.utilization_needed:.2f}")
         lines += [f"  note: {note}" for note in self.notes]
         return lines

@@ -1,0 +1,124 @@
+"""llama.cpp's llama-server (build b9101): its port, container and command, the GGUF downloader, and what
+it answers for the chart, import, fit and calibrate (each in its own module of this package)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from olarespack.core.errors import Problem
+from olarespack.engines.base import Arg, ContainerResources
+from olarespack.engines.bootlog import BootLog
+from olarespack.engines.common import image_tag
+from olarespack.engines.fit import FitReport, FitRequest
+from olarespack.engines.importing import EngineImport, ImportSource
+from olarespack.engines.llamacpp.bootlog import LlamaCppLog
+from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
+from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag
+from olarespack.engines.llamacpp.importer import import_llamacpp
+from olarespack.engines.llamacpp.rules import rules
+from olarespack.engines.llamacpp.spec import (
+    DOWNLOADER,
+    PORT,
+    LlamaCppCalibration,
+    LlamaCppEngine,
+    gguf_dir,
+    gguf_path,
+)
+from olarespack.engines.protocol import Engine
+
+
+class LlamaCpp(Engine[LlamaCppEngine]):
+    kind = "llamacpp"
+    title = "llama.cpp"
+    model = LlamaCppEngine
+    port = PORT
+    container_name = "llama-server"
+    command = (COMMAND,)
+    context_field = "ctx_size"
+    hf_env = False  # the downloader fetches the files; the server never talks to Hugging Face
+    pinned_image = "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101"
+    model_source = "gguf"
+    weights_format = "GGUF files"
+    executables = ("llama-server",)
+    calibration_model = LlamaCppCalibration
+    calibration_lines = "`<device> model/KV/compute buffer size = X MiB`"
+    flags = FLAGS
+
+    def args(self, engine: LlamaCppEngine) -> list[Arg]:
+        """The flag table, the drafter file under the flag its image family reads, then the extra args."""
+        table = [arg for flag in self.flags for arg in flag.args(engine)]
+        flag = drafter_flag(engine)
+        drafter = engine.speculative.drafter if engine.speculative else None
+        if flag is not None and drafter is not None:
+            table.append(Arg(flag, f"{gguf_dir(engine)}/{engine.model.local(drafter.file)}"))
+        return table + [Arg(value=extra) for extra in engine.extra_args]
+
+    def typed_flags(self) -> dict[str, str]:
+        return {**super().typed_flags(), **dict.fromkeys(DRAFTER_FLAGS, "engine.speculative.drafter")}
+
+    def init_containers(self, engine: LlamaCppEngine) -> list[ContainerResources]:
+        return [DOWNLOADER]
+
+    def template_values(self, engine: LlamaCppEngine) -> dict[str, Any]:
+        model = engine.model
+        files = [model.file, *([model.mmproj] if model.mmproj else [])]
+        found: list[tuple[str, ...]] = [(name, gguf_path(engine, name)) for name in files]
+        if model.mmproj and model.mmproj_repo and model.mmproj_repo != model.repo:
+            found[1] = (model.mmproj, gguf_path(engine, model.mmproj), model.mmproj_repo, "main")
+        drafter = engine.speculative.drafter if engine.speculative else None
+        if drafter is not None:
+            local = gguf_path(engine, drafter.file)
+            same = drafter.repo == model.repo and drafter.revision == model.revision
+            found.append((drafter.file, local) if same else (drafter.file, local, drafter.repo, drafter.revision))
+        template = engine.chat_template
+        return {"repo": model.repo, "revision": model.revision, "files": found,
+                # one fixed name in files/ and the ConfigMap: the path's own name could be one .helmignore
+                # drops (x.bak), and the mount names the key
+                "chat_template": template and {"path": template.path, "file": "chat-template.jinja",
+                                               "text": template.text,
+                                               "sha256": hashlib.sha256(template.text.encode()).hexdigest()}}
+
+    def images(self, engine: LlamaCppEngine) -> list[tuple[str, str]]:
+        found = [("engine.image", engine.image)]
+        if engine.downloader_image:
+            found.append(("engine.downloader_image", engine.downloader_image))
+        return found
+
+    def context_length(self, engine: LlamaCppEngine) -> int:
+        return engine.ctx_size
+
+    def model_repo(self, engine: LlamaCppEngine) -> str:
+        return engine.model.repo
+
+    def version(self, engine: LlamaCppEngine) -> str | None:
+        match = re.search(r"-(b\d+)$", image_tag(engine.image) or "")
+        return match.group(1) if match else None
+
+    def preset_lines(self, engine: LlamaCppEngine) -> list[str]:
+        projector = f" + projector `{engine.model.mmproj}`" if engine.model.mmproj else ""
+        return [f"- Model: `{engine.model.repo}` file `{engine.model.file}`{projector}",
+                f"- Served model name: `{engine.alias}`, context {engine.ctx_size} tokens"]
+
+    def model_files(self, engine: LlamaCppEngine) -> list[str] | None:
+        return [engine.model.file, *([engine.model.mmproj] if engine.model.mmproj else [])]
+
+    def rules(self, file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]:
+        return rules(file, engine, hardware)
+
+    def fit(self, engine: LlamaCppEngine, request: FitRequest) -> FitReport:
+        return llamacpp_fit(engine, request)
+
+    def import_argv(self, argv: list[str], image: str, source: ImportSource) -> EngineImport:
+        return import_llamacpp(argv, image, source.files, source.texts)
+
+    def log_reader(self) -> LlamaCppLog:
+        return LlamaCppLog(self.kind)
+
+    def calibration_values(self, engine: LlamaCppEngine, log: BootLog, gpu_memory: int) -> dict[str, Any]:
+        reading = log.of(self.kind, LlamaCppLog)
+        return {"model_buffer_mib": dict(sorted(reading.model_buffer_mib.items())),
+                "kv_buffer_mib": dict(sorted(reading.kv_buffer_mib.items())),
+                "compute_buffer_mib": dict(sorted(reading.compute_buffer_mib.items())), "n_ctx": reading.n_ctx}

@@ -1,0 +1,127 @@
+"""Will a llama.cpp app fit its GPU: the GGUF files' sizes, llama-server's KV cache allocation (kv.py) and
+its estimated (or calibrated) compute buffers, within the whole memory the engine sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from olarespack.core.errors import ModelDataError, UsageError
+from olarespack.core.units import gib, largest_fitting, share_needed
+from olarespack.engines.fit import FitReport, FitRequest, Source
+from olarespack.engines.images import family_of
+from olarespack.engines.llamacpp.kv import (
+    LLAMACPP_AUTO_PARALLEL,
+    LLAMACPP_DEFAULT_BATCH,
+    LLAMACPP_DEFAULT_UBATCH,
+    LLAMACPP_RUNTIME_BYTES,
+    MMPROJ_COMPUTE_BYTES,
+    llamacpp_compute_bytes,
+    llamacpp_context,
+    llamacpp_kv_bytes,
+)
+from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, MIB, LlamaCppEngine
+from olarespack.models.arch import find_model, models
+
+
+def _has(args: list[str], *names: str) -> bool:
+    return any(a in names for a in args)
+
+
+def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
+    family = family_of("llamacpp", engine.image)
+    sizes = {name: (c.block_bytes, c.block_values) for name, c in family.all_cache_types().items()} \
+        if family else None
+    if request.calibrated_kv_available_bytes is not None:
+        raise UsageError("calibration from `Available KV cache memory` applies to vLLM apps only")
+    info = find_model(engine.model.repo, request.registry)
+    if info.arch is None:
+        raise ModelDataError(f"{info.repo} has no KV layers of its own: llama.cpp cannot serve it alone")
+    arch = info.arch
+    notes: list[str] = []
+    files = [engine.model.file] + ([engine.model.mmproj] if engine.model.mmproj else [])
+    missing = [f for f in files if f not in info.files]
+    if missing:
+        raise ModelDataError(f"no size for {', '.join(missing)} in {info.repo}; known files: "
+                             f"{', '.join(sorted(info.files)) or 'none'}")
+    main = info.files[engine.model.file]
+    weights = main.bytes - main.host_bytes + sum(info.files[f].bytes for f in files[1:])
+    exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
+    if main.host_bytes:
+        notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
+    cache_types = family.all_cache_types() if family else {}
+    if family and any(cache_types[name].estimate for name in (engine.cache_type_k, engine.cache_type_v)
+                      if name in cache_types):
+        notes.append(f"the storage of the {family.name} KV cache types is an estimate")
+    drafter = engine.speculative.drafter if engine.speculative else None
+    drafter_bytes = 0
+    if drafter is not None:
+        drafter_info = (models() if request.registry is None else request.registry).get(drafter.repo)
+        if drafter_info is not None and drafter.file in drafter_info.files:
+            drafter_bytes = drafter_info.files[drafter.file].bytes
+        else:
+            notes.append(f"drafter {drafter.repo}/{drafter.file}: no size known, not counted "
+                         f"(olarespack model add {drafter.repo} --gguf {drafter.file})")
+    weights += drafter_bytes
+    length = request.max_model_len or engine.ctx_size
+    if engine.parallel is None:
+        parallel, unified = LLAMACPP_AUTO_PARALLEL, True
+        notes.append(f"--parallel not set: llama-server's {parallel} slots over a unified cache taken")
+    else:
+        parallel, unified = engine.parallel, _has(engine.extra_args, "--kv-unified", "-kvu")
+    swa_full = _has(engine.extra_args, "--swa-full")
+    type_k, type_v = engine.cache_type_k or "f16", engine.cache_type_v or "f16"
+    flash = engine.flash_attn != "off"
+    if type_v not in FULL_PRECISION_CACHE and not flash:
+        notes.append("llama.cpp refuses a quantized V cache without flash attention (-fa on)")
+    if engine.n_gpu_layers is not None and engine.n_gpu_layers <= arch.num_hidden_layers:
+        notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all "
+                     "on GPU")
+    options: dict[str, Any] = {"parallel": parallel, "kv_unified": unified,
+                               "batch_size": engine.batch_size or LLAMACPP_DEFAULT_BATCH,
+                               "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH}
+
+    def kv_at(n: int) -> int:
+        return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, type_sizes=sizes,
+                                 **options)
+
+    ctx = llamacpp_context(length, **options)
+    needed = kv_at(length)
+    overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
+                + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
+    source: Source = "estimate"
+    measured = engine.calibration
+    if measured is not None and (measured.model, measured.image, measured.hardware) == (
+            engine.model.repo, engine.image, request.hardware) and measured.model_buffer_mib:
+        # the boot's own GPU buffers: weights as loaded, compute buffers as allocated (at that boot's context)
+        weights = round(measured.gpu_mib(measured.model_buffer_mib) * MIB)
+        overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MIB)
+        exact, source = True, "calibrated"
+        notes.append("weights and compute buffers calibrated from a boot"
+                     + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else ""))
+    if request.kv_available_bytes is not None:
+        available, source = request.kv_available_bytes, "given"
+        overhead = request.total - weights - available
+    else:
+        available = request.total - weights - overhead
+    fits = available > 0 and needed <= available
+
+    def fits_at(n: int) -> bool:
+        return kv_at(n) <= available
+
+    fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
+    ceiling = max(length, arch.max_position_embeddings or length)
+    fit_ctx = llamacpp_context(fit_len, **options) if fit_len else None
+    return FitReport(
+        app=request.app, engine="llamacpp", engine_title="llama.cpp", model=f"{info.repo}/{engine.model.file}",
+        drafter=None, total_bytes=request.total, gpu_memory_utilization=None, budget_bytes=request.total,
+        weights_bytes=weights, drafter_weights_bytes=0, overhead_bytes=overhead, overhead_source=source,
+        kv_cache_needed_bytes=needed, drafter_kv_bytes=0, kv_cache_available_bytes=available,
+        headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
+        max_model_len_limit=largest_fitting(ceiling, fits_at) if available > 0 else 0,
+        concurrency=float(fit_ctx.n_ctx // fit_ctx.n_ctx_seq) if fit_ctx else 0.0,
+        fits=fits, utilization_needed=share_needed(request.total, weights + overhead + needed),
+        kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
+        settings={"n_ctx": ctx.n_ctx, "n_ctx_per_slot": ctx.n_ctx_seq, "n_ubatch": ctx.n_ubatch,
+                  "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},
+        notes=tuple(notes),
+    )

@@ -1,0 +1,95 @@
+"""What llama-server would refuse at boot or run badly, found from the spec: batch sizes, a quantized V
+cache without flash attention, what the image's family knows (cache and speculative types), where the chat
+template is mounted, the drafter, the calibration, Gemma 4's projector."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from olarespack.core.errors import ModelDataError, Problem
+from olarespack.engines.calibration import calibration_problems
+from olarespack.engines.common import is_gemma4
+from olarespack.engines.consistency import drafter_problems
+from olarespack.engines.images import family_of
+from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine, downloaded_files, gguf_path
+from olarespack.models.arch import ModelInfo, models_for
+
+
+def rules(file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]:
+    """What llama-server would refuse at boot or run badly, found from the spec."""
+    if engine.ubatch_size and engine.batch_size and engine.ubatch_size > engine.batch_size:
+        yield Problem(file, "engine.ubatch_size", f"{engine.ubatch_size} > batch_size {engine.batch_size}: "
+                      "llama.cpp silently caps it", f"use at most {engine.batch_size}", rule="ubatch-batch")
+    if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
+        # auto (also llama-server's default, when not written) turns flash attention on where the GPU has it
+        # (every CUDA GPU llama.cpp supports), and refuses the quantized V cache only where it has not
+        auto = engine.flash_attn in ("auto", None)
+        yield Problem(file, "engine.cache_type_v", f"a quantized V cache ({engine.cache_type_v}) needs flash "
+                      "attention" + (" (auto turns it on on CUDA GPUs)" if auto else ""),
+                      "set engine.flash_attn: \"on\"", rule="quantized-v-cache",
+                      severity="warning" if auto else "error")
+    yield from _family(file, engine)
+    yield from _chat_template(file, engine)
+    drafter = engine.speculative.drafter if engine.speculative else None
+    if drafter is not None:
+        try:
+            registry: dict[str, ModelInfo] = models_for(file)
+        except ModelDataError:
+            registry = {}  # the fit rule reports model data it cannot read
+        yield from drafter_problems(file, "engine.speculative.drafter", engine.model.repo, drafter.repo, registry)
+    yield from calibration_problems(file, engine.model.repo, engine.image, hardware, engine.calibration)
+    mmproj = engine.model.mmproj
+    if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
+        yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
+                      "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
+
+def _chat_template(file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
+    """The template is mounted over its path: never over a model file, nor inside an emptyDir folder."""
+    template = engine.chat_template
+    if template is None:
+        return
+    downloaded = {gguf_path(engine, name) for name in downloaded_files(engine)}
+    inside = [folder for folder in engine.scratch if template.path.startswith(f"{folder}/")]
+    if template.path in downloaded or inside:
+        what = f"the scratch folder {inside[0]}" if inside else "a model file the downloader writes there"
+        yield Problem(file, "engine.chat_template.path", f"{template.path} is {'in ' if inside else ''}{what}",
+                      "use a path of its own, e.g. /models/chat_template.jinja", rule="chat-template-path")
+
+def _family(file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
+    """What the image's family knows: its KV cache types and speculative types (a fork's flags)."""
+    family = family_of("llamacpp", engine.image)
+    if family is None:
+        yield Problem(file, "engine.image", f"{engine.image} is no llama.cpp image family olarespack knows: its "
+                      "cache and speculative types are passed through unchecked",
+                      "fine for a custom build; set engine.command if its server is not llama-server on PATH",
+                      rule="llamacpp-image-family", severity="warning")
+        return
+    types = family.all_cache_types()
+    speculative = engine.speculative
+    cache_fields = [("engine.cache_type_k", engine.cache_type_k), ("engine.cache_type_v", engine.cache_type_v)]
+    if speculative:
+        cache_fields += [("engine.speculative.cache_type_k", speculative.cache_type_k),
+                         ("engine.speculative.cache_type_v", speculative.cache_type_v)]
+    for path, value in cache_fields:
+        if value is not None and value not in types:
+            yield Problem(file, path, f"{value!r} is not a KV cache type of {family.name} ({engine.image}); "
+                          "llama-server refuses to start", f"use one of {', '.join(sorted(types))}",
+                          rule="llamacpp-cache-type")
+    if speculative is None:
+        return
+    if speculative.type is not None:
+        known = family.spec_types.get(speculative.type)
+        build = family.build_number(engine.image)
+        if known is None:
+            yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} is unknown to "
+                          f"{family.name} ({engine.image})",
+                          f"use one of {', '.join(sorted(family.spec_types)) or 'none'}, or an image that has it",
+                          rule="llamacpp-spec-type")
+        elif known.min_build and build is not None and build < known.min_build:
+            yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} arrived in build "
+                          f"b{known.min_build}; the image is b{build}", f"use b{known.min_build} or later",
+                          rule="llamacpp-spec-type")
+        elif known and known.drafter_flag and speculative.drafter is None:
+            yield Problem(file, "engine.speculative.drafter", f"--spec-type {speculative.type} needs a drafter "
+                          f"file ({known.drafter_flag})", "set engine.speculative.drafter (repo and file)",
+                          rule="llamacpp-spec-type")

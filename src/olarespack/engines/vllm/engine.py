@@ -1,0 +1,252 @@
+"""vLLM (0.20 / 0.21): its flag table, port, container and command, boot rules, and what it answers for
+import, fit and calibrate (each in its own module of this package)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from olarespack.core.errors import ModelDataError, Problem
+from olarespack.engines.base import Arg, Flag, compact_json
+from olarespack.engines.bootlog import BootLog
+from olarespack.engines.calibration import calibration_problems
+from olarespack.engines.common import image_tag, is_gemma4
+from olarespack.engines.consistency import drafter_problems, parser_problems
+from olarespack.engines.fit import FitReport, FitRequest
+from olarespack.engines.importing import EngineImport, ImportSource
+from olarespack.engines.protocol import Engine
+from olarespack.engines.vllm.bootlog import VllmLog
+from olarespack.engines.vllm.fit import fit as vllm_fit
+from olarespack.engines.vllm.importer import import_vllm
+from olarespack.engines.vllm.spec import (
+    DFLASH_MAX_TOKENS,
+    HF_HOME,
+    HYBRID_KV_BREAKERS,
+    METHOD_SINCE,
+    MTP_ALIASES,
+    NEEDS_DRAFT_MODEL,
+    PORT,
+    VllmCalibration,
+    VllmEngine,
+)
+from olarespack.models.arch import ModelInfo, models_for
+
+
+def _speculative_json(engine: VllmEngine) -> str | None:
+    return compact_json(engine.speculative.model_dump(exclude_none=True)) if engine.speculative else None
+
+
+def _modalities_json(engine: VllmEngine) -> str | None:
+    limits = engine.limit_mm_per_prompt
+    return compact_json(dict(sorted(limits.items()))) if limits else None
+
+
+class Vllm(Engine[VllmEngine]):
+    kind = "vllm"
+    title = "vLLM"
+    model = VllmEngine
+    port = PORT
+    container_name = "vllm"
+    command = ("vllm", "serve")
+    context_field = "max_model_len"
+    accepts_auto_context = True
+    hf_env = True  # vLLM downloads its own weights from the Hugging Face endpoint
+    pinned_image = "vllm/vllm-openai:v0.21.0-cu129"
+    memory_fraction = "gpu_memory_utilization"
+    model_source = "config"
+    weights_format = "safetensors"
+    executables = ("vllm",)
+    command_markers = ("vllm.entrypoints.openai.api_server",)
+    calibration_model = VllmCalibration
+    calibration_lines = "`Available KV cache memory: X GiB`"
+    flags: tuple[Flag[VllmEngine], ...] = (
+        Flag("", "engine.model", lambda e: e.model, "positional", aliases=("--model",)),
+        Flag("--served-model-name", "engine.served_model_name", lambda e: e.served_model_name),
+        Flag("--host", "chart", lambda e: "0.0.0.0"),
+        Flag("--port", "chart", lambda e: e.port or PORT),
+        Flag("--max-model-len", "engine.max_model_len", lambda e: e.context_length),
+        Flag("--gpu-memory-utilization", "engine.gpu_memory_utilization", lambda e: f"{e.gpu_memory_utilization:g}"),
+        Flag("--revision", "engine.revision", lambda e: e.revision, "given"),
+        Flag("--max-num-seqs", "engine.max_num_seqs", lambda e: e.max_num_seqs, "given"),
+        Flag("--max-num-batched-tokens", "engine.max_num_batched_tokens", lambda e: e.max_num_batched_tokens,
+             "given"),
+        Flag("--attention-backend", "engine.attention_backend", lambda e: e.attention_backend, "given"),
+        # in SPEC_CONFIG, the name the seed charts, their users and reviewers know: a release that changes the
+        # drafting shows as a one-line SPEC_CONFIG diff of the pod template
+        Flag("--speculative-config", "engine.speculative", _speculative_json, "given", env="SPEC_CONFIG"),
+        Flag("--kv-cache-dtype", "engine.kv_cache_dtype", lambda e: e.kv_cache_dtype),
+        Flag("--dtype", "engine.dtype", lambda e: e.dtype),
+        Flag("--trust-remote-code", "engine.trust_remote_code", lambda e: e.trust_remote_code, "given"),
+        Flag("--download-dir", "engine.download_dir", lambda e: e.download_dir),
+        Flag("--enable-prefix-caching", "engine.enable_prefix_caching", lambda e: e.enable_prefix_caching, "switch"),
+        Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill,
+             "switch"),
+        Flag("--limit-mm-per-prompt", "engine.limit_mm_per_prompt", _modalities_json, "given"),
+        Flag("--enable-auto-tool-choice", "engine.tool_call_parser", lambda e: bool(e.tool_call_parser), "given"),
+        Flag("--tool-call-parser", "engine.tool_call_parser", lambda e: e.tool_call_parser, "given"),
+        Flag("--reasoning-parser", "engine.reasoning_parser", lambda e: e.reasoning_parser, "given"),
+    )
+
+    def args(self, engine: VllmEngine) -> list[Arg]:
+        """The flag table's command line; the model is a positional of `vllm serve` only: the API server
+        module run directly (a custom command) reads it from --model and would ignore a positional."""
+        found = super().args(engine)
+        command = engine.command or list(self.command)
+        if command[-1:] != ["serve"] and found and found[0].flag is None:
+            found[0] = Arg("--model", found[0].value)
+        return found
+
+    def listed_args(self, effective: list[str]) -> list[str]:
+        return effective[2:] if effective[:1] == ["--model"] else effective[1:]  # the preset names the model
+
+    def container_env(self, engine: VllmEngine) -> list[tuple[str, str]]:
+        return [("HF_HOME", HF_HOME), *super().container_env(engine)]
+
+    def template_values(self, engine: VllmEngine) -> dict[str, Any]:
+        return {"hf_home": HF_HOME}
+
+    def context_length(self, engine: VllmEngine) -> int:
+        return engine.context_length
+
+    def auto_context(self, engine: VllmEngine) -> bool:
+        return engine.max_model_len == "auto"
+
+    def model_repo(self, engine: VllmEngine) -> str:
+        return engine.model
+
+    def version(self, engine: VllmEngine) -> str | None:
+        if engine.version:
+            return engine.version
+        match = re.search(r"^v(\d+\.\d+\.\d+)(?:-|$)", image_tag(engine.image) or "")
+        return match.group(1) if match else None
+
+    def release(self, engine: VllmEngine) -> tuple[int, int, int] | None:
+        match = re.match(r"(\d+)\.(\d+)\.(\d+)", self.version(engine) or "")
+        return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+    def preset_lines(self, engine: VllmEngine) -> list[str]:
+        lines = [f"- Model: `{engine.model}`"]
+        if engine.speculative and engine.speculative.model:
+            lines.append(f"- Drafter: `{engine.speculative.model}` ({engine.speculative.method}, "
+                         f"num_speculative_tokens={engine.speculative.num_speculative_tokens})")
+        lines.append(f"- Served model name: `{engine.served_model_name}`, context {engine.context_length} tokens")
+        return lines
+
+    def calibration(self, engine: VllmEngine) -> dict[str, Any]:
+        measured = engine.calibration
+        if measured is None or (measured.model or engine.model) != engine.model \
+                or (measured.image or engine.image) != engine.image:
+            return {}  # measured on another model or image: lint refuses it, and fit does not use it
+        found: dict[str, Any] = {
+            "calibrated_kv_available_bytes": round(measured.available_kv_cache_gib * 2**30),
+            "calibrated_at_utilization": measured.gpu_memory_utilization or engine.gpu_memory_utilization,
+        }
+        if measured.gpu_memory_mib:
+            found["calibrated_total_bytes"] = measured.gpu_memory_mib * 2**20
+        return found
+
+    def calibration_values(self, engine: VllmEngine, log: BootLog, gpu_memory: int) -> dict[str, Any]:
+        reading = log.of(self.kind, VllmLog)
+        booked = gpu_memory // 2**20
+        gpu_mib = booked  # the engine sees the app's booking as its device, unless the log says otherwise
+        if reading.device_total_gib and abs(reading.device_total_gib * 1024 - booked) > 0.005 * 1024 + 1:
+            gpu_mib = round(reading.device_total_gib * 1024)  # the log prints GiB with two decimals
+        return {"available_kv_cache_gib": reading.available_kv_cache_gib,
+                "gpu_memory_utilization": reading.gpu_memory_utilization or engine.gpu_memory_utilization,
+                "gpu_memory_mib": gpu_mib, "model_loading_gib": reading.model_loading_gib,
+                "cuda_graph_gib": reading.cuda_graph_gib}
+
+    def log_reader(self) -> VllmLog:
+        return VllmLog(self.kind)
+
+    def import_argv(self, argv: list[str], image: str, source: ImportSource) -> EngineImport:
+        return import_vllm(argv, image, self.flags)
+
+    def env_notes(self, env: Mapping[str, str]) -> list[str]:
+        home = env.get("HF_HOME")
+        if home in (None, HF_HOME):
+            return []
+        return [f"env HF_HOME {home}: the spec's chart sets {HF_HOME}; vLLM keeps the weights there unless "
+                "engine.download_dir says otherwise (an upgrade may download them again)"]
+
+    def fit(self, engine: VllmEngine, request: FitRequest) -> FitReport:
+        return vllm_fit(engine, request)
+
+    # ----------------------------------------------------------------------- rules
+
+    def rules(self, file: str, engine: VllmEngine, hardware: str) -> Iterator[Problem]:
+        yield from self._speculative(file, engine)
+        if "--enable-auto-tool-choice" in engine.extra_args and not engine.tool_call_parser:
+            yield Problem(file, "engine.tool_call_parser", "--enable-auto-tool-choice needs a tool-call parser "
+                          "(vLLM refuses to start)", "set engine.tool_call_parser (e.g. gemma4) and drop the extra "
+                          "arg", rule="tool-parser")
+        yield from self._batching(file, engine)
+        if is_gemma4(engine.model):
+            yield from self._gemma4(file, engine)
+        yield from self._consistency(file, engine, hardware)
+
+    def _consistency(self, file: str, engine: VllmEngine, hardware: str) -> Iterator[Problem]:
+        """The drafter is made for the target, the parsers suit its family, the calibration is this setup's."""
+        try:
+            registry: dict[str, ModelInfo] = models_for(file)
+        except ModelDataError:
+            registry = {}  # the fit rule reports model data it cannot read
+        if engine.speculative and engine.speculative.model:
+            yield from drafter_problems(file, "engine.speculative", engine.model, engine.speculative.model, registry)
+        yield from parser_problems(file, engine.model, registry, tool_parser=engine.tool_call_parser,
+                                   reasoning_parser=engine.reasoning_parser)
+        yield from calibration_problems(file, engine.model, engine.image, hardware, engine.calibration)
+
+    def _speculative(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
+        if engine.speculative is None:
+            return
+        method = engine.speculative.method
+        if method in NEEDS_DRAFT_MODEL and engine.speculative.model is None:
+            yield Problem(file, "engine.speculative.model", f"{method} needs a draft model (without one vLLM "
+                          "drafts with the target itself)", "set the drafter's repository", rule="spec-draft-model")
+        release = self.release(engine)
+        since = METHOD_SINCE.get(method)
+        if since and release is None:
+            yield Problem(file, "engine.version", f"cannot tell whether the image's vLLM knows {method}",
+                          "set engine.version to the vLLM release inside the image", rule="spec-method-version",
+                          severity="warning")
+        elif since and release is not None and release < since:
+            yield Problem(file, "engine.speculative.method",
+                          f"{method} needs vLLM >= {'.'.join(map(str, since))}; the image has "
+                          f"{'.'.join(map(str, release))}", "use a newer image or another method",
+                          rule="spec-method-version")
+        if method in MTP_ALIASES:
+            yield Problem(file, "engine.speculative.method", f"{method} is an alias that vLLM rewrites to mtp",
+                          "fine as is; write mtp to match what vLLM logs", rule="spec-mtp-alias", severity="warning")
+        if method == "dflash" and engine.speculative.num_speculative_tokens > DFLASH_MAX_TOKENS:
+            yield Problem(file, "engine.speculative.num_speculative_tokens",
+                          f"must be <= {DFLASH_MAX_TOKENS} for dflash drafters (trained with blocks of 16)",
+                          f"use {DFLASH_MAX_TOKENS} or less (8 is the measured optimum on the RTX 5090 Laptop)",
+                          rule="dflash-tokens")
+
+    def _batching(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
+        if engine.max_num_batched_tokens is None:
+            return
+        seqs = engine.max_num_seqs or 1
+        slots = 1 + (engine.speculative.num_speculative_tokens if engine.speculative else 0)
+        if engine.max_num_batched_tokens < seqs * slots:
+            yield Problem(file, "engine.max_num_batched_tokens",
+                          f"{engine.max_num_batched_tokens} cannot schedule {seqs} sequence(s) x {slots} token(s) "
+                          "per step (decode plus speculative slots)", f"use at least {seqs * slots}",
+                          rule="batched-tokens")
+        if engine.enable_chunked_prefill is False and engine.max_num_batched_tokens < engine.context_length:
+            yield Problem(file, "engine.max_num_batched_tokens",
+                          f"with chunked prefill off it must be >= max_model_len ({engine.context_length}); vLLM "
+                          "refuses to boot", "raise it, or drop enable_chunked_prefill: false", rule="chunked-prefill")
+
+    def _gemma4(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
+        if engine.attention_backend == "flash_attn":
+            yield Problem(file, "engine.attention_backend", "Gemma 4 fails with FLASH_ATTN (\"partial multimodal "
+                          "token full attention not supported\")", "use triton_attn", rule="gemma4-flash-attn")
+        for i, arg in enumerate(engine.extra_args):
+            if arg.split("=", 1)[0] in HYBRID_KV_BREAKERS:
+                yield Problem(file, f"engine.extra_args[{i}]", f"{arg.split('=', 1)[0]} disables the hybrid KV "
+                              "cache manager: every sliding-window layer is sized for the full context (about 11x "
+                              "the KV)", "remove it", rule="hybrid-kv")
+

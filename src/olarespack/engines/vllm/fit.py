@@ -1,0 +1,95 @@
+"""Will a vLLM app fit its GPU: vLLM's own KV-cache arithmetic (kv.py) over the model's layers, within
+gpu_memory_utilization of the memory the engine sees, with the non-KV memory estimated, calibrated from one
+boot or given."""
+
+from __future__ import annotations
+
+import math
+
+from olarespack.core.errors import ModelDataError
+from olarespack.core.units import gib, largest_fitting, share_needed
+from olarespack.engines.fit import FitReport, FitRequest, Source
+from olarespack.engines.vllm.kv import (
+    VLLM_BLOCK_SIZE,
+    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    vllm_kv_dtype_bytes,
+    vllm_kv_layout,
+    vllm_kv_needed,
+    vllm_overhead_estimate,
+)
+from olarespack.engines.vllm.spec import VllmEngine
+from olarespack.models.arch import find_model
+
+
+def fit(engine: VllmEngine, request: FitRequest) -> FitReport:
+    target = find_model(engine.model, request.registry)
+    if target.arch is None:
+        raise ModelDataError(f"{engine.model} has no KV layers of its own: it cannot be a vLLM target")
+    arch = target.arch
+    notes: list[str] = []
+    drafter = None
+    if engine.speculative and engine.speculative.model:
+        drafter = find_model(engine.speculative.model, request.registry)
+        if drafter.arch is None:
+            notes.append(f"drafter {drafter.repo} reads the target's KV cache and adds none")
+    length = request.max_model_len or (engine.max_model_len if engine.max_model_len != "auto"
+                               else arch.max_position_embeddings)
+    if length is None:
+        raise ModelDataError(f"{engine.model}: max_model_len auto needs the model's max_position_embeddings")
+    utilization = request.gpu_memory_utilization or engine.gpu_memory_utilization
+    kv_bytes = vllm_kv_dtype_bytes(engine.kv_cache_dtype or "auto", engine.dtype or "auto", arch)
+    mnbt = engine.max_num_batched_tokens
+    if mnbt is None:
+        mnbt = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+        if engine.enable_chunked_prefill is False:
+            mnbt = max(length, mnbt)
+        notes.append(f"max_num_batched_tokens not set: vLLM's default {mnbt} taken")
+    layers = arch.layers + (drafter.arch.layers if drafter and drafter.arch else ())
+    layout = vllm_kv_layout(layers, kv_dtype_bytes=kv_bytes)
+    needed = layout.needed(length, mnbt)
+    drafter_kv = needed - vllm_kv_needed(arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes)
+    budget = math.ceil(request.total * utilization)
+    weights = target.weights_bytes
+    drafter_weights = drafter.weights_bytes if drafter else 0
+    source: Source
+    if request.kv_available_bytes is not None:
+        available, source = request.kv_available_bytes, "given"
+        non_kv = budget - available
+    elif request.calibrated_kv_available_bytes is not None and request.calibrated_at_utilization is not None:
+        measured_total = request.calibrated_total_bytes or request.total
+        measured_kv = request.calibrated_kv_available_bytes
+        non_kv = math.ceil(measured_total * request.calibrated_at_utilization) - measured_kv
+        source = "calibrated"
+        available = budget - non_kv
+        notes.append(f"non-KV memory calibrated from a boot at gpu_memory_utilization "
+                     f"{request.calibrated_at_utilization:g} ({gib(measured_kv):.2f} GiB available)")
+    else:
+        non_kv = weights + drafter_weights + vllm_overhead_estimate(arch, mnbt)
+        available, source = budget - non_kv, "estimate"
+    fits = available > 0 and needed <= available
+
+    def fits_at(n: int) -> bool:
+        return layout.needed(n, mnbt) <= available
+
+    fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
+    ceiling = max(length, arch.max_position_embeddings or length)
+    limit = largest_fitting(ceiling, fits_at) if available > 0 else 0
+    return FitReport(
+        app=request.app, engine="vllm", engine_title="vLLM", memory_fraction="gpu_memory_utilization",
+        model=target.repo,
+        drafter=drafter.repo if drafter else None,
+        total_bytes=request.total, gpu_memory_utilization=utilization, budget_bytes=budget,
+        weights_bytes=weights, drafter_weights_bytes=drafter_weights,
+        overhead_bytes=non_kv - weights - drafter_weights, overhead_source=source,
+        kv_cache_needed_bytes=needed, drafter_kv_bytes=drafter_kv, kv_cache_available_bytes=available,
+        headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
+        max_model_len_limit=limit,
+        concurrency=layout.concurrency(fit_len, mnbt, available) if fit_len else 0.0,
+        fits=fits, utilization_needed=share_needed(request.total, non_kv + needed),
+        kv_cache_dtype=engine.kv_cache_dtype or "auto", weights_exact=target.weights_exact,
+        settings={"block_size": VLLM_BLOCK_SIZE, "max_num_batched_tokens": mnbt, "kv_dtype_bytes": kv_bytes,
+                  "kv_layout": layout.mode, "kv_groups": len(layout.groups), "kv_group_size": layout.group_size,
+                  "kv_page_bytes": layout.page_bytes,
+                  "kv_cache_tokens": layout.cache_tokens(max(available, 0))},
+        notes=tuple(notes),
+    )
