@@ -1,0 +1,198 @@
+"""The shape of the source: folders import one another one way (no cycle between the folders of
+src/olarespack), nothing outside engines/ branches on an engine's kind, and modules stay small."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
+KINDS = frozenset({"vllm", "llamacpp"})
+ENGINE_SPECS = frozenset({"VllmEngine", "LlamaCppEngine"})
+ENGINE_IMPORTERS = frozenset({"import_vllm", "import_llamacpp"})
+MAX_LINES = 400
+# Modules of other stages already past the limit when it was set: they may shrink, never grow.
+OVER_LIMIT = {"models/arch.py": 412, "olares/manifest.py": 443}
+
+
+def _modules(root: Path) -> dict[str, ast.Module]:
+    return {str(f.relative_to(root)): ast.parse(f.read_text(encoding="utf-8")) for f in sorted(root.rglob("*.py"))}
+
+
+def _unit(module: str) -> str:
+    """A folder of the package, or a loose module as its own unit."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_edges(root: Path) -> dict[str, dict[str, list[str]]]:
+    """unit -> unit it imports at module level -> the imports that make the edge (lazy imports do not count)."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    package = root.name
+    for path, tree in _modules(root).items():
+        module = ".".join((package, *Path(path).with_suffix("").parts)).removesuffix(".__init__")
+        source = _unit(module)
+        for node in tree.body:
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+                targets = [f"{package}.{a.name}" for a in node.names] if node.module == package else [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == package]
+            for target in targets:
+                unit = _unit(target)
+                if unit not in (source, package):
+                    edges.setdefault(source, {}).setdefault(unit, []).append(f"{module} -> {target}")
+    return edges
+
+
+def knots(root: Path) -> list[list[str]]:
+    """The import cycles between units (strongly connected components of more than one unit)."""
+    edges = folder_edges(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for other in edges.get(unit, {}):
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == unit:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for unit in sorted(set(edges) | {u for targets in edges.values() for u in targets}):
+        if unit not in index:
+            visit(unit)
+    return found
+
+
+def _is_kind(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "kind") or (isinstance(node, ast.Name) and
+                                                                          node.id == "kind")
+
+
+def _names_a_kind(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in KINDS
+    return isinstance(node, ast.Tuple | ast.List | ast.Set) and any(_names_a_kind(e) for e in node.elts)
+
+
+def kind_branches(root: Path) -> list[str]:
+    """Where code outside engines/ knows an engine by name: a kind compared with an engine's, a dict keyed by
+    kinds, an engine's importer, isinstance against an engine's spec class."""
+    found = []
+    for path, tree in _modules(root).items():
+        if Path(path).parts[0] == "engines":
+            continue
+        for node in ast.walk(tree):
+            where = f"{path}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(_is_kind(s) for s in sides) and any(_names_a_kind(s) for s in sides):
+                    found.append(f"{where}: a kind compared with an engine's")
+            elif isinstance(node, ast.Dict) and any(_names_a_kind(key) for key in node.keys):
+                found.append(f"{where}: a dict keyed by engine kinds")
+            elif isinstance(node, ast.alias) and node.name in ENGINE_IMPORTERS | ENGINE_SPECS:
+                found.append(f"{where}: imports {node.name}")
+            elif isinstance(node, ast.Name) and node.id in ENGINE_IMPORTERS:
+                found.append(f"{where}: calls {node.id}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                    and len(node.args) == 2 and any(getattr(n, "id", getattr(n, "attr", None)) in ENGINE_SPECS
+                                                    for n in ast.walk(node.args[1])):
+                found.append(f"{where}: isinstance against an engine's spec class")
+    return found
+
+
+def long_modules(root: Path, allowed: dict[str, int]) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        name = str(path.relative_to(root))
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > allowed.get(name, MAX_LINES):
+            found.append(f"{name}: {lines} lines (at most {allowed.get(name, MAX_LINES)})")
+    return found
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "olarespack"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+# --------------------------------------------------------------------------------------- the real source
+
+
+def test_no_folder_import_cycle() -> None:
+    assert knots(SOURCE) == [], {unit: folder_edges(SOURCE).get(unit) for knot in knots(SOURCE) for unit in knot}
+
+
+def test_nothing_outside_engines_branches_on_an_engine_kind() -> None:
+    assert kind_branches(SOURCE) == []
+
+
+def test_modules_stay_small() -> None:
+    assert long_modules(SOURCE, OVER_LIMIT) == []
+
+
+def test_every_engine_is_a_package_behind_the_protocol() -> None:
+    from olarespack.engines import ENGINES
+    from olarespack.engines.protocol import Engine
+
+    for kind, engine in ENGINES.items():
+        assert isinstance(engine, Engine)
+        assert (SOURCE / "engines" / kind / "__init__.py").is_file()
+        assert type(engine).__module__.startswith(f"olarespack.engines.{kind}.")
+
+
+# --------------------------------------------------------------------------------------- the checks catch
+
+
+def test_a_folder_cycle_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "__init__.py": "", "fit/__init__.py": "", "engines/__init__.py": "",
+        "fit/budget.py": "from olarespack.engines import engine_for\n",
+        "engines/vllm.py": "from olarespack.fit.report import FitReport\n",
+        "cli.py": "def f():\n    from olarespack.cli import x  # lazy: no edge\n",
+    })
+    assert knots(root) == [["engines", "fit"]]
+    (root / "engines/vllm.py").write_text("def fit():\n    from olarespack.fit.report import FitReport\n")
+    assert knots(root) == []
+
+
+def test_a_loose_module_counts_as_its_own_unit(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"__init__.py": "", "package.py": "from olarespack.market import x\n",
+                            "market/__init__.py": "from olarespack import package\n"})
+    assert knots(root) == [["market", "package"]]
+
+
+@pytest.mark.parametrize("code", [
+    'if spec.engine.kind == "vllm":\n    pass\n',
+    'gguf = engine.kind in ("llamacpp",)\n',
+    'TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}\n',
+    "from olarespack.engines.vllm.importer import import_vllm\n",
+    "ok = isinstance(spec.engine, LlamaCppEngine)\n",
+])
+def test_an_engine_kind_branch_is_found(tmp_path: Path, code: str) -> None:
+    root = _tree(tmp_path, {"cli/calibrate.py": code, "engines/vllm.py": code})
+    assert [line.split(":", 1)[0] for line in kind_branches(root)] == ["cli/calibrate.py"]
+
+
+def test_a_long_module_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"engines/llamacpp.py": "x = 1\n" * 401, "models/arch.py": "x = 1\n" * 401})
+    assert long_modules(root, {"models/arch.py": 412}) == ["engines/llamacpp.py: 401 lines (at most 400)"]
