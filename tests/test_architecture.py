@@ -196,3 +196,18 @@ def test_an_engine_kind_branch_is_found(tmp_path: Path, code: str) -> None:
 def test_a_long_module_is_found(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"engines/llamacpp.py": "x = 1\n" * 401, "models/arch.py": "x = 1\n" * 401})
     assert long_modules(root, {"models/arch.py": 412}) == ["engines/llamacpp.py: 401 lines (at most 400)"]
+
+
+def test_an_engine_binds_only_its_own_spec_and_is_found_by_its_command() -> None:
+    from olarespack.engines import ENGINES, engine_for, engine_of_command
+    from olarespack.spec.load import load_spec
+
+    apps = Path(__file__).resolve().parents[1] / "apps"
+    vllm, llamacpp = (load_spec(apps / name).engine for name in ("gemma4-vision.yaml", "gemma4-audio.yaml"))
+    assert ENGINES["llamacpp"].bind(vllm) is None and ENGINES["vllm"].bind(llamacpp) is None
+    assert (engine_for(vllm).title, engine_for(llamacpp).title) == ("vLLM", "llama.cpp")
+    assert engine_for(vllm).model_files() is None and engine_for(llamacpp).model_files()
+    found = [engine_of_command(argv, "example.org/custom:1") for argv in (
+        ["/usr/bin/llama-server", "-m", "x"], ["vllm", "serve", "m"],
+        ["python3", "-m", "vllm.entrypoints.openai.api_server"], ["sh", "-c", "x"])]
+    assert [e.kind if e else None for e in found] == ["llamacpp", "vllm", "vllm", None]
