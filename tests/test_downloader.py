@@ -1,6 +1,7 @@
-"""The llama.cpp charts' model downloader, run for real: the init container's script, taken from the chart
-olarespack renders, executed by this machine's sh and curl against HTTP servers on loopback that play
-Hugging Face's endpoint (A) and its CDN (B, another host name and port).
+"""The llama.cpp charts' model downloader, run for real: the script the chart carries (files/download-models.sh,
+which the init container runs from a ConfigMap), taken from the chart olarespack renders and executed by this
+machine's sh and curl against HTTP servers on loopback that play Hugging Face's endpoint (A) and its CDN (B,
+another host name and port).
 
 What must hold: HF_TOKEN reaches the endpoint's origin and nothing else (Hugging Face redirects downloads
 to a CDN); an interrupted download continues from its .part with a Range request and lands only when
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SPEC = APPS / "gemma4-audio.yaml"
+SCRIPT = "files/download-models.sh"
 TOKEN = "hf_TestTokenThatMustNotLeave0123456789"
 
 
@@ -42,8 +44,8 @@ TOKEN = "hf_TestTokenThatMustNotLeave0123456789"
 
 
 def helm_free(text: str) -> str:
-    """The deployment template with every Helm action replaced, so plain YAML can read it (the script and
-    the values under test contain none: Helm passes them through unchanged)."""
+    """A chart template with every Helm action replaced, so plain YAML can read it (the values under test
+    contain none: Helm passes them through unchanged)."""
     return re.sub(r"\{\{.*?\}\}", "HELM", text)
 
 
@@ -52,10 +54,39 @@ def deployment(chart: dict[str, str]) -> dict[str, Any]:
     return doc
 
 
+def config_map(chart: dict[str, str]) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(helm_free(chart["templates/model-downloader.yaml"]))
+    return doc
+
+
+def script_file(chart: dict[str, str], folder: Path) -> Path:
+    """The chart's script where the pod has it: a file that sh reads (never `sh -c` text)."""
+    path = folder / "download-models.sh"
+    path.write_text(chart[SCRIPT], encoding="utf-8")
+    return path
+
+
+def mounted_script(chart: dict[str, str], init: dict[str, Any]) -> None:
+    """The init container runs the script the chart carries: `sh <file>` from the downloader's ConfigMap,
+    which Helm fills with files/download-models.sh as it is."""
+    pod = deployment(chart)["spec"]["template"]["spec"]
+    assert init["command"][0] == "sh" and len(init["command"]) == 2, \
+        "the engine image's entrypoint is llama-server: sh is explicit, and reads a file"
+    folder, name = init["command"][1].rsplit("/", 1)
+    [mount] = [m for m in init["volumeMounts"] if m["mountPath"] == folder]
+    assert mount["readOnly"] is True
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    configmap = config_map(chart)
+    assert volume["configMap"] == {"name": configmap["metadata"]["name"]}
+    assert name == SCRIPT.rsplit("/", 1)[1]
+    assert f'(.Files.Glob "{SCRIPT}").AsConfig' in chart["templates/model-downloader.yaml"]
+
+
 @dataclass(frozen=True)
 class Downloader:
     image: str
     script: str
+    path: Path  # the script as a file, as the pod has it
     env: dict[str, str]  # the plain values the chart sets (HF_ENDPOINT and the token come from Olares)
     files: list[tuple[str, str]]  # (path in the repository, destination in the pod)
     engine_args: list[str]
@@ -65,13 +96,12 @@ class Downloader:
 
 
 @pytest.fixture(scope="module")
-def downloader() -> Downloader:
+def downloader(tmp_path_factory: pytest.TempPathFactory) -> Downloader:
     [app] = render_apps([SPEC])
     pod = deployment(app.chart)["spec"]["template"]["spec"]
     [init] = pod["initContainers"]
-    assert init["command"][:2] == ["sh", "-c"], "the engine image's entrypoint is llama-server: sh is explicit"
-    script = init["command"][2]
-    assert "{{" not in script
+    mounted_script(app.chart, init)
+    script = app.chart[SCRIPT]
     env = {e["name"]: e["value"] for e in init["env"] if "value" in e and e["value"] != "HELM"}
     names = [e["name"] for e in init["env"]]
     assert names[:3] == ["MODEL_REPO", "MODEL_REVISION", "MODEL_FILES"]
@@ -79,7 +109,8 @@ def downloader() -> Downloader:
     assert {"name": "huggingface-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in \
         init["volumeMounts"]
     files = [(line.split()[0], line.split()[1]) for line in env["MODEL_FILES"].splitlines() if line.strip()]
-    return Downloader(init["image"], script, env, files, pod["containers"][0]["args"])
+    return Downloader(init["image"], script, script_file(app.chart, tmp_path_factory.mktemp("script")), env, files,
+                      pod["containers"][0]["args"])
 
 
 # --------------------------------------------------------------------------- loopback servers
@@ -220,7 +251,8 @@ def leave_part(tmp_path: Path, dest: str, content: bytes) -> None:
     part.write_bytes(content)
 
 
-def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None) -> Run:
+def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None,
+        shell: tuple[str, ...] = ("sh",)) -> Run:
     """The script as the pod runs it, its destinations moved under tmp_path/pod."""
     paths = {remote: local(tmp_path, dest) for remote, dest in d.files}
     env = {
@@ -235,7 +267,7 @@ def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None) -> Run:
     if token is not None:  # as the pod gets it: a file from the Secret, named by HF_TOKEN_PATH
         (tmp_path / "token").write_text(token)
         env["HF_TOKEN_PATH"] = str(tmp_path / "token")
-    proc = subprocess.run(["sh", "-c", d.script], env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run([*shell, str(d.path)], env=env, capture_output=True, text=True, timeout=120, check=False)
     return Run(proc, paths)
 
 
@@ -273,6 +305,9 @@ def test_the_chart_downloads_exactly_what_llama_server_reads(downloader: Downloa
     assert [dest for _, dest in downloader.files] == read
     assert downloader.env["MODEL_REPO"] == spec.engine.model.repo
     assert "apk " not in downloader.script and "wget" not in downloader.script  # nothing installed at start
+    # what differs per app is the init container's env: the script names no repository, file or endpoint
+    for value in (spec.engine.model.repo, spec.engine.model.file, spec.engine.model.mmproj, "huggingface.co"):
+        assert value not in downloader.script
 
 
 def test_without_a_downloader_image_the_engine_image_downloads() -> None:
@@ -397,10 +432,45 @@ def test_an_image_without_curl_says_so(downloader: Downloader, tmp_path: Path) -
         assert found
         (tools / tool).symlink_to(found)
     env = {"PATH": str(tools), "HF_ENDPOINT": "https://huggingface.co", **downloader.env}
-    proc = subprocess.run([shutil.which("sh") or "sh", "-c", downloader.script], env=env, capture_output=True,
+    proc = subprocess.run([shutil.which("sh") or "sh", str(downloader.path)], env=env, capture_output=True,
                           text=True, timeout=30, check=False)
     assert proc.returncode == 1
     assert "no curl in this image" in proc.stderr
+
+
+@pytest.mark.parametrize("missing", ["MODEL_REPO", "MODEL_REVISION", "MODEL_FILES", "HF_ENDPOINT"])
+def test_a_missing_setting_is_named_before_any_request(
+    downloader: Downloader, servers: tuple[Server, Server], tmp_path: Path, missing: str
+) -> None:
+    a, _ = servers
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+           "HF_ENDPOINT": a.url(), **downloader.env}
+    for value in ("", None):
+        given = {k: v for k, v in env.items() if k != missing} | ({} if value is None else {missing: value})
+        proc = subprocess.run(["sh", str(downloader.path)], env=given, capture_output=True, text=True, timeout=30,
+                              check=False)
+        assert proc.returncode == 1
+        assert f"model-downloader: {missing} is unset or empty" in proc.stderr
+    assert a.requests == []
+
+
+SHELLS = [shell for shell in ("dash", "bash", "busybox", "ksh", "mksh") if shutil.which(shell)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_every_posix_shell_here_runs_it_the_same(
+    downloader: Downloader, servers: tuple[Server, Server], tmp_path: Path, shell: str
+) -> None:
+    """Images link sh to dash, bash or busybox: the script is POSIX sh, whichever reads it."""
+    a, b = servers
+    cut = 99_999
+    data = hf_like(downloader, a, b, "localhost", cut_at=cut)
+    result = run(downloader, tmp_path, a.url(), TOKEN, shell=(shell, "sh") if shell == "busybox" else (shell,))
+    assert_landed(result, data)
+    assert a.authorizations() == [f"Bearer {TOKEN}"] * len(a.requests)
+    assert b.authorizations() == [None] * len(b.requests)
+    first = downloader.files[0][0]
+    assert [r.headers.get("range") for r in b.requests if first in r.path] == [None, f"bytes={cut}-"]
 
 
 # --------------------------------------------------------------------------- resuming
@@ -538,10 +608,11 @@ def test_a_drafter_from_another_repository_lands_beside_the_model(
     moved = [[w[0], str(local(tmp_path, w[1])), *w[2:]] for w in lines]
     base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
                 "MODEL_REPO": env["MODEL_REPO"], "MODEL_REVISION": env["MODEL_REVISION"], "HF_ENDPOINT": a.url()}
-    script = init["command"][2]
+    mounted_script(chart, init)
+    script = script_file(chart, tmp_path)
 
     def download(files: list[list[str]]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["sh", "-c", script], env={**base_env, "MODEL_FILES": "".join(
+        return subprocess.run(["sh", str(script)], env={**base_env, "MODEL_FILES": "".join(
             " ".join(w) + "\n" for w in files)}, capture_output=True, text=True, timeout=120, check=False)
 
     proc = download(moved)

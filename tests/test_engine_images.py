@@ -179,7 +179,8 @@ def test_helm_copies_the_chat_template_without_rendering_it(tmp_path: Path) -> N
     with values_file(render_values(chart, "nvidia")) as values:
         out = helm_binary().template(tmp_path / "chart", spec.name, "ns", values)
     assert out.ok, out.stderr
-    [config] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "ConfigMap"]
+    [config] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "ConfigMap" and
+                d["metadata"]["name"] == f"{spec.name}-chat-template"]
     assert config["data"] == {"chat-template.jinja": CHAT_TEMPLATE}
     [deployment] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "Deployment"]
     mounts = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]

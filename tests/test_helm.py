@@ -77,8 +77,14 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
     docs = template(helm, chart, olares_env(manifest, with_token))
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("Deployment", app) in kinds and ("Service", app) in kinds
-    assert not any(kind == "ConfigMap" for kind, _ in kinds)  # args are literal: a change restarts the pod
     assert (("Secret", f"{app}-hf") in kinds) is with_token
+    # args are literal and the server mounts no ConfigMap: a change restarts the pod; the one ConfigMap is the
+    # downloader's script, which only a starting pod's init container reads
+    pod_spec = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    configmaps = {v["name"]: v["configMap"]["name"] for v in pod_spec["volumes"] if "configMap" in v}
+    assert {name for kind, name in kinds if kind == "ConfigMap"} == set(configmaps.values())
+    assert not {m["name"] for c in pod_spec["containers"] for m in c["volumeMounts"]} & set(configmaps)
+    assert set(configmaps.values()) <= {f"{app}-model-downloader"}
     for doc in docs:
         assert doc["metadata"]["namespace"] == f"{app}-alice", doc["kind"]
         kubernetes_validate.validate(doc, "1.34.0", strict=True)

@@ -28,6 +28,14 @@ _CHART_FILES = {
     "templates/secret.yaml": "chart/secret.yaml.j2",
     "templates/service.yaml": "chart/service.yaml.j2",
 }
+# engine template -> what its charts carry beside the Deployment: chart path -> template rendered, and chart
+# path -> file copied as it is (a script Helm reads with .Files and never renders: no Jinja, no YAML around it)
+_ENGINE_TEMPLATES = {
+    "engine/llamacpp.yaml.j2": {"templates/model-downloader.yaml": "engine/model-downloader.yaml.j2"},
+}
+_ENGINE_FILES = {
+    "engine/llamacpp.yaml.j2": {"files/download-models.sh": "engine/files/download-models.sh"},
+}
 
 
 class MarkerLeftover(RenderError):
@@ -42,6 +50,7 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     sources = dict(_CHART_FILES)
     sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
     sources["templates/deployment.yaml"] = plan.engine_template
+    sources.update(_ENGINE_TEMPLATES.get(plan.engine_template, {}))
     template_file = plan.extra.get("chat_template")
     if template_file:
         sources["templates/chat-template.yaml"] = "chart/chat-template.yaml.j2"
@@ -55,7 +64,22 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     if template_file:
         # verbatim, outside templates/: Helm reads it with .Files and never renders it
         files[f"{CHAT_TEMPLATE_DIR}/{template_file['file']}"] = template_file["text"]
+    for path, source in _ENGINE_FILES.get(plan.engine_template, {}).items():
+        files[path] = _verbatim(env, source, file, path)
     return Chart(spec.name, dict(sorted(files.items())), f"{file} [{plan.generation.name}]")
+
+
+def _verbatim(env: jinja2.Environment, source: str, file: str, path: str) -> str:
+    """A file of olarespack's templates as it is, read through the environment's loader (never rendered)."""
+    try:
+        if env.loader is None:
+            raise jinja2.TemplateNotFound(source)
+        text: str = env.loader.get_source(env, source)[0]
+    except jinja2.TemplateError as exc:
+        raise RenderError([Problem(file, path, f"{source}: {exc}", "report this as a bug in olarespack's "
+                                   "templates (this installation lacks a file olarespack ships)",
+                                   rule="render")]) from None
+    return text
 
 
 def _render_file(env: jinja2.Environment, template: str, context: dict[str, Any], file: str, path: str) -> str:
