@@ -1,4 +1,4 @@
-"""The model downloader as the shell script it is: the llama.cpp charts carry templates/engine/files/
+"""The model downloader as the shell script it is: the llama.cpp charts carry templates/engine/llamacpp/files/
 download-models.sh as their files/download-models.sh, byte for byte and the same for every app; shellcheck finds
 nothing in it; Helm puts it in the downloader's ConfigMap unchanged. (tests/test_downloader.py runs it.)"""
 
@@ -23,7 +23,7 @@ from olarespack.spec.load import load_spec
 
 SPEC = APPS / "gemma4-audio.yaml"
 SCRIPT = "files/download-models.sh"
-SOURCE = "engine/files/download-models.sh"
+SOURCE = "engine/llamacpp/files/download-models.sh"
 
 
 def shellcheck() -> str | None:
@@ -92,7 +92,8 @@ def test_every_llamacpp_app_carries_the_same_script_and_other_engines_none() -> 
 
 
 def test_an_olarespack_without_the_script_says_so_and_renders_nothing(tmp_path: Path) -> None:
-    """A broken install (a wheel without the script) is named as the bug it is, not a traceback."""
+    """A broken install (a wheel without the script) is named as the bug it is, not a chart whose ConfigMap
+    Helm would leave empty."""
     templates = tmp_path / "templates"
     shutil.copytree(template_dir(), templates)
     (templates / SOURCE).unlink()
@@ -100,8 +101,8 @@ def test_an_olarespack_without_the_script_says_so_and_renders_nothing(tmp_path: 
     with pytest.raises(RenderError) as caught:
         render_chart(load_spec(SPEC), str(SPEC), env=env)
     [problem] = caught.value.problems
-    assert problem.file == str(SPEC) and problem.path == SCRIPT
-    assert SOURCE in problem.message and "bug" in problem.fix
+    assert problem.file == str(SPEC) and problem.path == "templates/model-downloader.yaml"
+    assert f"reads {SCRIPT} with .Files" in problem.message and "bug" in problem.fix
 
 
 @pytest.mark.helm

@@ -3,6 +3,7 @@ templates (render/jinja.py), with a check that no template marker survives."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any
 
@@ -28,14 +29,8 @@ _CHART_FILES = {
     "templates/secret.yaml": "chart/secret.yaml.j2",
     "templates/service.yaml": "chart/service.yaml.j2",
 }
-# engine template -> what its charts carry beside the Deployment: chart path -> template rendered, and chart
-# path -> file copied as it is (a script Helm reads with .Files and never renders: no Jinja, no YAML around it)
-_ENGINE_TEMPLATES = {
-    "engine/llamacpp.yaml.j2": {"templates/model-downloader.yaml": "engine/model-downloader.yaml.j2"},
-}
-_ENGINE_FILES = {
-    "engine/llamacpp.yaml.j2": {"files/download-models.sh": "engine/files/download-models.sh"},
-}
+# What a chart template reads from the chart's own files (the chat template, the downloader's script)
+_FILES_READ = re.compile(r'\.Files\.(?:Get|Glob) "([^"]+)"')
 
 
 class MarkerLeftover(RenderError):
@@ -50,7 +45,8 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     sources = dict(_CHART_FILES)
     sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
     sources["templates/deployment.yaml"] = plan.engine_template
-    sources.update(_ENGINE_TEMPLATES.get(plan.engine_template, {}))
+    rendered, carried = _engine_extras(env, plan.engine_template)
+    sources.update(rendered)
     template_file = plan.extra.get("chat_template")
     if template_file:
         sources["templates/chat-template.yaml"] = "chart/chat-template.yaml.j2"
@@ -64,21 +60,51 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     if template_file:
         # verbatim, outside templates/: Helm reads it with .Files and never renders it
         files[f"{CHAT_TEMPLATE_DIR}/{template_file['file']}"] = template_file["text"]
-    for path, source in _ENGINE_FILES.get(plan.engine_template, {}).items():
-        files[path] = _verbatim(env, source, file, path)
+    for path, source in carried.items():
+        files[path] = _verbatim(env, source)
+    _check_files_read(files, file)
     return Chart(spec.name, dict(sorted(files.items())), f"{file} [{plan.generation.name}]")
 
 
-def _verbatim(env: jinja2.Environment, source: str, file: str, path: str) -> str:
-    """A file of olarespack's templates as it is, read through the environment's loader (never rendered)."""
+def _engine_extras(env: jinja2.Environment, engine_template: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What an engine's charts carry beside the Deployment, found beside its template: for engine/<kind>.yaml.j2,
+    engine/<kind>/templates/<name>.j2 rendered into templates/<name>, and engine/<kind>/files/<name> copied as it
+    is into files/<name> (a script Helm reads with .Files and never renders: no Jinja, no YAML around it)."""
+    folder = engine_template.removesuffix(".yaml.j2") + "/"
     try:
-        if env.loader is None:
-            raise jinja2.TemplateNotFound(source)
-        text: str = env.loader.get_source(env, source)[0]
-    except jinja2.TemplateError as exc:
-        raise RenderError([Problem(file, path, f"{source}: {exc}", "report this as a bug in olarespack's "
-                                   "templates (this installation lacks a file olarespack ships)",
-                                   rule="render")]) from None
+        names = env.list_templates(filter_func=lambda name: name.startswith(folder))
+    except TypeError:  # a loader that cannot list its templates (tests' in-memory ones) has no extras
+        return {}, {}
+    rendered, carried = {}, {}
+    for name in names:
+        inside = name.removeprefix(folder)
+        if inside.startswith("templates/") and inside.endswith(".j2"):
+            rendered[inside.removesuffix(".j2")] = name
+        elif inside.startswith("files/"):
+            carried[inside] = name
+    return rendered, carried
+
+
+def _check_files_read(files: dict[str, str], file: str) -> None:
+    """Every file a chart template reads with .Files is one the chart carries: Helm would read an empty one."""
+    problems = []
+    for path, text in files.items():
+        if not path.startswith("templates/"):
+            continue
+        for wanted in _FILES_READ.findall(text):
+            if not any(fnmatch.fnmatchcase(carried, wanted) for carried in files):
+                problems.append(Problem(file, path, f"reads {wanted} with .Files, which the chart does not carry",
+                                        "report this as a bug in olarespack's templates (this installation "
+                                        "lacks a file olarespack ships)", rule="render"))
+    if problems:
+        raise RenderError(problems)
+
+
+def _verbatim(env: jinja2.Environment, source: str) -> str:
+    """A file of olarespack's templates as it is, read through the loader that listed it (never rendered)."""
+    loader = env.loader
+    assert loader is not None, "only a loader lists templates"
+    text: str = loader.get_source(env, source)[0]
     return text
 
 
