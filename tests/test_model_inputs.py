@@ -19,7 +19,7 @@ import yaml
 from conftest import run_cli
 from olarespack.core.errors import ModelDataError
 from olarespack.fit.budget import resolve_context
-from olarespack.models import arch
+from olarespack.models import arch, localfile
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
@@ -61,7 +61,7 @@ def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
 
 def test_an_oversized_index_is_refused_by_its_size(tmp_path: Path) -> None:
     index = tmp_path / "model.safetensors.index.json"
-    index.write_bytes(b" " * (arch.MAX_CONFIG_FILE + 1))
+    index.write_bytes(b" " * (localfile.MAX_CONFIG_FILE + 1))
     code, out = run_cli(tmp_path, "model", "add", REPO, "--config", str(CONFIG), "--safetensors-index", str(index))
     assert code == 1 and f"{index}: larger than 8 MiB" in out, out
     assert not (tmp_path / "models").exists()

@@ -25,11 +25,10 @@ from olarespack.models.arch import (
     arch_from_hf_config,
     family_of,
     model_from_data,
-    parse_json,
-    read_local_file,
 )
 from olarespack.models.folder import model_files
 from olarespack.models.gguf_file import GgufHeader, read_gguf
+from olarespack.models.localfile import parse_json, read_local_file
 from olarespack.write import Status, write_file
 
 # The config.json fields arch.arch_from_hf_config reads (see its module docstring), and model_type for the

@@ -26,10 +26,7 @@ Hugging Face config.json fields understood (everything else is ignored):
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -41,12 +38,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from olarespack.core.errors import ModelDataError, UnknownModelError
+from olarespack.models.localfile import read_json_file
 
 AttentionKind = Literal["full", "sliding"]
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 MAX_CONFIG_INT = 1 << 40
 MAX_LAYERS = 4096  # llama.cpp stops at 512 (LLAMA_MAX_LAYERS); well past any real model
-MAX_CONFIG_FILE = 8 << 20  # a config.json is a few KiB; a safetensors index a few hundred
 
 
 @dataclass(frozen=True)
@@ -221,41 +218,6 @@ def family_of(config: Mapping[str, Any]) -> str | None:
     if not isinstance(kind, str):
         return None
     return kind.lower().removesuffix("_text") or None
-
-
-def read_local_file(path: Path, what: str = "a config.json", limit: int = MAX_CONFIG_FILE) -> bytes:
-    """A local file's bytes, read once: regular files only (opened without blocking, so a named pipe or a
-    device is refused instead of waited on) and at most `limit` bytes; errors name the file and the fix."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
-                                 f"{what} saved on disk")
-        try:
-            raw = handle.read(limit + 1)
-        except OSError as exc:
-            raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > limit:
-        raise ModelDataError(f"{path}: larger than {limit >> 20} MiB; is it {what}?")
-    return raw
-
-
-def read_json_file(path: Path, what: str = "a config.json") -> dict[str, Any]:
-    """A local JSON object, bounded (MAX_CONFIG_FILE, regular files only); errors name the file."""
-    return parse_json(path, read_local_file(path, what), what)
-
-
-def parse_json(path: Path, raw: bytes, what: str = "a config.json") -> dict[str, Any]:
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ModelDataError(f"{path}: invalid JSON: {str(exc)[:200]}") from None
-    if not isinstance(data, dict):
-        raise ModelDataError(f"{path}: {what} must be a JSON object")
-    return data
 
 
 def load_hf_config(path: Path) -> ModelArch:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from olarespack.core import quantity
-from olarespack.core.chart import MANIFEST, Chart
-from olarespack.core.errors import Problem, Severity
+from olarespack.core.chart import Chart
+from olarespack.core.errors import Problem
+from olarespack.olares.findings import Findings, as_list, as_map, as_text
+from olarespack.olares.resources import spec_rules
 from olarespack.olares.versions import api_version, is_legacy, is_modern, parse_version, satisfies
 
 ENTRANCE_NAME = re.compile(r"^[a-z0-9A-Z-]*$")
@@ -20,16 +21,6 @@ SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DURATION = re.compile(r"^((?:[-+]?\d+(?:\.\d+)?([smhdwy]|us|ns|ms))+)$")
 # ValidateResourceMode's modes (resources.go), with the ones newer Olares releases added, so that a chart
 # for a newer box is not refused here; GPU memory is declared only on the modes with their own VRAM.
-RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "amd-apu", "strix-halo",
-                            "mthreads-m1000", "intel-gpu", "intel", "amd", "moore-soc"})
-GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu", "intel-gpu"})
-MODE_ARCH = {"amd-gpu": "amd64", "nvidia": "amd64", "strix-halo": "amd64", "nvidia-gb10": "arm64",
-             "mthreads-m1000": "arm64"}
-FLAT = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk",
-        "requiredGpu", "limitedGpu")
-LEGACY_ENVELOPE = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk")
-MODE_FIELDS = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk")
-GPU_FIELDS = ("requiredGPUMemory", "limitedGPUMemory")
 RESERVED_APP_IDS = frozenset({
     "market", "auth", "citus", "desktop", "did", "docs", "files", "fsnotify", "headscale", "infisical",
     "intentprovider", "ksserver", "message", "mongo", "monitoring", "notifications", "profile", "redis", "recommend",
@@ -42,49 +33,26 @@ MODERN_ONLY = (("apiVersion", "v3"), ("spec", "accelerator"), ("workloadReplicas
 LOGIN_CLI_APPS = frozenset({"lares"})
 
 
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
-class _Findings:
-    """Problems about one manifest, all reported on OlaresManifest.yaml."""
-
-    def __init__(self, chart: Chart) -> None:
-        self.chart = chart
-        self.found: list[Problem] = []
-
-    def add(self, path: str, message: str, fix: str, rule: str, severity: Severity = "error") -> None:
-        self.found.append(Problem(self.chart.where(MANIFEST), path, message, fix, rule=rule, severity=severity))
-
-
 def validate_manifest(chart: Chart) -> list[Problem]:
     """oac ValidateAppConfiguration and the version gates around it, on a parsed manifest."""
-    out = _Findings(chart)
+    out = Findings(chart)
     manifest = chart.manifest
-    if not _text(manifest.get("olaresManifest.version")):
+    if not as_text(manifest.get("olaresManifest.version")):
         out.add("olaresManifest.version", "olaresManifest.version is required", "add olaresManifest.version",
                 "olares-api-version")
     api = api_version(manifest)
     if api not in ("", "v1", "v2", "v3"):  # validate.go: In("v1", "v2", "v3")
         out.add("apiVersion", f"{api!r}: not supported version", "use v1, v2 or v3", "olares-api-version")
-    _metadata(out, _map(manifest.get("metadata")))
+    _metadata(out, as_map(manifest.get("metadata")))
     _entrances(out, manifest.get("entrances"))
     if not isinstance(manifest.get("spec"), dict):
         out.add("spec", "spec is required", "add the spec section", "olares-spec")
     else:
-        _spec(out, manifest, api)
-    _options(out, api, _map(manifest.get("options")))
-    _overlay_gateway(out, _map(manifest.get("overlayGateway")))
+        spec_rules(out, manifest, api)
+    _options(out, api, as_map(manifest.get("options")))
+    _overlay_gateway(out, as_map(manifest.get("overlayGateway")))
     if api == "v2":
-        _sub_charts(out, _map(manifest.get("spec")))
+        _sub_charts(out, as_map(manifest.get("spec")))
     _permission(out, manifest)
     _workload_replicas(out, manifest, api)
     _olares_dependency(out, manifest, api)
@@ -96,49 +64,49 @@ def validate_manifest(chart: Chart) -> list[Problem]:
     return out.found
 
 
-def _metadata(out: _Findings, metadata: dict[str, Any]) -> None:
+def _metadata(out: Findings, metadata: dict[str, Any]) -> None:
     """validateAppMetaData."""
-    name = _text(metadata.get("name"))
+    name = as_text(metadata.get("name"))
     if not 1 <= len(name) <= 30:
         out.add("metadata.name", "metadata.name must be 1-30 characters", "name the app", "olares-name")
-    icon = _text(metadata.get("icon"))
+    icon = as_text(metadata.get("icon"))
     if not re.match(r"^https?://[^/\s]+", icon):
         out.add("metadata.icon", "metadata.icon must be a valid http(s) URL", "point it at a hosted image",
                 "olares-icon")
-    if not _text(metadata.get("description")):
+    if not as_text(metadata.get("description")):
         out.add("metadata.description", "metadata.description is required", "add a one-line description",
                 "olares-description")
-    title = _text(metadata.get("title"))
+    title = as_text(metadata.get("title"))
     if not 1 <= len(title) <= 30:
         out.add("metadata.title", f"{len(title)} characters; metadata.title must be 1-30", "shorten the title",
                 "olares-title")
     if parse_version(metadata.get("version")) is None:
         out.add("metadata.version", "metadata.version must be a valid semantic version (e.g. 1.2.3)",
                 "write MAJOR.MINOR.PATCH", "olares-version")
-    if _text(metadata.get("appid")) in RESERVED_APP_IDS:
+    if as_text(metadata.get("appid")) in RESERVED_APP_IDS:
         out.add("metadata.appid", "collides with a reserved system app id", "drop appid (Olares derives it from "
                 "the name)", "olares-name")
-    if not _list(metadata.get("categories")):  # olarespack's advice: the market files apps by category
+    if not as_list(metadata.get("categories")):  # olarespack's advice: the market files apps by category
         out.add("metadata.categories", "no category: the Market cannot show the app in a section",
                 "add categories: [AI]", "olares-categories", "warning")
 
 
-def _entrances(out: _Findings, entrances: Any) -> None:
+def _entrances(out: Findings, entrances: Any) -> None:
     """validateEntranceValue and uniqueEntranceNames."""
-    found = _list(entrances)
+    found = as_list(entrances)
     if not 1 <= len(found) <= 10:
         out.add("entrances", f"{len(found)} entrances; entrances must have between 1 and 10 items",
                 "declare the app's web or API entrance", "olares-entrances")
     seen: set[str] = set()
     for i, raw in enumerate(found):
-        entrance, at = _map(raw), f"entrances[{i}]"
-        name = _text(entrance.get("name"))
+        entrance, at = as_map(raw), f"entrances[{i}]"
+        name = as_text(entrance.get("name"))
         if len(name) > 63 or not ENTRANCE_NAME.match(name):
             out.add(f"{at}.name", f"{name!r}: at most 63 letters, digits or dashes", "rename it", "olares-entrances")
         if name in seen:
             out.add(f"{at}.name", f"duplicate entrance name {name!r}", "rename it", "olares-entrances")
         seen.add(name)
-        host = _text(entrance.get("host"))
+        host = as_text(entrance.get("host"))
         if len(host) > 63 or not HOST.match(host):
             out.add(f"{at}.host", f"{host!r} is not a Service name", "use the name of the Service in front of the "
                     "app", "olares-entrances")
@@ -146,145 +114,39 @@ def _entrances(out: _Findings, entrances: Any) -> None:
         if isinstance(port, bool) or (port is not None and not isinstance(port, int)) or (port or 0) < 0:
             out.add(f"{at}.port", f"{port!r}: entrance.port must be > 0", "use the Service's port",
                     "olares-entrances")
-        icon = _text(entrance.get("icon"))
+        icon = as_text(entrance.get("icon"))
         if icon and not re.match(r"^https?://[^/\s]+", icon):
             out.add(f"{at}.icon", "must be a valid http(s) URL", "point it at a hosted image", "olares-entrances")
-        title = _text(entrance.get("title"))
+        title = as_text(entrance.get("title"))
         if not 1 <= len(title) <= 30:
             out.add(f"{at}.title", f"{len(title)} characters; Olares takes 1-30", "shorten it",
                     "olares-entrance-title")
         elif not re.match(r"^[a-zA-Z0-9-\s]*$", title):  # the linter of Olares before 1.12.6
             out.add(f"{at}.title", f"{title!r}: Olares before 1.12.6 refuses anything but letters, digits, "
                     "spaces and dashes", "drop the dots and brackets", "olares-entrance-title", "warning")
-        if _text(entrance.get("authLevel")) not in ("", "public", "private", "internal"):
+        if as_text(entrance.get("authLevel")) not in ("", "public", "private", "internal"):
             out.add(f"{at}.authLevel", "must be public, private or internal", "pick one", "olares-entrances")
-        if _text(entrance.get("openMethod")) not in ("", "default", "iframe", "window"):
+        if as_text(entrance.get("openMethod")) not in ("", "default", "iframe", "window"):
             out.add(f"{at}.openMethod", "must be default, iframe or window", "pick one", "olares-entrances")
 
 
-def _quantity_ok(value: Any, allow_auto: bool) -> bool:
-    text = _text(value)
-    return (allow_auto and text == "-1") or bool(quantity.MANIFEST_QUANTITY.match(text))
-
-
-def _spec(out: _Findings, manifest: dict[str, Any], api: str) -> None:
-    """validateAppSpec and specResourceCrossFieldRules."""
-    spec = _map(manifest.get("spec"))
-    modern = is_modern(manifest)
-    arch = [_text(a) for a in _list(spec.get("supportArch"))]
-    for i, value in enumerate(arch):
-        if value not in ("amd64", "arm64"):
-            out.add(f"spec.supportArch[{i}]", f'entries must be "amd64" or "arm64" (got {value!r})', "fix it",
-                    "olares-support-arch")
-        elif value in arch[:i]:
-            out.add(f"spec.supportArch[{i}]", f"duplicate value {value!r}", "remove it", "olares-support-arch")
-    accelerator = _list(spec.get("accelerator"))
-    for name in ("requiredGpu", "limitedGpu"):
-        if _text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                    "write a quantity like 8Gi", "olares-accelerator")
-    if api == "v2" and accelerator:
-        out.add("spec.accelerator", "spec.resources is not supported for apiVersion=v2; use the flat "
-                "requiredCpu/limitedCpu/requiredMemory/limitedMemory/requiredDisk fields", "use the flat fields",
-                "olares-accelerator")
-    if modern and _list(spec.get("supportedGpu")):
-        out.add("spec.supportedGpu", "must be empty for olaresManifest.version >= 0.12.0", "declare GPU memory "
-                "in spec.accelerator[] with mode nvidia or amd-gpu", "olares-accelerator")
-    if accelerator:  # Rule 7, at every version
-        for name in FLAT:
-            if _text(spec.get(name)):
-                out.add(f"spec.{name}", "must be empty when spec.accelerator[] is set", "keep one of the two",
-                        "olares-accelerator")
-    if modern and api != "v2":
-        for i, entry in enumerate(accelerator):
-            _resource_mode(out, f"spec.accelerator[{i}]", _map(entry), arch)
-        if not accelerator:
-            for name in MODE_FIELDS:
-                if _text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-                    out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                            "write a quantity", "olares-accelerator")
-            if not any(_text(spec.get(name)) for name in LEGACY_ENVELOPE):
-                out.add("spec", "either spec.accelerator[] or the flat requiredCpu/limitedCpu/requiredMemory/"
-                        "limitedMemory/requiredDisk is required for olaresManifest.version >= 0.12.0",
-                        "declare the resources", "olares-accelerator")
-        return
-    missing = [name for name in LEGACY_ENVELOPE if not _text(spec.get(name))]
-    if missing:
-        out.add("spec", f"{', '.join(missing)} required for olaresManifest.version < 0.12.0 (and apiVersion v2)",
-                "populate the flat resource fields", "olares-accelerator")
-    for name in (*LEGACY_ENVELOPE, "limitedDisk"):
-        if _text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                    "write a quantity", "olares-accelerator")
-    _limits_over_requests(out, "spec", spec, ("Cpu", "Memory", "Disk", "Gpu"))
-
-
-def _resource_mode(out: _Findings, at: str, entry: dict[str, Any], arch: list[str]) -> None:
-    """ValidateResourceMode (resources.go) and the mode -> architecture requirement."""
-    mode = _text(entry.get("mode"))
-    if not mode:
-        out.add(f"{at}.mode", "mode is required", "set mode: nvidia (or cpu, amd-gpu, ...)", "olares-accelerator")
-    elif mode not in RESOURCE_MODES:
-        out.add(f"{at}.mode", f"{mode!r} is not a resource mode Olares knows", f"use one of "
-                f"{', '.join(sorted(RESOURCE_MODES))}", "olares-accelerator")
-    needs = MODE_ARCH.get(mode)
-    if needs and needs not in arch:
-        out.add("spec.supportArch", f"mode={mode} requires spec.supportArch to contain {needs!r}", f"add {needs}",
-                "olares-accelerator")
-    gpu = mode in GPU_MEMORY_MODES
-    fields = MODE_FIELDS + (GPU_FIELDS if gpu else ())
-    if any(_text(entry.get(name)) for name in (*MODE_FIELDS, *GPU_FIELDS)):
-        for name in fields:
-            if not _text(entry.get(name)):
-                out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
-                        f"add {name}", "olares-accelerator")
-    else:
-        for name in fields:
-            out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
-                    f"add {name}", "olares-accelerator")
-    if not gpu:
-        for name in GPU_FIELDS:
-            if _text(entry.get(name)):
-                out.add(f"{at}.{name}", f"must be empty for mode={mode} (only GPU modes declare GPU memory)",
-                        "remove it", "olares-accelerator")
-    for name in (*MODE_FIELDS, *GPU_FIELDS):
-        if _text(entry.get(name)) and not _quantity_ok(entry.get(name), True):
-            out.add(f"{at}.{name}", f"must be a valid Kubernetes quantity (got {entry.get(name)!r})",
-                    "write a quantity like 8Gi", "olares-accelerator")
-    _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
-
-
-def _limits_over_requests(out: _Findings, at: str, fields: dict[str, Any], kinds: tuple[str, ...]) -> None:
-    """checkLimitGERequired: limited* >= required*, compared as quantities; skipped for empty, -1 or unparseable."""
-    for kind in kinds:
-        required, limited = _text(fields.get(f"required{kind}")), _text(fields.get(f"limited{kind}"))
-        if not required or not limited or "-1" in (required, limited):
-            continue
-        try:
-            if quantity.parse_quantity(limited) < quantity.parse_quantity(required):
-                out.add(f"{at}.limited{kind}", f"limited{kind} ({limited}) must be >= required{kind} ({required})",
-                        "raise the limit", "olares-accelerator")
-        except ValueError:
-            continue
-
-
-def _options(out: _Findings, api: str, options: dict[str, Any]) -> None:
+def _options(out: Findings, api: str, options: dict[str, Any]) -> None:
     """validateOptions."""
-    for i, raw in enumerate(_list(options.get("policies"))):
-        policy = _map(raw)
+    for i, raw in enumerate(as_list(options.get("policies"))):
+        policy = as_map(raw)
         for name in ("uriRegex", "level"):
-            if not _text(policy.get(name)):
+            if not as_text(policy.get(name)):
                 out.add(f"options.policies[{i}].{name}", "is required", f"set {name}", "olares-options")
-        duration = _text(policy.get("validDuration"))
+        duration = as_text(policy.get("validDuration"))
         if duration and not DURATION.match(duration):
             out.add(f"options.policies[{i}].validDuration", "policy.validDuration is malformed",
                     "write a duration like 1h", "olares-options")
-    for i, raw in enumerate(_list(options.get("dependencies"))):
-        dependency = _map(raw)
+    for i, raw in enumerate(as_list(options.get("dependencies"))):
+        dependency = as_map(raw)
         for name in ("name", "version", "type"):
-            if not _text(dependency.get(name)):
+            if not as_text(dependency.get(name)):
                 out.add(f"options.dependencies[{i}].{name}", "is required", f"set {name}", "olares-options")
-        if _text(dependency.get("type")) and _text(dependency.get("type")) not in ("system", "application",
+        if as_text(dependency.get("type")) and as_text(dependency.get("type")) not in ("system", "application",
                                                                                     "middleware"):
             out.add(f"options.dependencies[{i}].type", "dependency.type must be system, application or middleware",
                     "pick one", "olares-options")
@@ -296,42 +158,42 @@ def _options(out: _Findings, api: str, options: dict[str, Any]) -> None:
                 "use apiVersion v3 or drop shared", "olares-options")
 
 
-def _overlay_gateway(out: _Findings, gateway: dict[str, Any]) -> None:
+def _overlay_gateway(out: Findings, gateway: dict[str, Any]) -> None:
     """validateOverlayGateway."""
-    for i, raw in enumerate(_list(gateway.get("entrances"))):
-        entry, at = _map(raw), f"overlayGateway.entrances[{i}]"
-        if not 1 <= len(_text(entry.get("title"))) <= 30:
+    for i, raw in enumerate(as_list(gateway.get("entrances"))):
+        entry, at = as_map(raw), f"overlayGateway.entrances[{i}]"
+        if not 1 <= len(as_text(entry.get("title"))) <= 30:
             out.add(f"{at}.title", "title is required, 1-30 characters", "set a title", "olares-options")
         port = entry.get("port")
         if isinstance(port, bool) or not isinstance(port, int) or port < 1:
             out.add(f"{at}.port", "port is required (at least 1)", "set the port", "olares-options")
-        if not _text(entry.get("workload")):
+        if not as_text(entry.get("workload")):
             out.add(f"{at}.workload", "workload is required", "name the Deployment or StatefulSet", "olares-options")
-        if _text(entry.get("protocol")) not in ("", "tcp", "udp"):
+        if as_text(entry.get("protocol")) not in ("", "tcp", "udp"):
             out.add(f"{at}.protocol", "must be tcp or udp", "pick one", "olares-options")
 
 
-def _sub_charts(out: _Findings, spec: dict[str, Any]) -> None:
+def _sub_charts(out: Findings, spec: dict[str, Any]) -> None:
     """checkSubCharts: apiVersion v2 apps are a set of sub-charts, at least one shared."""
-    charts = _list(spec.get("subCharts"))
+    charts = as_list(spec.get("subCharts"))
     if not charts:
         out.add("spec.subCharts", "spec.subCharts is required for apiVersion=v2", "use apiVersion v1 (or v3) for a "
                 "single chart, or list the sub-charts", "olares-subcharts")
         return
     for i, raw in enumerate(charts):
-        name = _text(_map(raw).get("name"))
+        name = as_text(as_map(raw).get("name"))
         if not name or len(name) > 53 or not SUBCHART.match(name):
             out.add(f"spec.subCharts[{i}].name", f"{name!r} is not a valid sub-chart name", "use a DNS-style name",
                     "olares-subcharts")
             break
-    if not any(_map(raw).get("shared") is True for raw in charts):
+    if not any(as_map(raw).get("shared") is True for raw in charts):
         out.add("spec.subCharts", "spec.subCharts must contain at least one entry with shared=true",
                 "mark the shared sub-chart", "olares-subcharts")
 
 
-def _permission(out: _Findings, manifest: dict[str, Any]) -> None:
+def _permission(out: Findings, manifest: dict[str, Any]) -> None:
     """validatePermission, validateRootProvider, and the loginOlaresCLI allow list."""
-    permission = _map(manifest.get("permission"))
+    permission = as_map(manifest.get("permission"))
     modern = is_modern(manifest)
     if permission.get("externalData") and is_legacy(manifest):
         out.add("permission.externalData", "only supported for olaresManifest.version >= 0.12.0", "remove it",
@@ -342,30 +204,30 @@ def _permission(out: _Findings, manifest: dict[str, Any]) -> None:
     if modern and manifest.get("provider"):
         out.add("provider", "the top-level provider section is no longer accepted for olaresManifest.version >= "
                 "0.12.0", "remove it", "olares-permission")
-    name = _text(_map(manifest.get("metadata")).get("name"))
+    name = as_text(as_map(manifest.get("metadata")).get("name"))
     if permission.get("loginOlaresCLI") and name not in LOGIN_CLI_APPS:
         out.add("permission.loginOlaresCLI", f"not allowed for app {name!r}", "remove it", "olares-permission")
 
 
-def _workload_replicas(out: _Findings, manifest: dict[str, Any], api: str) -> None:
+def _workload_replicas(out: Findings, manifest: dict[str, Any], api: str) -> None:
     """validateWorkloadReplicas."""
-    if is_modern(manifest) and api != "v2" and not _map(manifest.get("workloadReplicas")):
+    if is_modern(manifest) and api != "v2" and not as_map(manifest.get("workloadReplicas")):
         out.add("workloadReplicas", "workloadReplicas is required for olaresManifest.version >= 0.12.0",
                 "declare workloadReplicas.<workload>: 1 for every Deployment/StatefulSet", "olares-workload-replicas")
 
 
-def _olares_dependency(out: _Findings, manifest: dict[str, Any], api: str) -> None:
+def _olares_dependency(out: Findings, manifest: dict[str, Any], api: str) -> None:
     """validateOlaresDependency: every manifest names the olares system dependency, and its version range keeps
     the app on the Olares releases that read its apiVersion (v3: 1.12.6 and later; v1/v2: 1.12.3-1.12.5)."""
-    dependencies = [_map(d) for d in _list(_map(manifest.get("options")).get("dependencies"))]
-    olares = [d for d in dependencies if _text(d.get("name")) == "olares" and _text(d.get("type")) == "system"]
+    dependencies = [as_map(d) for d in as_list(as_map(manifest.get("options")).get("dependencies"))]
+    olares = [d for d in dependencies if as_text(d.get("name")) == "olares" and as_text(d.get("type")) == "system"]
     v3 = api.lower() == "v3"
     want = ">=1.12.6-0" if v3 else ">=1.12.3-0,<1.12.6"
     if not olares:
         out.add("options.dependencies", 'must declare an entry with name="olares" and type="system"',
                 f"add {{name: olares, version: '{want}', type: system}}", "olares-dependency")
         return
-    constraint = _text(olares[0].get("version"))
+    constraint = as_text(olares[0].get("version"))
     outside = ("1.12.5", "1.12.0", "0.1.0") if v3 else ("1.12.2", "1.12.6", "2.0.0")
     allowed = [v for v in outside if satisfies(v, constraint)]
     readable = satisfies("1.12.6" if v3 else "1.12.5", constraint) is not None
@@ -377,15 +239,15 @@ def _olares_dependency(out: _Findings, manifest: dict[str, Any], api: str) -> No
                 f"an apiVersion {api or 'v1'} app", f"use '{want}'", "olares-dependency")
 
 
-def _shared_app(out: _Findings, manifest: dict[str, Any]) -> None:
+def _shared_app(out: Findings, manifest: dict[str, Any]) -> None:
     """validateSharedAppRequirements."""
-    options = _map(manifest.get("options"))
+    options = as_map(manifest.get("options"))
     if options.get("shared") is not True:
         return
-    spec, scope = _map(manifest.get("spec")), _map(options.get("appScope"))
+    spec, scope = as_map(manifest.get("spec")), as_map(options.get("appScope"))
     if spec.get("onlyAdmin") is not True:
         out.add("spec.onlyAdmin", "must be true when options.shared=true", "set onlyAdmin: true", "olares-options")
-    if _list(spec.get("subCharts")):
+    if as_list(spec.get("subCharts")):
         out.add("spec.subCharts", "must be empty when options.shared=true", "remove them", "olares-options")
     if scope.get("clusterScoped") is True:
         out.add("options.appScope.clusterScoped", "must be false when options.shared=true", "set it false",
@@ -394,12 +256,12 @@ def _shared_app(out: _Findings, manifest: dict[str, Any]) -> None:
         out.add("options.appScope.appRef", "must be empty when options.shared=true", "remove it", "olares-options")
 
 
-def _v3_envs(out: _Findings, manifest: dict[str, Any], api: str) -> None:
+def _v3_envs(out: Findings, manifest: dict[str, Any], api: str) -> None:
     """validateV3Configuration (envs.go): v3 apps name their envs themselves; OLARES_USER_* only as a source."""
     if api.lower() != "v3":
         return
-    for i, raw in enumerate(_list(manifest.get("envs"))):
-        if _text(_map(raw).get("envName")).startswith("OLARES_USER"):
+    for i, raw in enumerate(as_list(manifest.get("envs"))):
+        if as_text(as_map(raw).get("envName")).startswith("OLARES_USER"):
             out.add(f"envs[{i}].envName", 'must not start with "OLARES_USER"', "declare an app-local name and map "
                     "the user variable with valueFrom.envName", "olares-user-env")
 
@@ -412,16 +274,16 @@ def _canonical_locale(locale: str) -> str:
     return "-".join(fixed)
 
 
-def _taxonomy(out: _Findings, manifest: dict[str, Any]) -> None:
+def _taxonomy(out: Findings, manifest: dict[str, Any]) -> None:
     """ValidateTaxonomy: slugs for categories_v2 and tags, canonical unique locales."""
-    metadata = _map(manifest.get("metadata"))
+    metadata = as_map(manifest.get("metadata"))
     for key in ("categories_v2", "tags"):
-        values = [_text(v) for v in _list(metadata.get(key))]
+        values = [as_text(v) for v in as_list(metadata.get(key))]
         for i, value in enumerate(values):
             if not SLUG.match(value) or value in values[:i]:
                 out.add(f"metadata.{key}[{i}]", f"{value!r} must be a unique lowercase slug", "write a-z, 0-9 and "
                         "dashes", "olares-taxonomy")
-    locales = [_text(v) for v in _list(_map(manifest.get("spec")).get("locale"))]
+    locales = [as_text(v) for v in as_list(as_map(manifest.get("spec")).get("locale"))]
     for i, locale in enumerate(locales):
         if locale != _canonical_locale(locale):
             out.add(f"spec.locale[{i}]", f"{locale!r} must use canonical spelling {_canonical_locale(locale)!r}",
@@ -430,12 +292,12 @@ def _taxonomy(out: _Findings, manifest: dict[str, Any]) -> None:
             out.add(f"spec.locale[{i}]", f"duplicate locale {locale!r}", "remove it", "olares-taxonomy")
 
 
-def _modern_fields(out: _Findings, manifest: dict[str, Any]) -> None:
+def _modern_fields(out: Findings, manifest: dict[str, Any]) -> None:
     """validateModernFieldRequiresManifestVersion: 1.12.6-only fields on a manifest below 0.12.0."""
     for section, key in MODERN_ONLY:
         value = manifest.get(section)
         present = (value == key) if section == "apiVersion" else (
-            bool(value) if key is None else bool(_map(value).get(key)))
+            bool(value) if key is None else bool(as_map(value).get(key)))
         if present:
             field = section if key is None or section == "apiVersion" else f"{section}.{key}"
             out.add(field, 'only Olares 1.12.6 reads it: olaresManifest.version must be >= 0.12.0 and the olares '

@@ -1,0 +1,127 @@
+"""The manifest's spec section as oac validates it: validateAppSpec, specResourceCrossFieldRules and the
+resource modes of resources.go (ValidateResourceMode, checkLimitGERequired)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from olarespack.core import quantity
+from olarespack.olares.findings import Findings, as_list, as_map, as_text
+from olarespack.olares.versions import is_modern
+
+RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "amd-apu", "strix-halo",
+                            "mthreads-m1000", "intel-gpu", "intel", "amd", "moore-soc"})
+GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu", "intel-gpu"})
+MODE_ARCH = {"amd-gpu": "amd64", "nvidia": "amd64", "strix-halo": "amd64", "nvidia-gb10": "arm64",
+             "mthreads-m1000": "arm64"}
+FLAT = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk",
+        "requiredGpu", "limitedGpu")
+LEGACY_ENVELOPE = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk")
+MODE_FIELDS = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk")
+GPU_FIELDS = ("requiredGPUMemory", "limitedGPUMemory")
+
+
+def _quantity_ok(value: Any, allow_auto: bool) -> bool:
+    text = as_text(value)
+    return (allow_auto and text == "-1") or bool(quantity.MANIFEST_QUANTITY.match(text))
+
+
+def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
+    """validateAppSpec and specResourceCrossFieldRules."""
+    spec = as_map(manifest.get("spec"))
+    modern = is_modern(manifest)
+    arch = [as_text(a) for a in as_list(spec.get("supportArch"))]
+    for i, value in enumerate(arch):
+        if value not in ("amd64", "arm64"):
+            out.add(f"spec.supportArch[{i}]", f'entries must be "amd64" or "arm64" (got {value!r})', "fix it",
+                    "olares-support-arch")
+        elif value in arch[:i]:
+            out.add(f"spec.supportArch[{i}]", f"duplicate value {value!r}", "remove it", "olares-support-arch")
+    accelerator = as_list(spec.get("accelerator"))
+    for name in ("requiredGpu", "limitedGpu"):
+        if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
+            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
+                    "write a quantity like 8Gi", "olares-accelerator")
+    if api == "v2" and accelerator:
+        out.add("spec.accelerator", "spec.resources is not supported for apiVersion=v2; use the flat "
+                "requiredCpu/limitedCpu/requiredMemory/limitedMemory/requiredDisk fields", "use the flat fields",
+                "olares-accelerator")
+    if modern and as_list(spec.get("supportedGpu")):
+        out.add("spec.supportedGpu", "must be empty for olaresManifest.version >= 0.12.0", "declare GPU memory "
+                "in spec.accelerator[] with mode nvidia or amd-gpu", "olares-accelerator")
+    if accelerator:  # Rule 7, at every version
+        for name in FLAT:
+            if as_text(spec.get(name)):
+                out.add(f"spec.{name}", "must be empty when spec.accelerator[] is set", "keep one of the two",
+                        "olares-accelerator")
+    if modern and api != "v2":
+        for i, entry in enumerate(accelerator):
+            _resource_mode(out, f"spec.accelerator[{i}]", as_map(entry), arch)
+        if not accelerator:
+            for name in MODE_FIELDS:
+                if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
+                    out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
+                            "write a quantity", "olares-accelerator")
+            if not any(as_text(spec.get(name)) for name in LEGACY_ENVELOPE):
+                out.add("spec", "either spec.accelerator[] or the flat requiredCpu/limitedCpu/requiredMemory/"
+                        "limitedMemory/requiredDisk is required for olaresManifest.version >= 0.12.0",
+                        "declare the resources", "olares-accelerator")
+        return
+    missing = [name for name in LEGACY_ENVELOPE if not as_text(spec.get(name))]
+    if missing:
+        out.add("spec", f"{', '.join(missing)} required for olaresManifest.version < 0.12.0 (and apiVersion v2)",
+                "populate the flat resource fields", "olares-accelerator")
+    for name in (*LEGACY_ENVELOPE, "limitedDisk"):
+        if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
+            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
+                    "write a quantity", "olares-accelerator")
+    _limits_over_requests(out, "spec", spec, ("Cpu", "Memory", "Disk", "Gpu"))
+
+
+def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str]) -> None:
+    """ValidateResourceMode (resources.go) and the mode -> architecture requirement."""
+    mode = as_text(entry.get("mode"))
+    if not mode:
+        out.add(f"{at}.mode", "mode is required", "set mode: nvidia (or cpu, amd-gpu, ...)", "olares-accelerator")
+    elif mode not in RESOURCE_MODES:
+        out.add(f"{at}.mode", f"{mode!r} is not a resource mode Olares knows", f"use one of "
+                f"{', '.join(sorted(RESOURCE_MODES))}", "olares-accelerator")
+    needs = MODE_ARCH.get(mode)
+    if needs and needs not in arch:
+        out.add("spec.supportArch", f"mode={mode} requires spec.supportArch to contain {needs!r}", f"add {needs}",
+                "olares-accelerator")
+    gpu = mode in GPU_MEMORY_MODES
+    fields = MODE_FIELDS + (GPU_FIELDS if gpu else ())
+    if any(as_text(entry.get(name)) for name in (*MODE_FIELDS, *GPU_FIELDS)):
+        for name in fields:
+            if not as_text(entry.get(name)):
+                out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
+                        f"add {name}", "olares-accelerator")
+    else:
+        for name in fields:
+            out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
+                    f"add {name}", "olares-accelerator")
+    if not gpu:
+        for name in GPU_FIELDS:
+            if as_text(entry.get(name)):
+                out.add(f"{at}.{name}", f"must be empty for mode={mode} (only GPU modes declare GPU memory)",
+                        "remove it", "olares-accelerator")
+    for name in (*MODE_FIELDS, *GPU_FIELDS):
+        if as_text(entry.get(name)) and not _quantity_ok(entry.get(name), True):
+            out.add(f"{at}.{name}", f"must be a valid Kubernetes quantity (got {entry.get(name)!r})",
+                    "write a quantity like 8Gi", "olares-accelerator")
+    _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
+
+
+def _limits_over_requests(out: Findings, at: str, fields: dict[str, Any], kinds: tuple[str, ...]) -> None:
+    """checkLimitGERequired: limited* >= required*, compared as quantities; skipped for empty, -1 or unparseable."""
+    for kind in kinds:
+        required, limited = as_text(fields.get(f"required{kind}")), as_text(fields.get(f"limited{kind}"))
+        if not required or not limited or "-1" in (required, limited):
+            continue
+        try:
+            if quantity.parse_quantity(limited) < quantity.parse_quantity(required):
+                out.add(f"{at}.limited{kind}", f"limited{kind} ({limited}) must be >= required{kind} ({required})",
+                        "raise the limit", "olares-accelerator")
+        except ValueError:
+            continue
