@@ -21,6 +21,11 @@ def spec_version(stem: str) -> str:
     return str(yaml.safe_load((APPS / f"{stem}.yaml").read_text(encoding="utf-8"))["version"])
 
 
+def spec_name(spec: Path) -> str:
+    """The app name a spec file gives (its chart folder)."""
+    return str(yaml.safe_load(spec.read_text(encoding="utf-8"))["name"])
+
+
 SHARED = ROOT.parent / "shared"  # the design, reference charts and corpus: beside the clone in CI only
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from conftest import APP_FILES, APPS
+from conftest import APP_FILES, APPS, spec_version
 from olarespack.core.errors import Problem, SpecError
 from olarespack.engines.llamacpp import LlamaCppEngine
 from olarespack.engines.vllm import VllmEngine
@@ -44,7 +44,7 @@ def test_seed_apps_carry_the_seed_settings() -> None:
     assert (dflash.version, dflash.engine.speculative.num_speculative_tokens) == ("1.1.0", 8)
     audio = load_spec(APPS / "gemma4-audio.yaml")
     assert isinstance(audio.engine, LlamaCppEngine)
-    assert audio.engine.model.mmproj == "mmproj-BF16.gguf" and audio.version == "1.1.0"
+    assert audio.engine.model.mmproj == "mmproj-BF16.gguf" and audio.version == spec_version("gemma4-audio")
 
 
 def test_unknown_key_names_the_path_and_suggests_the_spelling(tmp_path: Path) -> None:
