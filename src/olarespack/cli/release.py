@@ -23,23 +23,33 @@ from olarespack.release.version import Part
 @click.option("--patch", "part", flag_value="patch", help="x.y.Z: a fix.")
 @click.option("--prerelease", "part", flag_value="prerelease", help="x.y.z-rc.N: never below the current version.")
 @click.option("--note", help="The changelog entry (default: a summary of what changed in the rendered chart).")
+@click.option("--image", "image", metavar="REF", help="Move SPEC to this engine image (a whole reference, or a "
+              "tag of the same repository) and raise the minor version unless another part is given.")
 @options.base
 @options.charts_dir
 @options.apps_dir
-def bump(specs: tuple[str, ...], part: str | None, note: str | None, base: str | None, charts_dir: Path,
-         apps_dir: Path) -> None:
+def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str | None, base: str | None,
+         charts_dir: Path, apps_dir: Path) -> None:
     """Raise versions (SemVer): edit each spec in place, add a changelog entry, re-render its chart.
 
-    With no SPEC, bumps exactly the apps whose rendered chart differs from the base."""
+    With no SPEC, bumps exactly the apps whose rendered chart differs from the base. With --image, moves
+    each SPEC to that engine release: refused, with nothing written, where the release cannot run it."""
     from olarespack.release.bump import Repo, apply_bumps, plan_bumps
+    from olarespack.release.move import plan_moves
 
-    if part is None:
+    if image is not None and not specs:
+        raise UsageError("--image moves the apps named: give their SPEC files")
+    if part is None and image is None:
         raise UsageError("say which part to raise: --major, --minor, --patch or --prerelease")
     output_folder(charts_dir, "--charts-dir")
     repo = Repo.at(Path.cwd(), base, charts_dir)
     files = spec_files(specs, apps_dir)
-    bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
-                                dt.date.today())
+    skipped: list[str] = []
+    if image is not None:
+        bumps = plan_moves(repo, files, image, cast(Part, part or "minor"), note, dt.date.today())
+    else:
+        bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
+                                    dt.date.today())
     apply_bumps(bumps, charts_dir)
     for line in skipped:
         click.echo(f"skip {line}")

@@ -88,7 +88,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
         if ahead:
             skipped.append(f"{app.spec.name}: {ahead}, left alone")
             continue
-        dirty = _hand_edited(repo, app, diff)
+        dirty = hand_edited(repo, app)
         if dirty:
             problems.append(dirty)
             continue
@@ -122,7 +122,7 @@ def _released_ahead(repo: Repo, app: App, diff: AppDiff) -> str | None:
     return None
 
 
-def _hand_edited(repo: Repo, app: App, diff: AppDiff) -> Problem | None:
+def hand_edited(repo: Repo, app: App) -> Problem | None:
     """A chart folder that is neither the base's chart nor what the spec renders has edits a bump would lose."""
     folder = repo.charts_dir / app.spec.name
     on_disk = {path: data.decode("utf-8", errors="replace") for path, data in read_folder(folder).items()}

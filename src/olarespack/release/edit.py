@@ -1,6 +1,7 @@
 """Raising an app's version: the spec edited in place (only its version line and a new changelog entry
 change; comments, key order and quoting survive), then the chart re-rendered so Chart.yaml, the manifest's
-version, versionName and upgradeDescription all agree."""
+version, versionName and upgradeDescription all agree. Moving an app to another engine image edits its
+image line the same way, and comments out a calibration measured on another image."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from olarespack.core.errors import Problem, ProblemsError
+from olarespack.core.types import Image
 from olarespack.release.version import Part, bump
 
 _PLAIN_SAFE = re.compile(r"^[A-Za-z0-9(][^\n#]*$")
@@ -70,3 +74,79 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date) -> S
     if after != expected:
         raise refuse("changelog", "the changelog layout defeats an in-place edit", "edit the spec by hand")
     return SpecEdit(file, old_version, new_version, new_text)
+
+
+@dataclass(frozen=True)
+class ImageEdit:
+    text: str  # the whole new spec text
+    old_image: str
+    new_image: str
+    stale_calibration: str | None  # the image a calibration commented out was measured on
+
+
+def full_image(current: str, given: str) -> str:
+    """--image as written: a whole reference, or a tag alone for the image's own repository (v0.33.0)."""
+    if "/" in given or ":" in given or "@" in given:
+        return given
+    return f"{current.split('@', 1)[0].rsplit(':', 1)[0] if ':' in current.rsplit('/', 1)[-1] else current}:{given}"
+
+
+def move_image(file: Path, text: str, given: str) -> ImageEdit:
+    """The spec's text with engine.image replaced; a calibration measured on another image is commented out
+    (its lines kept under a note saying why), since its memory figures hold only for the image of its boot
+    and the build refuses a stale one. Nothing else moves."""
+    data: Any = YAML(typ="rt").load(text)
+
+    def refuse(path: str, message: str, fix: str) -> ProblemsError:
+        return ProblemsError([Problem(str(file), path, message, fix, rule="bump")])
+
+    engine: Any = data.get("engine") if hasattr(data, "get") else None
+    if not hasattr(engine, "lc") or not isinstance(engine.get("image"), str):
+        raise refuse("engine.image", "no engine image to move", "start from one of apps/*.yaml")
+    old_image = engine["image"]
+    new_image = full_image(old_image, given)
+    try:
+        TypeAdapter(Image).validate_python(new_image)
+    except ValidationError:
+        raise refuse("engine.image", f"--image {given!r} is not an image reference",
+                     "give registry/name:tag, or a tag alone for the current image's repository") from None
+    lines = text.splitlines(keepends=True)
+    line = engine.lc.key("image")[0]
+    match = re.match(r"^(\s*image:\s*)(['\"]?)([^'\"\s#]+)(['\"]?)(.*)$", lines[line].rstrip("\n"))
+    if not match or match[3] != old_image:
+        raise refuse("engine.image", "the image line is not a plain `image: REF` line", "write it on one line")
+    lines[line] = f"{match[1]}{match[2]}{new_image}{match[4]}{match[5]}\n"
+    calibration = engine.get("calibration")
+    measured = calibration.get("image") if hasattr(calibration, "get") else None
+    stale = measured if measured is not None and measured != new_image else None
+    if stale is not None:
+        lines = _comment_out(lines, engine, "calibration", f"stale: measured on {stale}; re-measure with "
+                             "`olarespack calibrate`")
+    new_text = "".join(lines)
+    before = YAML(typ="safe", pure=True).load(text)
+    try:
+        after = YAML(typ="safe", pure=True).load(new_text)
+    except YAMLError:
+        after = None
+    expected_engine = {k: v for k, v in before["engine"].items() if not (stale and k == "calibration")}
+    if after != {**before, "engine": {**expected_engine, "image": new_image}}:
+        raise refuse("engine.image", "the spec's layout defeats an in-place edit", "edit the image by hand")
+    return ImageEdit(new_text, old_image, new_image, stale)
+
+
+def _comment_out(lines: list[str], mapping: Any, key: str, why: str) -> list[str]:
+    """The key's lines (itself and every more indented line after it) turned into comments under `why`."""
+    first, column = mapping.lc.key(key)
+    def inside(line: str) -> bool:
+        return not line.strip() or line.lstrip().startswith("#") or len(line) - len(line.lstrip(" ")) > column
+
+    end = first + 1
+    while end < len(lines) and inside(lines[end]):
+        end += 1
+    while end > first + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1  # blank lines and comments before the next key stay with it
+    while end > first + 1 and not lines[end - 1].strip():
+        end -= 1  # blank lines before the next key stay outside
+    pad = " " * column
+    commented = [f"{pad}# {line[column:]}" if line.strip() else line for line in lines[first:end]]
+    return [*lines[:first], f"{pad}# {key} {why}\n", *commented, *lines[end:]]

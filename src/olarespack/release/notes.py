@@ -45,6 +45,16 @@ LABELS: dict[str, tuple[str, str]] = {
     "--model-draft": ("Drafter file", "text"),
     "--mtp-head": ("MTP head file", "text"),
 }
+# a spec field -> what people call it, where an engine release writes the field differently
+FIELD_LABELS: dict[str, str] = {
+    "engine.mlock": "memory locking",
+    "engine.speculative": "speculative decoding",
+    "engine.speculative.type": "the speculative type",
+    "engine.speculative.draft_max": "draft tokens at most",
+    "engine.flash_attn": "flash attention",
+    "engine.context_shift": "context shift",
+}
+KEPT = "Upgrading restarts the app; the downloaded model files are kept."
 MODEL_FLAGS = (POSITIONAL, "--model", "--mmproj", "--model-draft", "--mtp-head")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -170,6 +180,26 @@ def upgrade_note(diff: AppDiff) -> str:
             "; the new model files download on its first start" if downloads else
             "; the downloaded model files are kept"))
     return ". ".join(["; ".join(settings) or "No change a box would see", *box]) + "."
+
+
+def release_note(title: str, old: str, new: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> str:
+    """The entry of a move to another engine release: each spec field the new release writes differently, in
+    the words of the people who install the app ("llama.cpp b9101 -> b11434: memory locking is now
+    --load-mode mmap+mlock"), then what their box sees. `before` and `after` map a spec field to its args."""
+    changes: list[str] = []
+    for field in sorted(set(before) | set(after), key=lambda f: (f not in FIELD_LABELS, f)):
+        was, now = before.get(field, []), after.get(field, [])
+        if was == now:
+            continue
+        label = FIELD_LABELS.get(field, field)
+        if len(was) == len(now) == 2 and LABELS.get(was[0], ("", ""))[1] == "speculative":
+            changes.append(f"{label}: {_speculative_change(was[1], now[1])}")
+        elif now:
+            changes.append(f"{label} is now {' '.join(now)}")
+        else:
+            changes.append(f"{label}: {' '.join(was)} is no longer written")
+    said = "; ".join(changes) or "every setting is written as before"
+    return f"{title} {old} -> {new}: {said}. {KEPT}"
 
 
 # a measured figure as descriptions state them: "250 t/s", "AVG 223.90 t/s", "+53%", "71 ms"

@@ -1,0 +1,88 @@
+"""Moving apps to another engine release (`bump SPEC --image REF`): the image line edited in place, the spec
+rendered with that release's facts, refused as a whole when the new release cannot run what the spec says,
+and the version raised with a note that tells what the box will run differently."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import tempfile
+from pathlib import Path
+
+from olarespack.core.errors import Problem, ProblemsError
+from olarespack.engines import engine_for
+from olarespack.engines.base import Arg
+from olarespack.project import App, render_apps
+from olarespack.release.bump import Bump, Repo, hand_edited
+from olarespack.release.edit import edit_spec, move_image
+from olarespack.release.notes import release_note
+from olarespack.release.version import Part
+
+
+def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str | None,
+               today: dt.date) -> list[Bump]:
+    """Every move edited, rendered and checked in memory; raises one ProblemsError naming every refusal."""
+    bumps: list[Bump] = []
+    problems: list[Problem] = []
+    for app in render_apps(files):
+        path = Path(app.file)
+        try:
+            bumps.append(_move(repo, app, path, given, part, note, today))
+        except ProblemsError as exc:
+            problems += exc.problems
+    if problems:
+        raise ProblemsError(problems)
+    return bumps
+
+
+def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | None, today: dt.date) -> Bump:
+    dirty = hand_edited(repo, app)
+    if dirty:
+        raise ProblemsError([dirty])
+    moved = move_image(path, path.read_text(encoding="utf-8"), given)
+    if moved.new_image == moved.old_image:
+        raise ProblemsError([Problem(app.file, "engine.image", f"already runs {moved.old_image}",
+                                     "give another image, or bump without --image", rule="bump")])
+    after = _render_text(app.file, moved.text)
+    old, new = engine_for(app.spec.engine), engine_for(after.spec.engine)
+    text = note or release_note(old.title, old.version() or _tag(moved.old_image),
+                                new.version() or _tag(moved.new_image), _items(old.args(), old.typed_flags()),
+                                _items(new.args(), new.typed_flags()))
+    edit = edit_spec(path, moved.text, part, text, today)
+    chart = _render_text(app.file, edit.text).chart
+    warnings = []
+    if moved.stale_calibration:
+        warnings.append(f"{app.file}: engine.calibration was measured on {moved.stale_calibration}: commented out "
+                        f"as stale; fit uses its estimates until `olarespack calibrate {app.file} --log boot.log` "
+                        f"measures {moved.new_image}")
+    return Bump(edit, app.spec.name, chart, text, tuple(warnings))
+
+
+def _render_text(file: str, text: str) -> App:
+    """The spec text rendered as the file it will replace: refusals name that file, not a scratch copy."""
+    with tempfile.TemporaryDirectory(prefix="olarespack-move-") as tmp:
+        candidate = Path(tmp) / Path(file).name
+        candidate.write_text(text, encoding="utf-8")
+        try:
+            [app] = render_apps([candidate])
+        except ProblemsError as exc:
+            raise ProblemsError([_as_file(problem, str(candidate), file) for problem in exc.problems]) from None
+    return dataclasses.replace(app, file=file)
+
+
+def _as_file(problem: Problem, scratch: str, file: str) -> Problem:
+    return dataclasses.replace(problem, file=problem.file.replace(scratch, file),
+                               message=problem.message.replace(scratch, file), fix=problem.fix.replace(scratch, file))
+
+
+def _items(args: list[Arg], owners: dict[str, str]) -> dict[str, list[str]]:
+    """The command line by the spec field that writes it (the flags one field owns, as the process gets them)."""
+    found: dict[str, list[str]] = {}
+    for arg in args:
+        if arg.flag:
+            found.setdefault(owners.get(arg.flag, arg.flag), []).extend(arg.effective_items())
+    return found
+
+
+def _tag(image: str) -> str:
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].rsplit(":", 1)[-1]
