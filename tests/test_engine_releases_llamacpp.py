@@ -26,7 +26,7 @@ from llamacpp_argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
 from llamacpp_pypi import Sdist, SdistError, sha256_of  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llamacpp-arg-mini" / "common"
-GENERATED = TOOLS / "generated" / "llamacpp"
+GENERATED = ROOT / "src" / "olarespack" / "engines" / "llamacpp" / "releases"
 SERVER_ENV = "OLARESPACK_LLAMA_SERVER"
 
 

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "engine_releases"
 FIXTURE = ROOT / "tests" / "fixtures" / "vllm-wheel-mini"
-GENERATED = TOOL / "generated" / "vllm"
+GENERATED = ROOT / "src" / "olarespack" / "engines" / "vllm" / "releases"
 sys.path.insert(0, str(TOOL))
 
 import vllm_surface  # noqa: E402

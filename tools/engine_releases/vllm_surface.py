@@ -1,8 +1,8 @@
 """Write vLLM's option surface per release, read from the `vllm` wheels' Python sources (never imported).
 
 Usage:
-  python tools/engine_releases/vllm_surface.py --out DIR [VERSION ...]   # 0.33 (newest patch) or 0.33.0
-  python tools/engine_releases/vllm_surface.py --out DIR --wheel FILE.whl  # a wheel already on disk
+  python tools/engine_releases/vllm_surface.py [--out DIR] [VERSION ...]   # 0.33 (newest patch) or 0.33.0
+  python tools/engine_releases/vllm_surface.py [--out DIR] --wheel FILE.whl  # a wheel already on disk
 
 With no VERSION, every minor from 0.20 to the newest on PyPI. Each release becomes DIR/vllm-<minor>.json.
 Wheels are fetched with `pip download` into the cache (see wheel_cache.py); only their sources are kept.
@@ -25,6 +25,8 @@ from pysource import SourceError, SourceTree, assignments, class_fields, find_cl
 from vllm_args import ConfigIndex, deprecations, engine_args, frontend_args, frontend_path
 
 FIRST_MINOR = (0, 20)
+# beside the vLLM engine package, where lint reads them
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "src" / "olarespack" / "engines" / "vllm" / "releases"
 SPECULATIVE = "vllm/config/speculative.py"
 CACHE = "vllm/config/cache.py"
 ATTENTION = "vllm/v1/attention/backends/registry.py"
@@ -182,7 +184,8 @@ def _wheel_version(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("versions", nargs="*", metavar="VERSION", help="0.33 (newest patch) or 0.33.0")
-    parser.add_argument("--out", type=Path, required=True, help="folder for vllm-<minor>.json")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"folder for vllm-<minor>.json (default {DEFAULT_OUT})")
     parser.add_argument("--wheel", type=Path, action="append", default=[], help="read this wheel, no download")
     parser.add_argument("--cache", type=Path, default=wheel_cache.DEFAULT_CACHE, help="download cache folder")
     args = parser.parse_args(argv)

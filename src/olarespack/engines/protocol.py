@@ -59,6 +59,14 @@ class EngineBase(ABC):
     def template(self) -> str:
         return f"engine/{self.kind}.yaml.j2"
 
+    def release_key(self, release: str) -> tuple[int, ...] | None:
+        """A release as a sortable key ("b11434" -> (11434,), "0.33.0" -> (0, 33, 0)); a table's key is a
+        prefix of the keys of the releases it describes (the 0.33 table: every 0.33.x). None: not a release."""
+        import re
+
+        match = re.match(r"^[A-Za-z]*(\d+(?:\.\d+)*)", release)
+        return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
     @property
     @abstractmethod
     def spec_model(self) -> type[EngineSpec]: ...

@@ -1,0 +1,151 @@
+"""What each shipped engine release accepts, from facts generated out of the engines' own artifacts.
+
+Each engine package carries its tables in `engines/<kind>/releases/<kind>-<release>.json` (written by
+tools/engine_releases/, never by hand) and a reader, `engines/<kind>/release_rules.py`, whose
+`read_table(release, raw)` turns one table into ReleaseFacts. This module finds the table an image's release
+uses: the exact one, else the nearest older one (and says so), never a silent pass for a release newer than
+every table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from olarespack.engines.base import EngineSpec
+    from olarespack.engines.protocol import EngineBase
+
+
+@dataclass(frozen=True)
+class OptionFacts:
+    """One command-line option of a release, under every spelling it has."""
+
+    names: tuple[str, ...]  # its spellings, the long one first where the engine lists one
+    takes_value: bool | None = None  # None: the table does not say (vLLM's argparse decides)
+    values: frozenset[str] | None = None  # the enumerated values it takes; None: any value
+    deprecated: str | None = None  # the release that removes it ("" unknown); None: not deprecated
+    note: str = ""  # the engine's own text about it (deprecation or removal, which names the replacement)
+    removed: bool = False  # a stub the engine keeps only to refuse it with `note`
+    fold_case: bool = False  # the engine upper-cases the value before looking it up; `values` are upper case
+    values_grow: bool = False  # the engine's platforms add values at run time: an unknown one may still exist
+
+    @property
+    def name(self) -> str:
+        return next((n for n in self.names if n.startswith("--")), self.names[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseFacts:
+    kind: str  # the engine's registry key
+    release: str  # as its table names it: "0.33" (vLLM minor), "b11434" (llama.cpp build)
+    source: str  # the artifact and its sha256, for messages
+    options: Mapping[str, OptionFacts] = field(default_factory=dict, repr=False)  # normalized spelling -> option
+    env: frozenset[str] = field(default=frozenset(), repr=False)  # env vars the release reads
+    env_prefixes: tuple[str, ...] = ()  # prefixes of env names only this engine reads (checked against `env`)
+    sets: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)  # further facts (speculative keys)
+    normalize: Callable[[str], str] = field(default=lambda option: option, repr=False)  # how it reads a spelling
+
+    def option(self, option: str) -> OptionFacts | None:
+        """The option any spelling names (`--flag=value` included), removed stubs too."""
+        return self.options.get(self.normalize(option.split("=", 1)[0]))
+
+    def accepts(self, option: str) -> bool:
+        found = self.option(option)
+        return found is not None and not found.removed
+
+    def values(self, option: str) -> frozenset[str] | None:
+        found = self.option(option)
+        return found.values if found else None
+
+    def deprecated(self, option: str) -> str | None:
+        found = self.option(option)
+        return found.deprecated if found and not found.removed else None
+
+    def env_known(self, name: str) -> bool:
+        return name in self.env
+
+    def env_checked(self, name: str) -> bool:
+        """Whether an env name is the engine's own, so an unknown one is a finding (HF_TOKEN is not)."""
+        return name.startswith(self.env_prefixes)
+
+
+@dataclass(frozen=True)
+class ReleaseMatch:
+    asked: str | None  # the release the image says ("b10870", "0.33.0"); None when nothing says one
+    facts: ReleaseFacts | None  # the table used: exact, else the nearest older one; None when none applies
+    note: str | None  # why not exact, as a message says it
+    newer: bool = False  # the release is newer than every table: what the table lacks may be new, not wrong
+
+
+def _module(kind: str) -> ModuleType:
+    return importlib.import_module(f"olarespack.engines.{kind}.release_rules")
+
+
+@cache
+def tables(kind: str) -> tuple[ReleaseFacts, ...]:
+    """Every shipped table of an engine, oldest first (each file read once per process)."""
+    from olarespack.engines import ENGINES
+
+    engine = ENGINES[kind]
+    reader: Callable[[str, dict[str, object]], ReleaseFacts] = _module(kind).read_table
+    folder = resources.files("olarespack").joinpath(f"engines/{kind}/releases")
+    found: list[tuple[tuple[int, ...], ReleaseFacts]] = []
+    for entry in folder.iterdir():
+        name = entry.name
+        if not (name.startswith(f"{kind}-") and name.endswith(".json")):
+            continue
+        release = name[len(kind) + 1:-len(".json")]
+        key = engine.release_key(release)
+        if key is not None:
+            found.append((key, reader(release, json.loads(entry.read_text(encoding="utf-8")))))
+    return tuple(facts for _, facts in sorted(found, key=lambda row: row[0]))
+
+
+def refresh_command(kind: str, release: str) -> str:
+    """The command that writes the table of a release (README: Engine releases)."""
+    template: str = _module(kind).REFRESH
+    return template.format(release=release, number=release.lstrip("bv"))
+
+
+def match_release(engine: EngineBase, asked: str | None) -> ReleaseMatch:
+    """The table a release uses: exact (a vLLM patch uses its minor's table), else the nearest older one."""
+    if asked is None:
+        return ReleaseMatch(None, None, "the image's tag names no release")
+    key = engine.release_key(asked)
+    shipped = tables(engine.kind)
+    if key is None or not shipped:
+        return ReleaseMatch(asked, None, f"no {engine.title} release table reads {asked!r}")
+    keyed = [(engine.release_key(facts.release) or (), facts) for facts in shipped]
+    older = [(k, facts) for k, facts in keyed if k <= key[:len(k)]]
+    if not older:
+        return ReleaseMatch(asked, None, f"{asked} is older than every {engine.title} release table "
+                            f"(oldest {shipped[0].release}): its options are not checked")
+    used_key, used = older[-1]
+    if key[:len(used_key)] == used_key:
+        return ReleaseMatch(asked, used, None)
+    later = [facts for k, facts in keyed if k > used_key]
+    if later:
+        return ReleaseMatch(asked, used, f"{asked} is between {used.release} and {later[0].release}: "
+                            f"the {used.release} table is used")
+    return ReleaseMatch(asked, used, f"{asked} is newer than every {engine.title} release table (newest "
+                        f"{used.release}): its {used.release} table is used; refresh with "
+                        f"`{refresh_command(engine.kind, asked)}`", newer=True)
+
+
+def image_release(spec_engine: EngineSpec) -> ReleaseMatch:
+    """The release table of a spec's image: its family's base release for a fork, else the release the tag
+    (or engine.version) says."""
+    from olarespack.engines import engine_for
+    from olarespack.engines.images import family_of
+
+    bound = engine_for(spec_engine)
+    family = family_of(bound.kind, spec_engine.image)
+    asked = family.based_on if family and family.based_on else bound.version()
+    return match_release(bound.engine, asked)

@@ -1,0 +1,95 @@
+"""vLLM's release tables (releases/vllm-<minor>.json, written by tools/engine_releases/vllm_surface.py) read
+into ReleaseFacts, and the checks only vLLM needs: the speculative config's keys and method, and the
+`--spec-*` shorthands that may not repeat a key of --speculative-config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from olarespack.engines.releases import OptionFacts, ReleaseFacts
+
+REFRESH = "python tools/engine_releases/vllm_surface.py {release}"
+
+# flags whose value is a name from one of the table's registries
+_ENUMERATED = {"--kv-cache-dtype": "kv_cache_dtypes", "--attention-backend": "attention_backends",
+               "--tool-call-parser": "tool_parsers", "--reasoning-parser": "reasoning_parsers",
+               "--spec-method": "speculative_methods"}
+# vLLM upper-cases an attention backend's name before looking it up (`triton_attn` is TRITON_ATTN)
+_UPPER_CASED = frozenset({"--attention-backend"})
+# platforms register further KV-cache dtypes when they load (a ROCm or XPU build has its own), so a name the
+# table lacks may still exist on the box: a warning, never an error
+_RUN_TIME_REGISTRY = frozenset({"--kv-cache-dtype"})
+# the --spec-* shorthands and the --speculative-config key each one sets
+SHORTHAND_KEYS = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
+
+
+def normalize(option: str) -> str:
+    """vLLM's FlexibleArgumentParser reads `--foo_bar` as `--foo-bar` (the name only, not its value)."""
+    return "--" + option[2:].replace("_", "-") if option.startswith("--") else option
+
+
+def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
+    artifact = raw.get("artifact", {})
+    named: dict[str, frozenset[str]] = {
+        "kv_cache_dtypes": frozenset(raw.get("kv_cache_dtypes", ())),
+        "attention_backends": frozenset(name.upper() for name in raw.get("attention_backends", ())),
+        "tool_parsers": frozenset(raw.get("tool_parsers", ())),
+        "reasoning_parsers": frozenset(raw.get("reasoning_parsers", ())),
+        "speculative_methods": frozenset(raw.get("speculative", {}).get("methods", ())),
+        "speculative_keys": frozenset(raw.get("speculative", {}).get("keys", ())),
+    }
+    deprecated: dict[str, dict[str, str]] = raw.get("deprecated_flags", {})
+    negatable = frozenset(raw.get("negatable_flags", ()))
+    options: dict[str, OptionFacts] = {}
+    for group in ("engine_args", "frontend_args", "engine_cli_only"):
+        for names in raw.get(group, {}).values():
+            if not names:
+                continue
+            long = next((n for n in names if n.startswith("--")), names[0])
+            spellings = (*names, *(f"--no-{n[2:]}" for n in names if n in negatable and n.startswith("--")))
+            gone = next((deprecated[n] for n in names if n in deprecated), None)
+            registry = _ENUMERATED.get(long)
+            option = OptionFacts(
+                names=tuple(spellings), values=named[registry] if registry else None,
+                deprecated=None if gone is None else str(gone.get("removed_in") or ""),
+                note=str(gone.get("text") or "") if gone else "",
+                fold_case=long in _UPPER_CASED, values_grow=long in _RUN_TIME_REGISTRY)
+            for spelling in spellings:
+                options.setdefault(normalize(spelling), option)
+    return ReleaseFacts(
+        kind="vllm", release=release,
+        source=f"{artifact.get('file', 'vllm ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
+        options=options, env=frozenset(raw.get("env_vars", ())), env_prefixes=("VLLM_",), sets=named,
+        normalize=normalize)
+
+
+def speculative_json(value: str) -> dict[str, Any] | None:
+    """--speculative-config's value as a mapping; None when it is not a JSON object (vLLM refuses it then,
+    and the spec's own checks say so)."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def speculative_findings(config: dict[str, Any], shorthands: dict[str, str],
+                         facts: ReleaseFacts) -> Iterator[tuple[str, str, str]]:
+    """(what, message, fix) for every key, method or repeated setting of a speculative config the release
+    refuses. `shorthands` maps each --spec-* flag given on the command line to its value."""
+    keys = facts.sets.get("speculative_keys", frozenset())
+    methods = facts.sets.get("speculative_methods", frozenset())
+    for key in config:
+        if keys and key not in keys:
+            yield (key, f"--speculative-config key {key!r} is not one vLLM {facts.release} reads",
+                   "remove it or use a key of that release")
+    method = config.get("method")
+    if isinstance(method, str) and methods and method not in methods:
+        yield ("method", f"speculative method {method!r} is not one vLLM {facts.release} knows",
+               f"use one of its methods ({', '.join(sorted(methods)[:12])}, ...)")
+    for flag, key in SHORTHAND_KEYS.items():
+        if flag in shorthands and key in config:
+            yield (flag, f"{flag} and --speculative-config's {key!r} set the same thing; vLLM {facts.release} "
+                   "refuses the two together", f"give {key} in one place only")
