@@ -131,8 +131,13 @@ def build_server(build: int, cache: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build", type=int, action="append", required=True,
-                        help="llama.cpp build number, e.g. 11434 (repeat for several)")
+    parser.add_argument(
+        "--build",
+        type=int,
+        action="append",
+        required=True,
+        help="llama.cpp build number, e.g. 11434 (repeat for several)",
+    )
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"cache folder (default {DEFAULT_CACHE})")
     args = parser.parse_args(argv)
     for build in args.build:

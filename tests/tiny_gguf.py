@@ -1,0 +1,149 @@
+"""Tiny GGUF files of the architectures the apps serve, written with the `gguf` package: random weights, real
+layout, so that a real llama-server loads them, builds its graphs and answers in a fraction of a second.
+
+`write_gemma4(path)` mirrors Gemma 4 E4B's shape in miniature: per-layer token embeddings, a sliding-window
+(iSWA) pattern of two SWA layers then one full-attention layer, full-attention heads twice as wide as the SWA
+ones, and a KV-shared tail. llama.cpp maps each shared layer to the last KV layer of the same kind before the
+tail, so the tail must start right after a full-attention layer (else `map_layer_ids.find(il_reuse)` asserts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ARCH = "gemma4"
+SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]  # ids 0-3, as Gemma's tokenizers number them
+
+
+def _vocab() -> list[str]:
+    """Special tokens, every byte as <0xXX> (the fallback of Gemma 4's non-byte-encoded BPE), then the
+    printable ASCII characters and SentencePiece's word marker, so any prompt tokenizes."""
+    tokens = [*SPECIAL, *(f"<0x{b:02X}>" for b in range(256))]
+    tokens += [chr(c) for c in range(0x21, 0x7F)]
+    tokens.append("\u2581")
+    return tokens
+
+
+def _gemma4_layout(n_layer: int, swa_period: int, n_kv_shared: int) -> list[bool]:
+    """Which layers use the sliding window: `swa_period - 1` SWA layers then one full-attention layer."""
+    pattern = [(i + 1) % swa_period != 0 for i in range(n_layer)]
+    tail = n_layer - n_kv_shared
+    if not 0 < n_kv_shared < n_layer or pattern[tail - 1]:
+        raise ValueError("the KV-shared tail must start right after a full-attention layer")
+    if all(pattern[:tail]) or not any(pattern[:tail]):
+        raise ValueError("the KV layers before the tail need both a SWA and a full-attention layer")
+    return pattern
+
+
+def write_gemma4(
+    path: Path,
+    *,
+    n_layer: int = 6,
+    swa_period: int = 3,
+    n_kv_shared: int = 3,
+    n_embd: int = 64,
+    n_head: int = 2,
+    n_head_kv: int = 1,
+    head_swa: int = 32,
+    head_full: int = 64,
+    n_ff: int = 128,
+    n_embd_per_layer: int = 16,
+    ctx_train: int = 131072,
+    seed: int = 0,
+) -> Path:
+    """A Gemma 4 text model in miniature (about 0.3 MB of F32 weights) at `path`."""
+    pattern = _gemma4_layout(n_layer, swa_period, n_kv_shared)
+    rng = np.random.default_rng(seed)
+    tokens = _vocab()
+    n_vocab = len(tokens)
+    writer = gguf.GGUFWriter(str(path), ARCH)
+    writer.add_name("tiny-gemma4")
+    writer.add_context_length(ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_key_length(head_full)
+    writer.add_value_length(head_full)
+    writer.add_key_length_swa(head_swa)
+    writer.add_value_length_swa(head_swa)
+    writer.add_rope_dimension_count(head_full)
+    writer.add_rope_dimension_count_swa(head_swa)  # else the SWA layers rotate as many dims as the full ones
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_rope_freq_base_swa(10_000.0)
+    writer.add_sliding_window(512)
+    writer.add_sliding_window_pattern(pattern)
+    writer.add_shared_kv_layers(n_kv_shared)
+    writer.add_embedding_length_per_layer_input(n_embd_per_layer)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_final_logit_softcapping(30.0)
+    writer.add_tokenizer_model("gemma4")
+    writer.add_tokenizer_pre("gemma4")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * n_vocab)
+    types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.BYTE] * 256
+    writer.add_token_types(types + [gguf.TokenType.NORMAL] * (n_vocab - len(types)))
+    writer.add_token_merges(["\u2581 a"])  # one merge: the BPE reader needs the list, not its size
+    writer.add_pad_token_id(0)
+    writer.add_eos_token_id(1)
+    writer.add_bos_token_id(2)
+    writer.add_unk_token_id(3)
+    writer.add_add_bos_token(True)
+
+    def tensor(name: str, *shape: int, ones: bool = False) -> None:
+        # numpy shapes are ggml's reversed: a ggml {n_embd, n_vocab} matrix is numpy (n_vocab, n_embd)
+        data = np.ones(shape[::-1], np.float32) if ones else rng.normal(0, 0.02, shape[::-1]).astype(np.float32)
+        writer.add_tensor(name, data)
+
+    tensor("token_embd.weight", n_embd, n_vocab)
+    tensor("per_layer_token_embd.weight", n_embd_per_layer * n_layer, n_vocab)
+    tensor("per_layer_model_proj.weight", n_embd, n_embd_per_layer * n_layer)
+    tensor("per_layer_proj_norm.weight", n_embd_per_layer, ones=True)
+    tensor("output_norm.weight", n_embd, ones=True)
+    tensor("rope_freqs.weight", head_full // 2, ones=True)
+    for i, swa in enumerate(pattern):
+        head = head_swa if swa else head_full
+        has_kv = i < n_layer - n_kv_shared
+        blk = f"blk.{i}"
+        tensor(f"{blk}.attn_norm.weight", n_embd, ones=True)
+        tensor(f"{blk}.attn_q.weight", n_embd, head * n_head)
+        if has_kv:
+            tensor(f"{blk}.attn_k.weight", n_embd, head * n_head_kv)
+            tensor(f"{blk}.attn_v.weight", n_embd, head * n_head_kv)
+            tensor(f"{blk}.attn_k_norm.weight", head, ones=True)
+        tensor(f"{blk}.attn_output.weight", head * n_head, n_embd)
+        tensor(f"{blk}.attn_q_norm.weight", head, ones=True)
+        tensor(f"{blk}.post_attention_norm.weight", n_embd, ones=True)
+        tensor(f"{blk}.layer_output_scale.weight", 1, ones=True)
+        tensor(f"{blk}.ffn_norm.weight", n_embd, ones=True)
+        tensor(f"{blk}.ffn_gate.weight", n_embd, n_ff)
+        tensor(f"{blk}.ffn_up.weight", n_embd, n_ff)
+        tensor(f"{blk}.ffn_down.weight", n_ff, n_embd)
+        tensor(f"{blk}.post_ffw_norm.weight", n_embd, ones=True)
+        tensor(f"{blk}.inp_gate.weight", n_embd, n_embd_per_layer)
+        tensor(f"{blk}.proj.weight", n_embd_per_layer, n_embd)
+        tensor(f"{blk}.post_norm.weight", n_embd, ones=True)
+    _finish(writer)
+    return path
+
+
+def _finish(writer: gguf.GGUFWriter) -> None:
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def gguf_keys(path: Path) -> dict[str, object]:
+    """The scalar metadata of a GGUF file (arrays by length), for tests that check what was written."""
+    reader = gguf.GGUFReader(str(path))
+    found: dict[str, object] = {}
+    for field in reader.fields.values():
+        value: object = field.contents()
+        found[field.name] = len(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+    return found
