@@ -1,5 +1,6 @@
 """llama-server's flag table: which spec field writes which flag, under which spellings, and the flag that
-names the drafter file (the image family's)."""
+names the drafter file (the image family's). A typed field is written as the image's build spells it (its
+release facts): `mlock` as --mlock or --load-mode, a speculative type by its name in that build."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from olarespack.engines.base import Flag
 from olarespack.engines.images import family_of
 from olarespack.engines.llamacpp.spec import PORT, LlamaCppEngine, LlamaSpeculative, gguf_path
+from olarespack.engines.releases import ReleaseFacts, image_release
 
 KIND = "llamacpp"
 COMMAND = "/app/llama-server"
@@ -19,8 +21,46 @@ def drafter_flag(engine: LlamaCppEngine) -> str | None:
     if spec is None or spec.drafter is None:
         return None
     family = family_of(KIND, engine.image)
-    known = family.spec_types.get(spec.type or "draft") if family else None
+    known = next((family.spec_types[name] for name in spec_type_names(spec.type or "draft")
+                  if name in family.spec_types), None) if family else None
     return (known.drafter_flag if known and known.drafter_flag else None) or "--model-draft"
+
+
+# the names one speculative type has had: the hyphenated `draft-*` names replaced `draft` and `eagle3` in
+# b9246 (the spec may say either); ngram types were spelled with `_` in the type table before
+SPEC_TYPE_NAMES: tuple[tuple[str, ...], ...] = (("draft-simple", "draft"), ("draft-eagle3", "eagle3"))
+# --mlock on a build that memory-maps the model (its default) locks the mapped pages: --load-mode mmap+mlock.
+# (--load-mode mlock reads the file into memory without mmap, and is what b10867's deprecated --mlock meant.)
+MLOCK_LOAD_MODE = "mmap+mlock"
+
+
+def build_facts(engine: LlamaCppEngine) -> ReleaseFacts | None:
+    """The release facts of the image's build (the nearest older table), None when no table applies."""
+    return image_release(engine).facts
+
+
+def load_mode(engine: LlamaCppEngine) -> str | None:
+    """engine.mlock as --load-mode, on a build that has it (there --mlock is deprecated or gone)."""
+    facts = build_facts(engine) if engine.mlock else None
+    values = facts.values("--load-mode") if facts and facts.accepts("--load-mode") else None
+    return MLOCK_LOAD_MODE if values and MLOCK_LOAD_MODE in values else None
+
+
+def spec_type(engine: LlamaCppEngine) -> str | None:
+    """The speculative type as the build names it: its current name where the build has it, else an older name
+    the build has, else the spec's name unchanged (the rules refuse it; nothing is invented)."""
+    typed = engine.speculative.type if engine.speculative else None
+    facts = build_facts(engine) if typed else None
+    values = facts.values("--spec-type") if facts else None
+    if typed is None or values is None:
+        return typed
+    return next((name for name in spec_type_names(typed) if name in values), typed)
+
+
+def spec_type_names(typed: str) -> tuple[str, ...]:
+    """Every name a speculative type has had, the current one first."""
+    hyphenated = typed.replace("_", "-")
+    return next((group for group in SPEC_TYPE_NAMES if hyphenated in group), tuple(dict.fromkeys((hyphenated, typed))))
 
 
 def _speculative(engine: LlamaCppEngine, read: Callable[[LlamaSpeculative], object]) -> object:
@@ -42,13 +82,14 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--parallel", "engine.parallel", lambda e: e.parallel, "given", aliases=("-np",)),
     Flag("--cache-type-k", "engine.cache_type_k", lambda e: e.cache_type_k, "given", aliases=("-ctk",)),
     Flag("--cache-type-v", "engine.cache_type_v", lambda e: e.cache_type_v, "given", aliases=("-ctv",)),
-    Flag("--mlock", "engine.mlock", lambda e: e.mlock, "given"),
+    Flag("--mlock", "engine.mlock", lambda e: e.mlock and load_mode(e) is None, "given"),
+    Flag("--load-mode", "engine.mlock", load_mode, "given", aliases=("-lm",)),
     Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
     Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
     Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
     Flag("--chat-template-file", "engine.chat_template",
          lambda e: e.chat_template.path if e.chat_template else None, "given"),
-    Flag("--spec-type", "engine.speculative.type", lambda e: _speculative(e, lambda s: s.type), "given"),
+    Flag("--spec-type", "engine.speculative.type", spec_type, "given"),
     Flag("--draft-max", "engine.speculative.draft_max", lambda e: _speculative(e, lambda s: s.draft_max),
          "given", aliases=("--draft", "--draft-n")),
     Flag("--draft-min", "engine.speculative.draft_min", lambda e: _speculative(e, lambda s: s.draft_min),

@@ -10,8 +10,10 @@ from olarespack.core.errors import ModelDataError, Problem
 from olarespack.engines.calibration import calibration_problems
 from olarespack.engines.common import is_gemma4
 from olarespack.engines.consistency import drafter_problems
-from olarespack.engines.images import family_of
+from olarespack.engines.images import ImageFamily, family_of
+from olarespack.engines.llamacpp.flags import spec_type, spec_type_names
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine, downloaded_files, gguf_path
+from olarespack.engines.releases import image_release
 from olarespack.models.arch import ModelInfo, models_for
 
 
@@ -78,18 +80,38 @@ def _family(file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
     if speculative is None:
         return
     if speculative.type is not None:
-        known = family.spec_types.get(speculative.type)
-        build = family.build_number(engine.image)
-        if known is None:
-            yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} is unknown to "
-                          f"{family.name} ({engine.image})",
-                          f"use one of {', '.join(sorted(family.spec_types)) or 'none'}, or an image that has it",
-                          rule="llamacpp-spec-type")
-        elif known.min_build and build is not None and build < known.min_build:
-            yield Problem(file, "engine.speculative.type", f"--spec-type {speculative.type} arrived in build "
-                          f"b{known.min_build}; the image is b{build}", f"use b{known.min_build} or later",
-                          rule="llamacpp-spec-type")
-        elif known and known.drafter_flag and speculative.drafter is None:
-            yield Problem(file, "engine.speculative.drafter", f"--spec-type {speculative.type} needs a drafter "
-                          f"file ({known.drafter_flag})", "set engine.speculative.drafter (repo and file)",
-                          rule="llamacpp-spec-type")
+        yield from _spec_type(file, engine, family, speculative.type)
+
+
+def _spec_type(file: str, engine: LlamaCppEngine, family: ImageFamily, typed: str) -> Iterator[Problem]:
+    """The type the build names (its release facts), else the family's list; a fork's own types are its
+    family's, whatever the build it is based on has."""
+    known = next((family.spec_types[name] for name in spec_type_names(typed) if name in family.spec_types), None)
+    match = image_release(engine)
+    facts = match.facts
+    values = facts.values("--spec-type") if facts else None
+    rendered = spec_type(engine)
+    # between two tables (or past the newest) a type the older table lacks may have arrived since: the
+    # family's first build for it decides there
+    exact = match.note is None
+    if facts is not None and values is not None and rendered not in values and not (family.based_on and known) \
+            and (exact or known is None):
+        yield Problem(file, "engine.speculative.type", f"--spec-type {typed} is not a speculative type of "
+                      f"llama.cpp {facts.release} ({engine.image}); llama-server refuses to start",
+                      f"use one of {', '.join(sorted(values))}, or an image whose build has it",
+                      rule="llamacpp-spec-type")
+        return
+    build = family.build_number(engine.image)
+    if known is None and facts is None:
+        yield Problem(file, "engine.speculative.type", f"--spec-type {typed} is unknown to "
+                      f"{family.name} ({engine.image})",
+                      f"use one of {', '.join(sorted(family.spec_types)) or 'none'}, or an image that has it",
+                      rule="llamacpp-spec-type")
+    elif known and not exact and known.min_build and build is not None and build < known.min_build:
+        yield Problem(file, "engine.speculative.type", f"--spec-type {typed} arrived in build "
+                      f"b{known.min_build}; the image is b{build}", f"use b{known.min_build} or later",
+                      rule="llamacpp-spec-type")
+    elif known and known.drafter_flag and engine.speculative and engine.speculative.drafter is None:
+        yield Problem(file, "engine.speculative.drafter", f"--spec-type {typed} needs a drafter "
+                      f"file ({known.drafter_flag})", "set engine.speculative.drafter (repo and file)",
+                      rule="llamacpp-spec-type")

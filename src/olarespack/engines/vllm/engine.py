@@ -16,6 +16,7 @@ from olarespack.engines.consistency import drafter_problems, parser_problems
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.protocol import Engine
+from olarespack.engines.releases import image_release
 from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
@@ -33,8 +34,26 @@ from olarespack.engines.vllm.spec import (
 from olarespack.models.arch import ModelInfo, models_for
 
 
+# vLLM rewrites an MTP alias (gemma4_mtp) to mtp, warning that the alias is deprecated (every release read,
+# 0.20 on); the charts write mtp from 0.33 on and keep what the spec says before, so the charts of the
+# releases the apps were measured on do not change
+MTP_WRITTEN_FROM = (0, 33)
+
+
+def written_method(engine: VllmEngine) -> str | None:
+    """The speculative method as the image's release takes it: an MTP alias as mtp where it is retired."""
+    method = engine.speculative.method if engine.speculative else None
+    facts = image_release(engine).facts if method in MTP_ALIASES else None
+    if facts is None or "mtp" not in facts.sets.get("speculative_methods", frozenset()):
+        return method
+    release = tuple(int(part) for part in re.findall(r"\d+", facts.release))
+    return "mtp" if release >= MTP_WRITTEN_FROM else method
+
+
 def _speculative_json(engine: VllmEngine) -> str | None:
-    return compact_json(engine.speculative.model_dump(exclude_none=True)) if engine.speculative else None
+    if engine.speculative is None:
+        return None
+    return compact_json({**engine.speculative.model_dump(exclude_none=True), "method": written_method(engine)})
 
 
 def _modalities_json(engine: VllmEngine) -> str | None:
@@ -216,7 +235,7 @@ class Vllm(Engine[VllmEngine]):
                           f"{method} needs vLLM >= {'.'.join(map(str, since))}; the image has "
                           f"{'.'.join(map(str, release))}", "use a newer image or another method",
                           rule="spec-method-version")
-        if method in MTP_ALIASES:
+        if method in MTP_ALIASES and written_method(engine) == method:
             yield Problem(file, "engine.speculative.method", f"{method} is an alias that vLLM rewrites to mtp",
                           "fine as is; write mtp to match what vLLM logs", rule="spec-mtp-alias", severity="warning")
         if method == "dflash" and engine.speculative.num_speculative_tokens > DFLASH_MAX_TOKENS:
