@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 import tiny_gguf
-from conftest import APP_FILES
+from conftest import APP_FILES, run_cli
 from olarespack.check.inputs import classify
 from olarespack.cli.group import helm_binary
 from olarespack.importer import _containers, _documents
@@ -254,15 +254,23 @@ def test_chart_boots_on_its_pinned_build(
 
 @pytest.mark.helm
 @pytest.mark.parametrize("spec_file", LLAMA_APPS, ids=lambda p: p.stem)
-def test_chart_on_the_newest_build(spec_file: Path, servers: dict[int, Path], tiny_model: Path, tmp_path: Path) -> None:
-    newest = max(servers)
-    if newest <= image_build(spec_file):
-        pytest.skip(f"b{newest} is not newer than the image's b{image_build(spec_file)}")
-    argv, env = pod_argv(spec_file, tmp_path)
-    result = boot(local_argv(argv, servers[newest], tiny_model, free_port()), env, tmp_path / "server.log")
-    if "--mlock" in argv:
+def test_chart_moved_to_the_newest_build_boots(
+    spec_file: Path, servers: dict[int, Path], tiny_model: Path, repo: Path
+) -> None:
+    newest, pinned = max(servers), image_build(spec_file)
+    if newest <= pinned:
+        pytest.skip(f"b{newest} is not newer than the image's b{pinned}")
+    before, env = pod_argv(spec_file, repo / "before")
+    stale = boot(local_argv(before, servers[newest], tiny_model, free_port()), env, repo / "stale.log")
+    if "--mlock" in before:
         # --mlock became --load-mode (b10878): the pinned chart cannot run on the newest server as it is
-        assert result.code not in (None, 0), f"b{newest} accepted --mlock"
-        assert "invalid argument: --mlock" in result.log, result.log[-4000:]
-    else:
-        assert_served(result)
+        assert stale.code not in (None, 0), f"b{newest} accepted --mlock"
+        assert "invalid argument: --mlock" in stale.log, stale.log[-4000:]
+    moved = repo / "apps" / spec_file.name
+    code, out = run_cli(repo, "bump", str(moved), "--image", f"server-cuda13-b{newest}")
+    assert code == 0, out
+    assert image_build(moved) == newest
+    argv, env = pod_argv(moved, repo / "after")
+    result = boot(local_argv(argv, servers[newest], tiny_model, free_port()), env, repo / "server.log")
+    assert_served(result)
+    print(f"{spec_file.stem} moved to b{newest}: /health in {result.seconds:.1f}s")
