@@ -126,7 +126,7 @@ def hand_edited(repo: Repo, app: App) -> Problem | None:
     """A chart folder that is neither the base's chart nor what the spec renders has edits a bump would lose."""
     folder = repo.charts_dir / app.spec.name
     on_disk = {path: data.decode("utf-8", errors="replace") for path, data in read_folder(folder).items()}
-    if not on_disk or on_disk == dict(app.chart) or on_disk == repo.base_chart(app.spec.name):
+    if not on_disk or (app.charts and on_disk == dict(app.chart)) or on_disk == repo.base_chart(app.spec.name):
         return None
     return Problem(str(folder), "", "has edits that are not in the spec (a bump re-renders it and would lose "
                    "them)", f"move the change into {app.file}, or restore the folder with git", rule="bump")

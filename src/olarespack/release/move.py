@@ -12,11 +12,14 @@ from pathlib import Path
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
+from olarespack.engines.images import engine_of_image
+from olarespack.fit.budget import resolve_context
 from olarespack.project import App, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
 from olarespack.release.edit import edit_spec, move_image
 from olarespack.release.notes import release_note
 from olarespack.release.version import Part
+from olarespack.spec.load import load_spec
 
 
 def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str | None,
@@ -24,10 +27,11 @@ def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str 
     """Every move edited, rendered and checked in memory; raises one ProblemsError naming every refusal."""
     bumps: list[Bump] = []
     problems: list[Problem] = []
-    for app in render_apps(files):
-        path = Path(app.file)
+    for path in files:
         try:
-            bumps.append(_move(repo, app, path, given, part, note, today))
+            # the spec as it is need only load: a move may be what makes it run
+            spec, _ = resolve_context(str(path), load_spec(path))
+            bumps.append(_move(repo, App(str(path), spec, {}), path, given, part, note, today))
         except ProblemsError as exc:
             problems += exc.problems
     if problems:
@@ -43,6 +47,12 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
     if moved.new_image == moved.old_image:
         raise ProblemsError([Problem(app.file, "engine.image", f"already runs {moved.old_image}",
                                      "give another image, or bump without --image", rule="bump")])
+    family = engine_of_image(moved.new_image)
+    bound = engine_for(app.spec.engine)
+    if family is not None and family.engine != bound.kind:
+        raise ProblemsError([Problem(app.file, "engine.image", f"{moved.new_image} is a {family.name} image; the "
+                                     f"spec configures {bound.title}", f"give a {bound.title} image, or rewrite the "
+                                     "engine section for the other engine", rule="bump")])
     after = _render_text(app.file, moved.text)
     old, new = engine_for(app.spec.engine), engine_for(after.spec.engine)
     text = note or release_note(old.title, old.version() or _tag(moved.old_image),

@@ -1,0 +1,96 @@
+"""`olarespack bump SPEC --image REF` on a scratch git repository holding a copy of the project's apps and
+charts: the app moves to another engine release, rendered with that release's facts, or nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import semver
+import yaml
+from click.testing import CliRunner
+
+from conftest import git, spec_version, tree_bytes
+from olarespack.cli import main
+
+pytestmark = pytest.mark.helm
+AUDIO, VISION = "llamacppgemma4audione", "vllmgemma426ba4bvisionone"
+LLAMA = "ghcr.io/ggml-org/llama.cpp:server-cuda13-b{}"
+V_AUDIO = spec_version("gemma4-audio")
+AUDIO_MINOR = str(semver.Version.parse(V_AUDIO).bump_minor())
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def deployment(repo: Path, name: str) -> str:
+    """The rendered Deployment's text (a Helm template: its args are lines `- "ARG"`)."""
+    return (repo / f"charts/{name}/templates/deployment.yaml").read_text(encoding="utf-8")
+
+
+def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
+    spec = repo / "apps/gemma4-audio.yaml"
+    before = spec.read_text(encoding="utf-8")
+    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA.format(11434))
+    assert code == 0, err
+    note = "llama.cpp b9101 -> b11434: memory locking is now --load-mode mmap+mlock"
+    assert f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_MINOR}: {note}" in out
+    after = spec.read_text(encoding="utf-8")
+    assert after.replace(LLAMA.format(11434), LLAMA.format(9101)).startswith(
+        before.split("changelog:")[0].replace(f"version: {V_AUDIO}", f"version: {AUDIO_MINOR}"))
+    assert "# where the installed 1.0.0 chart saved the files" in after and "mlock: true" in after
+    data = yaml.safe_load(after)
+    assert data["version"] == AUDIO_MINOR and data["changelog"][0]["note"].startswith(note)
+    assert '- "--mlock"' not in deployment(repo, AUDIO)
+    assert '- "--load-mode"\n            - "mmap+mlock"' in deployment(repo, AUDIO)
+    assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == AUDIO_MINOR
+    assert run("build", "--check")[0] == 0
+    git(repo, "commit", "-qam", "audio on b11434")
+    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", "server-cuda13-b9101", "--patch")
+    assert code == 0, err
+    assert "llama.cpp b11434 -> b9101: memory locking is now --mlock" in out
+    assert '- "--mlock"' in deployment(repo, AUDIO) and "--load-mode" not in deployment(repo, AUDIO)
+
+
+def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> None:
+    spec = repo / "apps/gemma4-vision.yaml"
+    # 0.33's KV cache for 131072 tokens does not fit the booking (a refusal of its own); a shorter context does
+    spec.write_text(spec.read_text(encoding="utf-8").replace("max_model_len: 131072", "max_model_len: 65536"),
+                    encoding="utf-8")
+    git(repo, "commit", "-qam", "vision at 64K")
+    code, out, err = run("bump", "apps/gemma4-vision.yaml", "--image", "vllm/vllm-openai:v0.33.0")
+    assert code == 0, err
+    assert "vLLM 0.21.0 -> 0.33.0: speculative decoding: method gemma4_mtp -> mtp" in out
+    assert "engine.calibration was measured on vllm/vllm-openai:v0.21.0-cu129: commented out as stale" in err
+    text = (repo / "apps/gemma4-vision.yaml").read_text(encoding="utf-8")
+    assert "calibration" not in yaml.safe_load(text)["engine"]
+    assert "  # calibration stale: measured on vllm/vllm-openai:v0.21.0-cu129" in text
+    assert "  #   available_kv_cache_gib: 2.82" in text  # the measurement stays readable for the re-measure
+    assert "value: '{\"method\":\"mtp\",\"model\":" in deployment(repo, VISION)
+    assert run("build", "--check")[0] == 0
+
+
+@pytest.mark.parametrize(("image", "named"), [
+    (LLAMA.format(9113), "engine.speculative.type: --spec-type draft-mtp is not a speculative type of llama.cpp "
+     "b9113"),
+    ("vllm/vllm-openai:v0.33.0", "engine.image: vllm/vllm-openai:v0.33.0 is a vLLM release image; the spec "
+     "configures llama.cpp"),
+    ("Not An Image", "engine.image: --image 'Not An Image' is not an image reference"),
+])
+def test_a_move_the_release_cannot_run_is_refused_and_writes_nothing(repo: Path, image: str, named: str) -> None:
+    spec = repo / "apps/gemma4-audio.yaml"
+    text = spec.read_text(encoding="utf-8").replace(LLAMA.format(9101), LLAMA.format(11434))
+    spec.write_text(text.replace("  mlock: true\n", "  mlock: true\n  speculative:\n    type: draft-mtp\n"),
+                    encoding="utf-8")
+    git(repo, "commit", "-qam", "audio on b11434 drafts with its MTP head")
+    before = tree_bytes(repo / "apps"), tree_bytes(repo / "charts")
+    code, _, err = run("bump", "apps/gemma4-audio.yaml", "--image", image)
+    assert code == 1
+    assert f"apps/gemma4-audio.yaml: {named}" in err and "Traceback" not in err
+    assert (tree_bytes(repo / "apps"), tree_bytes(repo / "charts")) == before
+
+
+def test_image_needs_the_specs_it_moves(repo: Path) -> None:
+    assert run("bump", "--image", LLAMA.format(11434))[0] == 2
