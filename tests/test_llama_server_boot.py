@@ -240,6 +240,12 @@ def test_local_argv_swaps_only_what_this_machine_needs() -> None:
 # --- the apps' charts on the real servers ------------------------------------------------------------------------
 
 
+def test_every_pinned_build_was_built(servers: dict[int, Path]) -> None:
+    """A llama.cpp app pinned to a build the Makefile's LLAMA_BUILDS lacks would skip its boot test silently."""
+    missing = sorted({image_build(p) for p in LLAMA_APPS} - set(servers))
+    assert missing == [], f"no llama-server for b{missing} among {SERVERS_ENV}: add them to LLAMA_BUILDS in Makefile"
+
+
 @pytest.mark.helm
 @pytest.mark.parametrize("spec_file", LLAMA_APPS, ids=lambda p: p.stem)
 def test_chart_boots_on_its_pinned_build(
