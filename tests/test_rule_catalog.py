@@ -34,6 +34,12 @@ FIRED_ELSEWHERE = {
     "chat-template-path": "test_engine_images.py",
     "parser-unknown": "test_consistency.py",
     "calibration-log": "test_calibrate.py",
+    "engine-release-option": "test_release_rules.py",
+    "engine-release-value": "test_release_rules.py",
+    "engine-release-deprecated": "test_release_rules.py",
+    "engine-release-env": "test_release_rules.py",
+    "engine-release-conflict": "test_release_rules.py",
+    "engine-release-table": "test_release_rules.py",
 }
 
 

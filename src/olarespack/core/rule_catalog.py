@@ -61,6 +61,21 @@ RULES: dict[str, Rule] = {
                                f"{OWN}: an unpinned image runs whatever the registry serves that day"),
     "extra-arg-duplicate": Rule("engine", "extra args do not repeat a typed field",
                                 "the engine takes one of the two silently"),
+    "engine-release-option": Rule("engine", "every option of the engine container is one the image's release "
+                                  "accepts (the release that removed it and its replacement are named)",
+                                  "the engine's release tables (engines/<kind>/releases/): it refuses the rest"),
+    "engine-release-value": Rule("engine", "enumerated values (spec type, KV-cache dtype, speculative method, "
+                                 "parsers, attention backend) are ones the release knows",
+                                 "the engine's release tables; a KV-cache dtype only warns: platforms add them"),
+    "engine-release-deprecated": Rule("engine", "warning: an option the release deprecates, with the release "
+                                      "that removes it", "the engine's release tables"),
+    "engine-release-env": Rule("engine", "the engine's own env vars (VLLM_*, LLAMA_ARG_*) are ones the release "
+                               "reads", "the engine's release tables: it ignores the rest"),
+    "engine-release-conflict": Rule("engine", "no setting given twice in two forms the release refuses together "
+                                    "(--spec-method with --speculative-config's method)", "vLLM refuses to boot"),
+    "engine-release-table": Rule("engine", "warning: the image's release has no table of its own (the nearest "
+                                 "older one is used; past the newest, refresh the tables)",
+                                 "the engine's release tables"),
     "spec-draft-model": Rule("engine", "MTP, DFlash and EAGLE name their draft model",
                              "vLLM drafts with the target itself without one"),
     "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",

@@ -20,6 +20,7 @@ from olarespack.engines.bootlog import BootLog, read_log
 from olarespack.engines.common import floating_images, typed_flags_in_extra_args
 from olarespack.engines.images import engine_of_image
 from olarespack.engines.protocol import Bound, EngineBase
+from olarespack.engines.release_rules import release_problems
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
@@ -44,7 +45,7 @@ def engine_problems(file: str, spec: AppSpec) -> list[Problem]:
     """What the image's engine would refuse at boot or run badly, found from the spec before a box does."""
     engine = engine_for(spec.engine)
     return [*floating_images(file, engine), *typed_flags_in_extra_args(file, engine),
-            *engine.rules(file, spec.hardware)]
+            *engine.rules(file, spec.hardware), *release_problems(file, engine)]
 
 
 def engine_of_command(argv: list[str], image: str) -> EngineBase | None:

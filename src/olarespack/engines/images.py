@@ -42,6 +42,7 @@ class ImageFamily:
     entrypoint: tuple[str, ...] | None = None  # what runs when a container gives no command (None: unknown)
     build: str | None = None  # regex on the tag: llama.cpp build number
     version: str | None = None  # regex on the tag: vLLM release
+    flags: tuple[str, ...] = ()  # options a fork adds to its base release's (besides its drafter flags)
     based_on: str | None = None  # a fork's upstream release ("b9246", "0.21.0"): the table its flags are checked by
     spec_types: dict[str, SpecType] = field(default_factory=dict)
     cache_types: dict[str, CacheType] = field(default_factory=dict)
@@ -80,6 +81,7 @@ def families() -> dict[str, tuple[ImageFamily, ...]]:
             name=entry["name"], engine=engine, patterns=tuple(entry["patterns"]), command=tuple(entry["command"]),
             entrypoint=tuple(entry["entrypoint"]) if entry.get("entrypoint") else None,
             build=entry.get("build"), version=entry.get("version"), based_on=entry.get("based_on"),
+            flags=tuple(entry.get("flags") or ()),
             spec_types={k: SpecType(**v) for k, v in (entry.get("spec_types") or {}).items()},
             cache_types={k: CacheType(**v) for k, v in (entry.get("cache_types") or {}).items()},
         ) for entry in entries)

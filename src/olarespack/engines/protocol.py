@@ -132,6 +132,18 @@ class Engine(EngineBase, Generic[S]):
         table = [arg for flag in self.flags for arg in flag.args(spec)]
         return table + [Arg(value=extra) for extra in spec.extra_args]
 
+    def rendered_items(self, spec: S) -> list[tuple[str, str]]:
+        """The server's command line as the process receives it ($(ENV) values expanded), each item with the
+        spec field it comes from: what the release checks read, and where their messages point."""
+        args = self.args(spec)
+        extra = len(spec.extra_args)
+        owners = self.typed_flags()
+        found: list[tuple[str, str]] = []
+        for arg in args[:len(args) - extra] if extra else args:
+            owner = owners.get(arg.flag or "", "engine")
+            found += [("engine" if owner == "chart" else owner, item) for item in arg.effective_items()]
+        return found + [(f"engine.extra_args[{i}]", item) for i, item in enumerate(spec.extra_args)]
+
     def server_port(self, spec: S) -> int:
         return spec.port or self.port
 
@@ -236,6 +248,9 @@ class Bound(Generic[S_co]):
 
     def listed_args(self, effective: list[str]) -> list[str]:
         return self._engine.listed_args(effective)
+
+    def rendered_items(self) -> list[tuple[str, str]]:
+        return self._engine.rendered_items(self.spec)
 
     def server_port(self) -> int:
         return self._engine.server_port(self.spec)

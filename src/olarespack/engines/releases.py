@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -84,7 +85,8 @@ class ReleaseMatch:
     newer: bool = False  # the release is newer than every table: what the table lacks may be new, not wrong
 
 
-def _module(kind: str) -> ModuleType:
+def engine_module(kind: str) -> ModuleType:
+    """The engine package's release_rules module: its table reader, refresh command and own checks."""
     return importlib.import_module(f"olarespack.engines.{kind}.release_rules")
 
 
@@ -94,7 +96,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
     from olarespack.engines import ENGINES
 
     engine = ENGINES[kind]
-    reader: Callable[[str, dict[str, object]], ReleaseFacts] = _module(kind).read_table
+    reader: Callable[[str, dict[str, object]], ReleaseFacts] = engine_module(kind).read_table
     folder = resources.files("olarespack").joinpath(f"engines/{kind}/releases")
     found: list[tuple[tuple[int, ...], ReleaseFacts]] = []
     for entry in folder.iterdir():
@@ -110,7 +112,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
 
 def refresh_command(kind: str, release: str) -> str:
     """The command that writes the table of a release (README: Engine releases)."""
-    template: str = _module(kind).REFRESH
+    template: str = engine_module(kind).REFRESH
     return template.format(release=release, number=release.lstrip("bv"))
 
 
@@ -149,3 +151,40 @@ def image_release(spec_engine: EngineSpec) -> ReleaseMatch:
     family = family_of(bound.kind, spec_engine.image)
     asked = family.based_on if family and family.based_on else bound.version()
     return match_release(bound.engine, asked)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One option of a command line, its value (None: none follows), and the spec field it comes from."""
+
+    path: str
+    option: str  # as written, without `=value`
+    value: str | None
+
+
+_NUMBER = re.compile(r"^-\d")  # a negative number is a value, not an option
+
+
+def _is_option(text: str) -> bool:
+    return text.startswith("-") and len(text) > 1 and not _NUMBER.match(text)
+
+
+def read_items(rendered: list[tuple[str, str]], facts: ReleaseFacts) -> list[Item]:
+    """The options of a command line (spec field, item), each with the value that follows it when the release
+    says it takes one (or does not say: vLLM's tables leave that to argparse); positionals are left out."""
+    items: list[Item] = []
+    at = 0
+    while at < len(rendered):
+        path, text = rendered[at]
+        at += 1
+        if not _is_option(text):
+            continue
+        name, equals, value = text.partition("=")
+        found = facts.option(name)
+        takes = found.takes_value if found is not None else None
+        given: str | None = value if equals else None
+        if not equals and takes is not False and at < len(rendered) and not _is_option(rendered[at][1]):
+            given = rendered[at][1]
+            at += 1
+        items.append(Item(path, name, given))
+    return items

@@ -3,8 +3,10 @@ tools/engine_releases/llamacpp_surface.py from each build's common/arg.cpp) read
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from olarespack.engines.images import ImageFamily
 from olarespack.engines.releases import OptionFacts, ReleaseFacts
 
 REFRESH = "python tools/engine_releases/llamacpp_surface.py {number}"
@@ -42,3 +44,23 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         kind="llamacpp", release=release,
         source=f"{artifact.get('file', 'llama.cpp ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
         options=options, env=frozenset(env), env_prefixes=("LLAMA_ARG_",), sets={"spec_types": spec_types})
+
+
+# the typed speculative type has its own rule (llamacpp-spec-type), which knows the family's first build for it
+TYPED_VALUES_CHECKED = frozenset({SPEC_TYPE})
+_CACHE_TYPE_FLAGS = ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v")
+
+
+def widen(facts: ReleaseFacts, family: ImageFamily) -> ReleaseFacts:
+    """A fork's facts: its base release's, plus the speculative types, KV cache types and drafter flags its
+    family adds (data/engine-images.yaml)."""
+    if not family.based_on:
+        return facts
+    options = dict(facts.options)
+    for flag in {t.drafter_flag for t in family.spec_types.values() if t.drafter_flag} | set(family.flags):
+        options.setdefault(flag, OptionFacts(names=(flag,), takes_value=True))
+    for flags, added in ((_CACHE_TYPE_FLAGS, family.cache_types), ((SPEC_TYPE,), family.spec_types)):
+        for flag in flags:
+            if (found := options.get(flag)) is not None and found.values is not None and added:
+                options[flag] = replace(found, values=found.values | frozenset(added))
+    return replace(facts, options=options, release=facts.release, source=f"{family.name} on {facts.source}")

@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from olarespack.engines.releases import OptionFacts, ReleaseFacts
+from olarespack.core.errors import Problem
+from olarespack.engines.releases import Item, OptionFacts, ReleaseFacts
 
 REFRESH = "python tools/engine_releases/vllm_surface.py {release}"
 
@@ -26,8 +27,14 @@ SHORTHAND_KEYS = {"--spec-method": "method", "--spec-model": "model", "--spec-to
 
 
 def normalize(option: str) -> str:
-    """vLLM's FlexibleArgumentParser reads `--foo_bar` as `--foo-bar` (the name only, not its value)."""
-    return "--" + option[2:].replace("_", "-") if option.startswith("--") else option
+    """vLLM's FlexibleArgumentParser reads `--foo_bar` as `--foo-bar` (the name only, not its value), a
+    a config's key as `--config.key`, `-O.key` as --compilation-config's and `-O3` / `-O 3` as
+    --optimization-level."""
+    if option.startswith("--"):
+        return "--" + option[2:].split(".", 1)[0].replace("_", "-")
+    if option.startswith("-O"):
+        return "--compilation-config" if option.startswith("-O.") else "--optimization-level"
+    return option
 
 
 def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
@@ -75,21 +82,28 @@ def speculative_json(value: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def speculative_findings(config: dict[str, Any], shorthands: dict[str, str],
-                         facts: ReleaseFacts) -> Iterator[tuple[str, str, str]]:
-    """(what, message, fix) for every key, method or repeated setting of a speculative config the release
-    refuses. `shorthands` maps each --spec-* flag given on the command line to its value."""
+def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Iterator[Problem]:
+    """The speculative config's keys and method, and the --spec-* shorthands beside it."""
+    config_item = next((item for item in items if normalize(item.option) in ("--speculative-config", "-sc")
+                        and item.value is not None), None)
+    config = speculative_json(config_item.value or "") if config_item else None
+    if config_item is None or config is None:
+        return
     keys = facts.sets.get("speculative_keys", frozenset())
     methods = facts.sets.get("speculative_methods", frozenset())
+    where = f"vLLM {facts.release} ({facts.source})"
     for key in config:
         if keys and key not in keys:
-            yield (key, f"--speculative-config key {key!r} is not one vLLM {facts.release} reads",
-                   "remove it or use a key of that release")
+            yield Problem(file, config_item.path, f"--speculative-config key {key!r} is not one {where} reads; "
+                          "it refuses the config", "remove it or use a key of that release",
+                          rule="engine-release-option")
     method = config.get("method")
     if isinstance(method, str) and methods and method not in methods:
-        yield ("method", f"speculative method {method!r} is not one vLLM {facts.release} knows",
-               f"use one of its methods ({', '.join(sorted(methods)[:12])}, ...)")
-    for flag, key in SHORTHAND_KEYS.items():
-        if flag in shorthands and key in config:
-            yield (flag, f"{flag} and --speculative-config's {key!r} set the same thing; vLLM {facts.release} "
-                   "refuses the two together", f"give {key} in one place only")
+        yield Problem(file, config_item.path, f"speculative method {method!r} is not one {where} knows; it "
+                      "refuses the config", f"use one of {', '.join(sorted(methods))}", rule="engine-release-value")
+    for item in items:
+        same = SHORTHAND_KEYS.get(normalize(item.option))
+        if same is not None and same in config:
+            yield Problem(file, item.path, f"{item.option} and --speculative-config's {same!r} set the same "
+                          f"thing; {where} refuses the two together", f"give {same} in one place only",
+                          rule="engine-release-conflict")
