@@ -7,13 +7,15 @@ architecture (tests/tiny_gguf.py), host and port for loopback, and the server mu
 images name and of the newest build, and hands their paths over in OLARESPACK_LLAMA_SERVERS; run alone, pytest
 skips these tests and says how to build them.
 
-The projector (`--mmproj`) is left out: a Gemma 4 audio projector (`gemma4a`, a Conformer encoder) cannot be
-written small here, and with random weights its load-time warmup would prove nothing about the chart. The model,
-every other flag and the env of the chart are booted as they are.
+The projector is swapped too, for a tiny Gemma 4 audio projector (`gemma4a`, the USM Conformer encoder), and
+one /completion carries a second of audio, so the encoder runs. The model, every other flag and the container's
+env are booted as the chart gives them (`--mlock` included: without CAP_IPC_LOCK llama.cpp warns and goes on).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
@@ -22,11 +24,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import wave
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -45,8 +49,8 @@ BUILD_HINT = (
     "`python tools/engine_releases/llama_server.py --build N` and set it to the printed paths"
 )
 HEALTH_TIMEOUT_S = 180  # two shared cores may be compiling beside the server
-MODEL_FLAGS = {"-m", "--model"}
-DROPPED = {"--mmproj", "-mm"}  # see the module's docstring
+MODEL_FLAGS = {"-m", "--model", "-md", "--model-draft"}  # the drafter, if any, is the tiny model too
+PROJECTOR_FLAGS = {"-mm", "--mmproj"}
 LLAMA_APPS = [p for p in APP_FILES if (yaml.safe_load(p.read_text(encoding="utf-8"))["engine"]["kind"] == "llamacpp")]
 
 
@@ -91,17 +95,24 @@ def pod_argv(spec_file: Path, out: Path) -> tuple[list[str], dict[str, str]]:
     return server.resolved.argv, dict(server.env.values)
 
 
-def local_argv(argv: list[str], binary: Path, model: Path, port: int) -> list[str]:
-    """The pod's command line on this machine: our binary, the tiny model, loopback, the projector left out."""
+@dataclass(frozen=True)
+class Tiny:
+    model: Path
+    projector: Path
+
+
+def local_argv(argv: list[str], binary: Path, tiny: Tiny, port: int) -> list[str]:
+    """The pod's command line on this machine: our binary, the tiny files, loopback; the rest as it is."""
     out = [str(binary)]
     items = iter(argv[1:])
     for item in items:
         name = item.split("=", 1)[0]
-        if name in DROPPED:
+        if name in PROJECTOR_FLAGS:
             next(items, None)
+            out += [item, str(tiny.projector)]
         elif name in MODEL_FLAGS:
             next(items, None)
-            out += [item, str(model)]
+            out += [item, str(tiny.model)]
         elif name == "--host":
             next(items, None)
             out += [item, "127.0.0.1"]
@@ -124,6 +135,7 @@ class Boot:
     code: int | None  # the exit code when the server stopped on its own
     seconds: float  # start to /health answering 200 (or to exit)
     completion: dict[str, object]
+    heard: dict[str, object]  # the completion of a prompt carrying audio, when a projector was loaded
     log: str
 
 
@@ -154,10 +166,11 @@ def boot(argv: list[str], env: dict[str, str], log_file: Path) -> Boot:
                 time.sleep(0.2)
             seconds = time.monotonic() - started
             completion: dict[str, object] = {}
+            heard: dict[str, object] = {}
             if server.poll() is None:
-                body = json.dumps({"prompt": "Hello from the chart", "n_predict": 4}).encode()
-                status, text = _get(f"http://127.0.0.1:{port}/completion", body)
-                completion = {"status": status, **json.loads(text)}
+                completion = _complete(port, "Hello from the chart")
+                if any(flag in argv for flag in PROJECTOR_FLAGS):
+                    heard = _complete(port, "Transcribe this audio: ", [_noise_wav()])
         finally:
             if server.poll() is None:
                 server.terminate()
@@ -169,7 +182,31 @@ def boot(argv: list[str], env: dict[str, str], log_file: Path) -> Boot:
                 code = None
             else:
                 code = server.returncode
-    return Boot(code, seconds, completion, log_file.read_text(encoding="utf-8", errors="replace"))
+    return Boot(code, seconds, completion, heard, log_file.read_text(encoding="utf-8", errors="replace"))
+
+
+def _complete(port: int, prompt: str, media: list[bytes] | None = None) -> dict[str, object]:
+    """POST /completion (not the chat endpoint: its output parser may refuse what random weights write); media
+    go in as `multimodal_data`, each at the server's media marker (random per server on newer builds)."""
+    body: dict[str, object] = {"prompt": prompt, "n_predict": 4}
+    if media:
+        props = json.loads(_get(f"http://127.0.0.1:{port}/props")[1])
+        marker = str(props.get("media_marker", "<__media__>"))
+        data = [base64.b64encode(m).decode() for m in media]
+        body["prompt"] = {"prompt_string": prompt + marker * len(media), "multimodal_data": data}
+    status, text = _get(f"http://127.0.0.1:{port}/completion", json.dumps(body).encode())
+    return {"status": status, **json.loads(text)}
+
+
+def _noise_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
+    samples = np.random.default_rng(0).normal(0, 3000, int(seconds * rate)).astype("<i2")
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(samples.tobytes())
+    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +222,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield tiny_gguf.write_gemma4(tmp_path_factory.mktemp("gguf") / "tiny-gemma4.gguf")
 
 
+@pytest.fixture(scope="module")
+def tiny(tiny_model: Path) -> Tiny:
+    projector = tiny_gguf.write_gemma4_audio_projector(tiny_model.parent / "tiny-gemma4-audio-mmproj.gguf")
+    return Tiny(tiny_model, projector)
+
+
 def server_of(servers: dict[int, Path], build: int) -> Path:
     if build not in servers:
         pytest.skip(f"no b{build} llama-server among {SERVERS_ENV} ({sorted(servers)}); `make test` builds it")
@@ -195,6 +238,10 @@ def assert_served(result: Boot) -> None:
     assert result.code is None, f"llama-server exited {result.code}:\n{result.log[-4000:]}"
     assert result.completion.get("status") == 200, result.completion
     assert result.completion.get("tokens_predicted") == 4, result.completion
+    if result.heard:
+        assert result.heard.get("status") == 200, result.heard
+        # the audio became tokens of its own beside the text's
+        assert int(str(result.heard["tokens_evaluated"])) > int(str(result.completion["tokens_evaluated"])) + 10
 
 
 # --- the tiny model itself ---------------------------------------------------------------------------------------
@@ -209,6 +256,14 @@ def test_tiny_gemma4_has_the_e4b_layout(tiny_model: Path) -> None:
     assert tiny_model.stat().st_size < 2_000_000
 
 
+def test_tiny_audio_projector_matches_the_text_model(tiny: Tiny) -> None:
+    keys = tiny_gguf.gguf_keys(tiny.projector)
+    assert (keys["general.architecture"], keys["clip.audio.projector_type"]) == ("clip", "gemma4a")
+    assert keys["clip.has_audio_encoder"] is True and keys["clip.audio.num_mel_bins"] == 128
+    # the embedder writes into the text model's width
+    assert keys["clip.audio.projection_dim"] == tiny_gguf.gguf_keys(tiny.model)["gemma4.embedding_length"] == 64
+
+
 @pytest.mark.parametrize(("layers", "period", "shared"), [(6, 3, 2), (6, 3, 6), (3, 3, 0)])
 def test_tiny_gemma4_refuses_a_tail_llama_cpp_cannot_map(tmp_path: Path, layers: int, period: int, shared: int) -> None:
     with pytest.raises(ValueError, match=r"KV-shared tail|both a SWA"):
@@ -216,7 +271,7 @@ def test_tiny_gemma4_refuses_a_tail_llama_cpp_cannot_map(tmp_path: Path, layers:
     assert not (tmp_path / "x.gguf").exists()
 
 
-def test_local_argv_swaps_only_what_this_machine_needs() -> None:
+def test_local_argv_swaps_the_files_and_the_address_only() -> None:
     argv = [
         "/app/llama-server",
         "--host",
@@ -231,9 +286,10 @@ def test_local_argv_swaps_only_what_this_machine_needs() -> None:
         "--threads",
         "8",
     ]
-    assert local_argv(argv, Path("/b/llama-server"), Path("/t/tiny.gguf"), 9000) == [
-        "/b/llama-server", "--host", "127.0.0.1", "--port", "9000", "--model", "/t/tiny.gguf", "--mlock",
-        "--threads", "8",
+    tiny = Tiny(Path("/t/tiny.gguf"), Path("/t/mmproj.gguf"))
+    assert local_argv(argv, Path("/b/llama-server"), tiny, 9000) == [
+        "/b/llama-server", "--host", "127.0.0.1", "--port", "9000", "--model", "/t/tiny.gguf",
+        "--mmproj", "/t/mmproj.gguf", "--mlock", "--threads", "8",
     ]  # fmt: skip
 
 
@@ -248,12 +304,10 @@ def test_every_pinned_build_was_built(servers: dict[int, Path]) -> None:
 
 @pytest.mark.helm
 @pytest.mark.parametrize("spec_file", LLAMA_APPS, ids=lambda p: p.stem)
-def test_chart_boots_on_its_pinned_build(
-    spec_file: Path, servers: dict[int, Path], tiny_model: Path, tmp_path: Path
-) -> None:
+def test_chart_boots_on_its_pinned_build(spec_file: Path, servers: dict[int, Path], tiny: Tiny, tmp_path: Path) -> None:
     binary = server_of(servers, image_build(spec_file))
     argv, env = pod_argv(spec_file, tmp_path)
-    result = boot(local_argv(argv, binary, tiny_model, free_port()), env, tmp_path / "server.log")
+    result = boot(local_argv(argv, binary, tiny, free_port()), env, tmp_path / "server.log")
     assert_served(result)
     print(f"{spec_file.stem} on b{image_build(spec_file)}: /health in {result.seconds:.1f}s")
 
@@ -261,13 +315,13 @@ def test_chart_boots_on_its_pinned_build(
 @pytest.mark.helm
 @pytest.mark.parametrize("spec_file", LLAMA_APPS, ids=lambda p: p.stem)
 def test_chart_moved_to_the_newest_build_boots(
-    spec_file: Path, servers: dict[int, Path], tiny_model: Path, repo: Path
+    spec_file: Path, servers: dict[int, Path], tiny: Tiny, repo: Path
 ) -> None:
     newest, pinned = max(servers), image_build(spec_file)
     if newest <= pinned:
         pytest.skip(f"b{newest} is not newer than the image's b{pinned}")
     before, env = pod_argv(spec_file, repo / "before")
-    stale = boot(local_argv(before, servers[newest], tiny_model, free_port()), env, repo / "stale.log")
+    stale = boot(local_argv(before, servers[newest], tiny, free_port()), env, repo / "stale.log")
     if "--mlock" in before:
         # --mlock became --load-mode (b10878): the pinned chart cannot run on the newest server as it is
         assert stale.code not in (None, 0), f"b{newest} accepted --mlock"
@@ -277,6 +331,6 @@ def test_chart_moved_to_the_newest_build_boots(
     assert code == 0, out
     assert image_build(moved) == newest
     argv, env = pod_argv(moved, repo / "after")
-    result = boot(local_argv(argv, servers[newest], tiny_model, free_port()), env, repo / "server.log")
+    result = boot(local_argv(argv, servers[newest], tiny, free_port()), env, repo / "server.log")
     assert_served(result)
     print(f"{spec_file.stem} moved to b{newest}: /health in {result.seconds:.1f}s")

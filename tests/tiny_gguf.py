@@ -147,3 +147,62 @@ def gguf_keys(path: Path) -> dict[str, object]:
         value: object = field.contents()
         found[field.name] = len(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
     return found
+
+
+def write_gemma4_audio_projector(
+    path: Path,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_head: int = 2,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_mel: int = 128,
+    channels: int = 4,
+    seed: int = 1,
+) -> Path:
+    """A Gemma 4 audio projector (`gemma4a`: llama.cpp's USM Conformer encoder) in miniature: two stride-2
+    Conv2D subsampling layers, Conformer blocks (half-step FFNs, chunked self-attention with relative positions,
+    depthwise light conv) and the multimodal embedder into the text model's width `n_embd_text`."""
+    rng = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_name("tiny-gemma4-audio")
+    writer.add_bool("clip.has_vision_encoder", False)
+    writer.add_bool("clip.has_audio_encoder", True)
+    writer.add_string("clip.audio.projector_type", "gemma4a")
+    writer.add_uint32("clip.audio.embedding_length", n_embd)
+    writer.add_uint32("clip.audio.feed_forward_length", n_ff)
+    writer.add_uint32("clip.audio.block_count", n_layer)
+    writer.add_uint32("clip.audio.attention.head_count", n_head)
+    writer.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
+    writer.add_uint32("clip.audio.projection_dim", n_embd_text)
+    writer.add_uint32("clip.audio.num_mel_bins", n_mel)
+
+    def tensor(name: str, *shape: int, ones: bool = False) -> None:
+        data = np.ones(shape[::-1], np.float32) if ones else rng.normal(0, 0.05, shape[::-1]).astype(np.float32)
+        writer.add_tensor(name, data)
+
+    d_head = n_embd // n_head
+    freq = n_mel
+    for i, c_in in enumerate((1, channels)):
+        tensor(f"a.conv1d.{i}.weight", 3, 3, c_in, channels)  # ggml conv2d kernel: KW, KH, Cin, Cout
+        tensor(f"a.conv1d.{i}.norm.weight", channels, ones=True)
+        freq = (freq - 1) // 2 + 1
+    tensor("a.input_projection.weight", channels * freq, n_embd)
+    for il in range(n_layer):
+        blk = f"a.blk.{il}"
+        for ffn in ("ffn_norm", "ffn_norm_1", "ffn_post_norm", "ffn_post_norm_1", "attn_pre_norm",
+                    "attn_post_norm", "norm_conv", "conv_norm", "ln2"):  # fmt: skip
+            tensor(f"{blk}.{ffn}.weight", n_embd, ones=True)
+        for up, down in (("ffn_up", "ffn_down"), ("ffn_up_1", "ffn_down_1")):
+            tensor(f"{blk}.{up}.weight", n_embd, n_ff)
+            tensor(f"{blk}.{down}.weight", n_ff, n_embd)
+        for proj in ("attn_q", "attn_k", "attn_v", "attn_out", "attn_k_rel", "conv_pw2"):
+            tensor(f"{blk}.{proj}.weight", n_embd, n_embd)
+        tensor(f"{blk}.per_dim_scale.weight", d_head, ones=True)
+        tensor(f"{blk}.conv_pw1.weight", n_embd, 2 * n_embd)
+        tensor(f"{blk}.conv_dw.weight", 5, n_embd)  # the causal depthwise kernel: 4 past frames and this one
+    tensor("mm.a.soft_emb_norm.weight", n_embd, ones=True)
+    tensor("mm.a.input_projection.weight", n_embd, n_embd_text)
+    _finish(writer)
+    return path
