@@ -105,6 +105,14 @@ def test_spec_method_beside_the_speculative_configs_method_is_refused(tmp_path: 
     assert "--spec-method" in conflict.message and "'method'" in conflict.message
 
 
+def test_a_speculative_method_the_release_dropped_is_refused(tmp_path: Path) -> None:
+    data = spec_with("gemma4-vision", VLLM_033)
+    data["engine"]["speculative"]["method"] = "medusa"
+    problem = one(found(tmp_path, data), "engine-release-value")
+    assert problem.path == "engine.speculative.method" and "'medusa'" in problem.message
+    assert problem.severity == "error"
+
+
 def test_a_deprecated_flag_warns_naming_its_removal_release(tmp_path: Path) -> None:
     problems = found(tmp_path, spec_with("gemma4-vision", VLLM_033, ["--ir-op-priority", "x"]))
     problem = one(problems, "engine-release-deprecated")

@@ -159,6 +159,10 @@ def release_problems(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
                       "fine when the flags below check out" if not match.newer else
                       "add the release's table (README: Engine releases) to check its flags exactly",
                       rule="engine-release-table", severity="warning")
+    if engine.auto_context():  # the build picks the number later; the options are the same with any
+        from olarespack.engines import engine_for
+
+        engine = engine_for(engine.with_context(1))
     module = engine_module(engine.kind)
     facts = module.widen(facts, family) if hasattr(module, "widen") else facts
     items = read_items(engine.rendered_items(), facts)

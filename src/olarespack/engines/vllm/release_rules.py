@@ -10,6 +10,7 @@ from typing import Any
 
 from olarespack.core.errors import Problem
 from olarespack.engines.releases import Item, OptionFacts, ReleaseFacts
+from olarespack.engines.vllm.spec import METHOD_SINCE
 
 REFRESH = "python tools/engine_releases/vllm_surface.py {release}"
 
@@ -98,9 +99,13 @@ def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Itera
                           "it refuses the config", "remove it or use a key of that release",
                           rule="engine-release-option")
     method = config.get("method")
-    if isinstance(method, str) and methods and method not in methods:
-        yield Problem(file, config_item.path, f"speculative method {method!r} is not one {where} knows; it "
-                      "refuses the config", f"use one of {', '.join(sorted(methods))}", rule="engine-release-value")
+    typed = config_item.path == "engine.speculative"
+    # the typed field's own rule (spec-method-version) names the first release of the methods it lists
+    if isinstance(method, str) and methods and method not in methods and not (typed and method in METHOD_SINCE):
+        path = f"{config_item.path}.method" if typed else config_item.path
+        known = ", ".join(sorted(methods)[:16]) + (", ..." if len(methods) > 16 else "")
+        yield Problem(file, path, f"speculative method {method!r} is not one {where} knows; it refuses the "
+                      "config", f"use one of {known}", rule="engine-release-value")
     for item in items:
         same = SHORTHAND_KEYS.get(normalize(item.option))
         if same is not None and same in config:
