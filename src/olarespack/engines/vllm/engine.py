@@ -33,7 +33,6 @@ from olarespack.engines.vllm.spec import (
 )
 from olarespack.models.arch import ModelInfo, models_for
 
-
 # vLLM rewrites an MTP alias (gemma4_mtp) to mtp, warning that the alias is deprecated (every release read,
 # 0.20 on); the charts write mtp from 0.33 on and keep what the spec says before, so the charts of the
 # releases the apps were measured on do not change
@@ -101,6 +100,7 @@ class Vllm(Engine[VllmEngine]):
         Flag("--enable-prefix-caching", "engine.enable_prefix_caching", lambda e: e.enable_prefix_caching, "switch"),
         Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill,
              "switch"),
+        Flag("--async-scheduling", "engine.async_scheduling", lambda e: e.async_scheduling, "switch"),
         Flag("--limit-mm-per-prompt", "engine.limit_mm_per_prompt", _modalities_json, "given"),
         Flag("--enable-auto-tool-choice", "engine.tool_call_parser", lambda e: bool(e.tool_call_parser), "given"),
         Flag("--tool-call-parser", "engine.tool_call_parser", lambda e: e.tool_call_parser, "given"),
@@ -190,7 +190,7 @@ class Vllm(Engine[VllmEngine]):
                 "engine.download_dir says otherwise (an upgrade may download them again)"]
 
     def fit(self, engine: VllmEngine, request: FitRequest) -> FitReport:
-        return vllm_fit(engine, request)
+        return vllm_fit(engine, request, self.release(engine))
 
     # ----------------------------------------------------------------------- rules
 

@@ -1,6 +1,6 @@
-"""Will a vLLM app fit its GPU: vLLM's own KV-cache arithmetic (kv.py) over the model's layers, within
-gpu_memory_utilization of the memory the engine sees, with the non-KV memory estimated, calibrated from one
-boot or given."""
+"""Will a vLLM app fit its GPU: vLLM's own KV-cache arithmetic (kv.py) over the model's layers, as the
+image's vLLM release computes it, within gpu_memory_utilization of the memory the engine sees, with the non-KV
+memory estimated, calibrated from one boot or given."""
 
 from __future__ import annotations
 
@@ -12,16 +12,20 @@ from olarespack.engines.fit import FitReport, FitRequest, Source
 from olarespack.engines.vllm.kv import (
     VLLM_BLOCK_SIZE,
     VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    Release,
+    vllm_cli_settings,
     vllm_kv_dtype_bytes,
     vllm_kv_layout,
     vllm_kv_needed,
+    vllm_kv_rules,
     vllm_overhead_estimate,
 )
 from olarespack.engines.vllm.spec import VllmEngine
 from olarespack.models.arch import find_model
 
 
-def fit(engine: VllmEngine, request: FitRequest) -> FitReport:
+def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None) -> FitReport:
+    """`release`: the image's vLLM release, whose arithmetic is used (None: unknown, the oldest tracked)."""
     target = find_model(engine.model, request.registry)
     if target.arch is None:
         raise ModelDataError(f"{engine.model} has no KV layers of its own: it cannot be a vLLM target")
@@ -44,10 +48,22 @@ def fit(engine: VllmEngine, request: FitRequest) -> FitReport:
         if engine.enable_chunked_prefill is False:
             mnbt = max(length, mnbt)
         notes.append(f"max_num_batched_tokens not set: vLLM's default {mnbt} taken")
+    cli_async, mm_ipc_gib = vllm_cli_settings(engine.extra_args)
+    asked_async = engine.async_scheduling if engine.async_scheduling is not None else cli_async
+    method = engine.speculative.method if engine.speculative else None
+    rules = vllm_kv_rules(release, method=method, async_scheduling=asked_async, mm_ipc_gpu_memory_gb=mm_ipc_gib)
+    if release is None:
+        notes.append("vLLM release unknown (set engine.version): the arithmetic of 0.21 taken")
+    if rules.in_flight_batches > 1:
+        notes.append(f"async scheduling ({'asked' if asked_async else 'on by default'}): sliding-window layers "
+                     f"keep {rules.in_flight_batches} batches of {mnbt} tokens in flight; --no-async-scheduling "
+                     "keeps one")
+    in_flight = rules.in_flight_batches * mnbt
     layers = arch.layers + (drafter.arch.layers if drafter and drafter.arch else ())
     layout = vllm_kv_layout(layers, kv_dtype_bytes=kv_bytes)
-    needed = layout.needed(length, mnbt)
-    drafter_kv = needed - vllm_kv_needed(arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes)
+    needed = layout.needed(length, in_flight)
+    drafter_kv = needed - vllm_kv_needed(arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes,
+                                         rules=rules)
     budget = math.ceil(request.total * utilization)
     weights = target.weights_bytes
     drafter_weights = drafter.weights_bytes if drafter else 0
@@ -66,14 +82,20 @@ def fit(engine: VllmEngine, request: FitRequest) -> FitReport:
     else:
         non_kv = weights + drafter_weights + vllm_overhead_estimate(arch, mnbt)
         available, source = budget - non_kv, "estimate"
-    fits = available > 0 and needed <= available
+    if rules.mm_ipc_bytes:
+        # carved out after the boot logs its available KV memory: a calibration does not include it
+        available -= rules.mm_ipc_bytes
+        non_kv += rules.mm_ipc_bytes
+        notes.append(f"--mm-ipc-gpu-memory-gb {mm_ipc_gib:g} taken out of the KV cache")
+    room = layout.plannable(available, rules)
+    fits = room > 0 and needed <= room
 
     def fits_at(n: int) -> bool:
-        return layout.needed(n, mnbt) <= available
+        return layout.needed(n, in_flight) <= room
 
-    fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
+    fit_len = length if fits else (largest_fitting(length, fits_at) if room > 0 else 0)
     ceiling = max(length, arch.max_position_embeddings or length)
-    limit = largest_fitting(ceiling, fits_at) if available > 0 else 0
+    limit = largest_fitting(ceiling, fits_at) if room > 0 else 0
     return FitReport(
         app=request.app, engine="vllm", engine_title="vLLM", memory_fraction="gpu_memory_utilization",
         model=target.repo,
@@ -84,10 +106,13 @@ def fit(engine: VllmEngine, request: FitRequest) -> FitReport:
         kv_cache_needed_bytes=needed, drafter_kv_bytes=drafter_kv, kv_cache_available_bytes=available,
         headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
         max_model_len_limit=limit,
-        concurrency=layout.concurrency(fit_len, mnbt, available) if fit_len else 0.0,
-        fits=fits, utilization_needed=share_needed(request.total, non_kv + needed),
+        concurrency=layout.concurrency(fit_len, in_flight, available) if fit_len else 0.0,
+        fits=fits, utilization_needed=share_needed(request.total, non_kv + needed + available - room),
         kv_cache_dtype=engine.kv_cache_dtype or "auto", weights_exact=target.weights_exact,
         settings={"block_size": VLLM_BLOCK_SIZE, "max_num_batched_tokens": mnbt, "kv_dtype_bytes": kv_bytes,
+                  "vllm_release": ".".join(map(str, release)) if release else "unknown",
+                  "async_scheduling": rules.async_scheduling, "in_flight_batches": rules.in_flight_batches,
+                  "kv_null_block_reserved": rules.null_block, "mm_ipc_bytes": rules.mm_ipc_bytes,
                   "kv_layout": layout.mode, "kv_groups": len(layout.groups), "kv_group_size": layout.group_size,
                   "kv_page_bytes": layout.page_bytes,
                   "kv_cache_tokens": layout.cache_tokens(max(available, 0))},

@@ -9,12 +9,21 @@ vllm/v1/kv_cache_interface.py), pure:
   needed(L) = group_size x page x sum over groups of cdiv(per-layer need, page);
 - vLLM refuses a max_model_len whose need exceeds the available KV memory and binary-searches 1..L for the
   largest length that fits; available = ceil(total x gpu_memory_utilization) - non-KV memory.
+Releases differ (VllmKvRules, bisected over the release wheels' sources, 0.20.2 to 0.33.0):
+- from 0.25, `--mm-ipc-gpu-memory-gb` is carved out of the available memory (after the boot's `Available KV
+  cache memory` line is logged);
+- from 0.26, a sliding layer keeps one batch per batch in flight (`max_concurrent_batches x
+  max_num_batched_tokens`), two with async scheduling, which is on unless the drafting method cannot run
+  with it (on for every EAGLE-family method, mtp and dflash included, since before 0.21);
+- from 0.29, the fit check and the largest-length search plan against the available memory less one block
+  of the pool (the null block the block pool holds back); the number of blocks still counts it.
 These steps are exact. The non-KV memory (weights, activation peak, CUDA graphs) is an estimate unless
 calibrated from one boot's `Available KV cache memory` line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -30,6 +39,67 @@ VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 VLLM_RUNTIME_BYTES = int(1.75 * GiB)
 VLLM_KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "bfloat16": 2, "float16": 2}
 _VLLM_MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+Release = tuple[int, int, int]
+# The first release of each change to the arithmetic (the cached wheels: 0.24.0 lacks the mm-ipc reservation,
+# 0.25.1 has it; 0.25.0 was not read).
+MM_IPC_SINCE: Release = (0, 25, 0)
+IN_FLIGHT_SINCE: Release = (0, 26, 0)
+NULL_BLOCK_SINCE: Release = (0, 29, 0)
+DRAFT_MODEL_ASYNC_SINCE: Release = (0, 28, 0)
+# Methods whose drafting runs with async scheduling (vLLM's EagleModelTypes and NgramGPUTypes): vLLM turns it
+# on by default for them, and off for the others.
+_ASYNC_METHODS = frozenset({"eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "mtp"})
+
+
+@dataclass(frozen=True)
+class VllmKvRules:
+    """What one vLLM release does around the per-layer sizes: batches a sliding layer keeps in flight, whether
+    one pool block is held back from the fit check, and the bytes carved out for frontend multimodal work."""
+
+    in_flight_batches: int = 1
+    null_block: bool = False
+    mm_ipc_bytes: int = 0
+    async_scheduling: bool = False
+
+
+def vllm_async_default(release: Release | None, method: str | None) -> bool:
+    """vLLM's async_scheduling when the command line does not set it (one GPU, no pipeline parallelism)."""
+    if method is None or method in _ASYNC_METHODS or method.endswith("_mtp"):
+        return True
+    return method == "draft_model" and release is not None and release >= DRAFT_MODEL_ASYNC_SINCE
+
+
+def vllm_kv_rules(release: Release | None, *, method: str | None = None, async_scheduling: bool | None = None,
+                  mm_ipc_gpu_memory_gb: float = 0.0) -> VllmKvRules:
+    """The rules of `release` (None: an unknown release, read as the oldest tracked)."""
+    on = vllm_async_default(release, method) if async_scheduling is None else async_scheduling
+    if release is None:
+        return VllmKvRules(async_scheduling=on)
+    return VllmKvRules(
+        in_flight_batches=2 if on and release >= IN_FLIGHT_SINCE else 1,
+        null_block=release >= NULL_BLOCK_SINCE,
+        mm_ipc_bytes=int(mm_ipc_gpu_memory_gb * GiB) if release >= MM_IPC_SINCE else 0,
+        async_scheduling=on,
+    )
+
+
+def vllm_cli_settings(args: Sequence[str]) -> tuple[bool | None, float]:
+    """async_scheduling (None: not set) and --mm-ipc-gpu-memory-gb from vLLM arguments; the last one wins, as
+    in argparse."""
+    async_scheduling: bool | None = None
+    mm_ipc = 0.0
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in ("--async-scheduling", "--no-async-scheduling"):
+            async_scheduling = name == "--async-scheduling"
+        elif name == "--mm-ipc-gpu-memory-gb":
+            text = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                mm_ipc = max(float(text), 0.0)
+            except ValueError:
+                raise ModelDataError(f"--mm-ipc-gpu-memory-gb {text!r} is not a number of GiB") from None
+    return async_scheduling, mm_ipc
 
 
 # --------------------------------------------------------------------------- vLLM KV cache
@@ -50,13 +120,13 @@ class VllmKvSpec:
     def page_bytes(self) -> int:
         return 2 * self.block_size * self.kv_heads * self.head_dim * self.dtype_bytes
 
-    def max_memory_usage(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+    def max_memory_usage(self, max_model_len: int, in_flight_tokens: int) -> int:
         if self.kind == "full":
             return cdiv(max_model_len, self.block_size) * self.page_bytes
         assert self.window is not None
-        # chunked prefill keeps the last window - 1 tokens plus one scheduled batch; +1 because the window
-        # need not start on a block boundary
-        tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
+        # chunked prefill keeps the last window - 1 tokens plus the batches scheduled but not yet settled; +1
+        # because the window need not start on a block boundary
+        tokens = min(self.window - 1 + in_flight_tokens, max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_bytes
 
 
@@ -76,30 +146,38 @@ class VllmKvLayout:
             return sum(s.page_bytes for s in self.specs)
         return self.groups[0].page_bytes
 
-    def needed(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        """Bytes one request of max_model_len tokens may need (vLLM's check before it allocates)."""
+    @property
+    def pool_block_bytes(self) -> int:
+        """Bytes one block takes in the shared pool, over every layer it backs."""
+        return self.page_bytes if self.mode == "uniform_type" else self.page_bytes * self.group_size
+
+    def needed(self, max_model_len: int, in_flight_tokens: int) -> int:
+        """Bytes one request of max_model_len tokens may need (vLLM's check before it allocates), with
+        in_flight_tokens scheduled but not settled (max_num_batched_tokens per batch in flight)."""
         if self.mode == "uniform_type":
-            return sum(s.max_memory_usage(max_model_len, max_num_batched_tokens) for s in self.specs)
+            return sum(s.max_memory_usage(max_model_len, in_flight_tokens) for s in self.specs)
         page = self.page_bytes
         return self.group_size * page * sum(
-            cdiv(g.max_memory_usage(max_model_len, max_num_batched_tokens), page) for g in self.groups)
+            cdiv(g.max_memory_usage(max_model_len, in_flight_tokens), page) for g in self.groups)
+
+    def plannable(self, available: int, rules: VllmKvRules) -> int:
+        """What the fit check and the length search compare the need against."""
+        return available - self.pool_block_bytes if rules.null_block else available
 
     def num_blocks(self, available: int) -> int:
-        if self.mode == "uniform_type":
-            return max(available // self.page_bytes, 0)
-        return max(available // self.page_bytes // self.group_size, 0)
+        return max(available // self.pool_block_bytes, 0)
 
     def cache_tokens(self, available: int) -> int:
         """vLLM's "GPU KV cache size: N tokens" line."""
         return self.num_blocks(available) // len(self.groups) * min(g.block_size for g in self.groups)
 
-    def concurrency(self, max_model_len: int, max_num_batched_tokens: int, available: int) -> float:
+    def concurrency(self, max_model_len: int, in_flight_tokens: int, available: int) -> float:
         """vLLM's "Maximum concurrency for N tokens per request" figure."""
         if self.mode == "uniform_type":
-            per_request = max(cdiv(s.max_memory_usage(max_model_len, max_num_batched_tokens), s.page_bytes)
+            per_request = max(cdiv(s.max_memory_usage(max_model_len, in_flight_tokens), s.page_bytes)
                               for s in self.specs)
         else:
-            usage = sum(g.max_memory_usage(max_model_len, max_num_batched_tokens) for g in self.groups)
+            usage = sum(g.max_memory_usage(max_model_len, in_flight_tokens) for g in self.groups)
             per_request = cdiv(self.group_size * usage, self.page_bytes * self.group_size)
         return self.num_blocks(available) / per_request
 
@@ -135,25 +213,27 @@ def vllm_kv_layout(layers: Layers, *, block_size: int = VLLM_BLOCK_SIZE, kv_dtyp
 
 
 def vllm_kv_needed(arch: Layers, max_model_len: int, *, block_size: int = VLLM_BLOCK_SIZE,
-                   max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, kv_dtype_bytes: int = 2) -> int:
+                   max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, kv_dtype_bytes: int = 2,
+                   rules: VllmKvRules = VllmKvRules()) -> int:
     """KV bytes vLLM requires to serve one request of max_model_len tokens."""
     layout = vllm_kv_layout(arch, block_size=block_size, kv_dtype_bytes=kv_dtype_bytes)
-    return layout.needed(max_model_len, max_num_batched_tokens)
-
+    return layout.needed(max_model_len, rules.in_flight_batches * max_num_batched_tokens)
 
 
 def vllm_max_model_len(arch: Layers, available: int, *, max_model_len: int | None = None,
                        block_size: int = VLLM_BLOCK_SIZE,
                        max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-                       kv_dtype_bytes: int = 2) -> int:
+                       kv_dtype_bytes: int = 2, rules: VllmKvRules = VllmKvRules()) -> int:
     """The largest max_model_len whose KV fits in `available` bytes, searched up to max_model_len (default: the
-    model's max_position_embeddings); 0 when nothing fits. Equals vLLM's "estimated maximum model length"."""
+    model's max_position_embeddings); 0 when nothing fits. Equals vLLM's "estimated maximum model length"
+    (`available` is taken after any mm-ipc reservation)."""
     upper = max_model_len if max_model_len is not None else (
         arch.max_position_embeddings if isinstance(arch, ModelArch) else None)
     if upper is None:
         raise ValueError("give max_model_len: the layers alone do not say how far to search")
     layout = vllm_kv_layout(arch, block_size=block_size, kv_dtype_bytes=kv_dtype_bytes)
-    return largest_fitting(upper, lambda n: layout.needed(n, max_num_batched_tokens) <= available)
+    room, in_flight = layout.plannable(available, rules), rules.in_flight_batches * max_num_batched_tokens
+    return largest_fitting(upper, lambda n: layout.needed(n, in_flight) <= room)
 
 
 def vllm_activation_bytes_per_token(arch: ModelArch) -> int:

@@ -98,6 +98,9 @@ class VllmEngine(EngineSpec):
     max_num_batched_tokens: Tokens | None = Field(None, description="--max-num-batched-tokens.")
     enable_prefix_caching: bool | None = Field(None, description="--enable-prefix-caching / --no-...")
     enable_chunked_prefill: bool | None = Field(None, description="--enable-chunked-prefill / --no-...")
+    async_scheduling: bool | None = Field(
+        None, description="--async-scheduling / --no-...; null: vLLM's default (on, unless the drafting method "
+        "cannot run with it). From vLLM 0.26 on, it makes sliding-window layers keep two batches in flight.")
     speculative: Speculative | None = Field(None, description="--speculative-config.")
     limit_mm_per_prompt: dict[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,32}$")],
                               Annotated[int, Field(ge=0, le=1_000)]] | None = Field(
