@@ -188,7 +188,7 @@ def boot(argv: list[str], env: dict[str, str], log_file: Path) -> Boot:
 def _complete(port: int, prompt: str, media: list[bytes] | None = None) -> dict[str, object]:
     """POST /completion (not the chat endpoint: its output parser may refuse what random weights write); media
     go in as `multimodal_data`, each at the server's media marker (random per server on newer builds)."""
-    body: dict[str, object] = {"prompt": prompt, "n_predict": 4}
+    body: dict[str, object] = {"prompt": prompt, "n_predict": 4, "seed": 0}
     if media:
         props = json.loads(_get(f"http://127.0.0.1:{port}/props")[1])
         marker = str(props.get("media_marker", "<__media__>"))

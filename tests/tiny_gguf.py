@@ -17,12 +17,14 @@ import numpy as np
 
 ARCH = "gemma4"
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]  # ids 0-3, as Gemma's tokenizers number them
+N_BYTES = 0x80
 
 
 def _vocab() -> list[str]:
-    """Special tokens, every byte as <0xXX> (the fallback of Gemma 4's non-byte-encoded BPE), then the
-    printable ASCII characters and SentencePiece's word marker, so any prompt tokenizes."""
-    tokens = [*SPECIAL, *(f"<0x{b:02X}>" for b in range(256))]
+    """Special tokens, the ASCII bytes as <0xXX> (the fallback of Gemma 4's non-byte-encoded BPE), then the
+    printable ASCII characters and SentencePiece's word marker, so any ASCII prompt tokenizes. No byte above
+    0x7F: random weights would string such bytes into invalid UTF-8, which some builds' output parser refuses."""
+    tokens = [*SPECIAL, *(f"<0x{b:02X}>" for b in range(N_BYTES))]
     tokens += [chr(c) for c in range(0x21, 0x7F)]
     tokens.append("\u2581")
     return tokens
@@ -86,7 +88,7 @@ def write_gemma4(
     writer.add_tokenizer_pre("gemma4")
     writer.add_token_list(tokens)
     writer.add_token_scores([0.0] * n_vocab)
-    types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.BYTE] * 256
+    types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.BYTE] * N_BYTES
     writer.add_token_types(types + [gguf.TokenType.NORMAL] * (n_vocab - len(types)))
     writer.add_token_merges(["\u2581 a"])  # one merge: the BPE reader needs the list, not its size
     writer.add_pad_token_id(0)
