@@ -3,16 +3,19 @@ section 4, from vLLM's own functions) and the release boundaries of each change.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from olarespack.core.errors import ModelDataError
+from olarespack.core.units import largest_fitting
 from olarespack.engines.fit import FitReport
 from olarespack.engines.vllm import kv as vllm_kv
-from olarespack.engines.vllm.kv import VllmKvRules, vllm_cli_settings, vllm_kv_rules
+from olarespack.engines.vllm.kv import VllmKvRules, vllm_cli_settings, vllm_kv_layout, vllm_kv_rules
 from olarespack.fit.budget import fit_report, spec_calibration
+from olarespack.models.arch import KvLayer, ModelInfo, models
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
@@ -149,3 +152,40 @@ def test_async_field_is_written_as_a_switch(tmp_path: Path) -> None:
     assert "--no-async-scheduling" in [a.flag for a in Vllm().args(engine)]
     unset = app(tmp_path, "gemma4-vision", V033).engine
     assert not any(a.flag and "async" in a.flag for a in Vllm().args(unset))
+
+
+# --------------------------------------------------------------------------- against vLLM's own functions
+
+FIGURES = json.loads((Path(__file__).parent / "fixtures" / "vllm_kv_figures.json").read_text(encoding="utf-8"))
+CASE_MODELS = {"vision": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
+               "vision-bf16-mnbt2048": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
+               "dflash": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "z-lab/gemma-4-26B-A4B-it-DFlash")}
+
+
+def layers_of_repo(shipped: dict[str, ModelInfo], repo: str) -> tuple[KvLayer, ...]:
+    arch = shipped[repo].arch
+    assert arch is not None, repo
+    return arch.layers
+
+
+@pytest.mark.parametrize("version", sorted(FIGURES))
+def test_fit_matches_vllms_functions(version: str) -> None:
+    """tools/engine_releases/vllm_kv_check.py ran each release's get_kv_cache_configs over these cases."""
+    release = tuple(int(p) for p in version.split("."))
+    shipped = models()
+    assert len(FIGURES[version]) >= 24
+    for case in FIGURES[version]:
+        layers = tuple(lay for repo in CASE_MODELS[case["case"]] for lay in layers_of_repo(shipped, repo))
+        layout = vllm_kv_layout(layers, kv_dtype_bytes=case["kv_bytes"])
+        rules = vllm_kv_rules((release[0], release[1], release[2]), method="mtp", async_scheduling=case["async"])
+        in_flight, length = rules.in_flight_batches * case["mnbt"], case["max_model_len"]
+        room = layout.plannable(case["available"], rules)
+        assert layout.needed(length, in_flight) == case["needed"], case
+        assert (case["needed"] <= room) is case["fits"], case
+        if case["fits"]:
+            assert layout.concurrency(length, in_flight, case["available"]) == pytest.approx(case["concurrency"])
+            assert layout.num_blocks(case["available"]) == case["num_blocks"]
+        else:
+            found = largest_fitting(length, lambda n, lay=layout, tokens=in_flight, cap=room:  # type: ignore[misc]
+                                    lay.needed(n, tokens) <= cap)
+            assert found == case["estimated_max_model_len"], case
