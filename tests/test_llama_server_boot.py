@@ -272,6 +272,21 @@ def test_tiny_gemma4_refuses_a_tail_llama_cpp_cannot_map(tmp_path: Path, layers:
     assert not (tmp_path / "x.gguf").exists()
 
 
+def test_llama_cpp_asserts_on_a_tail_after_a_swa_layer(
+    servers: dict[int, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why write_gemma4 refuses such a layout: the real server aborts on it."""
+    monkeypatch.setattr(
+        tiny_gguf, "_gemma4_layout", lambda n, period, shared: [(i + 1) % period != 0 for i in range(n)]
+    )
+    model = tiny_gguf.write_gemma4(tmp_path / "bad.gguf", n_kv_shared=2)  # the tail starts after a SWA layer
+    ran = subprocess.run(
+        [str(servers[max(servers)]), "-m", str(model), "--host", "127.0.0.1", "--port", str(free_port()), "-c", "512"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode != 0 and "map_layer_ids.find(il_reuse)" in ran.stdout + ran.stderr
+
+
 def test_local_argv_swaps_the_files_and_the_address_only() -> None:
     argv = [
         "/app/llama-server",
