@@ -106,7 +106,7 @@ def test_diff_shows_the_changed_argument_under_the_deployment_and_nothing_else(r
     added = [line for line in deployment.splitlines() if line.startswith("+")]
     assert len(removed) == len(added) == 1
     # one line: the SPEC_CONFIG env of the pod template, as the seed post shows a release
-    assert removed[0].strip().startswith("-") and "value: '{\"method\":\"gemma4_mtp\"" in removed[0]
+    assert removed[0].strip().startswith("-") and "value: '{\"method\":\"mtp\"" in removed[0]
     assert '"num_speculative_tokens":3' in removed[0] and '"num_speculative_tokens":4' in added[0]
     assert "- name: SPEC_CONFIG" in deployment
     manifest = out.split(f"{VISION}, OlaresManifest.yaml has changed:")[1].split(f"{VISION}, i18n")[0]

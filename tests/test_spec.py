@@ -36,7 +36,7 @@ def test_seed_apps_carry_the_seed_settings() -> None:
     vision = load_spec(APPS / "gemma4-vision.yaml")
     assert isinstance(vision.engine, VllmEngine)
     # published above the author's 1.0.5, 1.0.4 and 1.0.0, so boxes that run those are offered the upgrade
-    assert (vision.name, vision.version) == ("vllmgemma426ba4bvisionone", "1.1.0")
+    assert (vision.name, vision.version) == ("vllmgemma426ba4bvisionone", spec_version("gemma4-vision"))
     assert vision.engine.speculative is not None
     assert vision.engine.speculative.method == "gemma4_mtp"
     dflash = load_spec(APPS / "gemma4-dflash.yaml")

@@ -33,20 +33,15 @@ from olarespack.engines.vllm.spec import (
 )
 from olarespack.models.arch import ModelInfo, models_for
 
-# vLLM rewrites an MTP alias (gemma4_mtp) to mtp, warning that the alias is deprecated (every release read,
-# 0.20 on); the charts write mtp from 0.33 on and keep what the spec says before, so the charts of the
-# releases the apps were measured on do not change
-MTP_WRITTEN_FROM = (0, 33)
-
 
 def written_method(engine: VllmEngine) -> str | None:
-    """The speculative method as the image's release takes it: an MTP alias as mtp where it is retired."""
+    """The speculative method as the image's release runs it. vLLM takes an MTP model type given as the method
+    (gemma4_mtp) only to rewrite it to mtp, logging that the alias is deprecated (SpeculativeConfig, in every
+    release whose table lists the type): the chart writes mtp there, so SPEC_CONFIG says what vLLM runs. With no
+    table for the image's release, the method stays as the spec says it (and spec-mtp-alias warns)."""
     method = engine.speculative.method if engine.speculative else None
     facts = image_release(engine).facts if method in MTP_ALIASES else None
-    if facts is None or "mtp" not in facts.sets.get("speculative_methods", frozenset()):
-        return method
-    release = tuple(int(part) for part in re.findall(r"\d+", facts.release))
-    return "mtp" if release >= MTP_WRITTEN_FROM else method
+    return "mtp" if facts is not None and method in facts.sets.get("mtp_aliases", frozenset()) else method
 
 
 def _speculative_json(engine: VllmEngine) -> str | None:

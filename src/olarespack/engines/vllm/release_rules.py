@@ -47,6 +47,8 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         "reasoning_parsers": frozenset(raw.get("reasoning_parsers", ())),
         "speculative_methods": frozenset(raw.get("speculative", {}).get("methods", ())),
         "speculative_keys": frozenset(raw.get("speculative", {}).get("keys", ())),
+        # the MTP model types vLLM takes as a method only to rewrite them to mtp, warning that they are deprecated
+        "mtp_aliases": frozenset(raw.get("speculative", {}).get("mtp_model_types", ())) - {"mtp"},
     }
     deprecated: dict[str, dict[str, str]] = raw.get("deprecated_flags", {})
     negatable = frozenset(raw.get("negatable_flags", ()))
