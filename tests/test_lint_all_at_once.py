@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APPS, run_cli
+from conftest import APPS, run_cli, spec_version
 from olarespack.spec import citations
 
 VISION = (APPS / "gemma4-vision.yaml").read_text(encoding="utf-8")
@@ -57,7 +57,9 @@ def test_every_problem_of_every_layer_in_one_run(tmp_path: Path, command: str) -
 
 
 def test_the_spec_layer_does_not_hide_the_others(tmp_path: Path) -> None:
-    text = floating(VISION).replace("version: 1.1.0\nhardware:", "version: 1.2.0\nhardware:", 1)
+    current = spec_version("gemma4-vision")
+    raised = f"{int(current.split('.')[0]) + 1}.0.0"  # a version no changelog entry has
+    text = floating(VISION).replace(f"version: {current}\nhardware:", f"version: {raised}\nhardware:", 1)
     spec = tmp_path / "x.yaml"
     spec.write_text(text, encoding="utf-8")
     code, output = run_cli(tmp_path, "lint", str(spec))

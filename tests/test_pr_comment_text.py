@@ -14,6 +14,7 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from conftest import spec_version
 from olarespack.release.diff import AppDiff, ResourceChange, as_markdown
 from olarespack.release.markdown import html_text, text
 from test_release import VISION, replace_in, run
@@ -126,16 +127,18 @@ def test_a_hostile_spec_renders_a_comment_of_text(repo: Path) -> None:
     spec = repo / "apps/gemma4-vision.yaml"
     quoted = PAYLOAD.replace("'", "''")
     replace_in(spec, "  tool_call_parser: gemma4\n",
-               f"  tool_call_parser: gemma4\n  extra_args: ['--x', '{quoted}']\n  env: {{EVIL: '{quoted}'}}\n")
+               f"  tool_call_parser: gemma4\n  extra_args: ['--root-path', '{quoted}']\n  env: {{EVIL: '{quoted}'}}\n")
     replace_in(spec, "  title: Gemma 4 26B Vision One\n", "  title: '[x](https://evil.example)<b>'\n")
     replace_in(spec, "  description: >-\n    Gemma 4", f"  description: >-\n    {PAYLOAD.replace('*', '')} Gemma 4")
-    version = "1.1.1-www.evil.example"  # a SemVer prerelease GitHub would link as a www. name
+    current = spec_version("gemma4-vision")
+    major, minor, _ = current.split(".")
+    version = f"{major}.{minor}.1-www.evil.example"  # a SemVer prerelease GitHub would link as a www. name
     replace_in(spec, "changelog:\n", f"changelog:\n  - version: {version}\n    note: '{quoted}'\n")
-    replace_in(spec, "version: 1.1.0\nhardware", f"version: {version}\nhardware")
+    replace_in(spec, f"version: {current}\nhardware", f"version: {version}\nhardware")
     code, out, err = run("diff", "--format", "markdown")
     assert code == 0, err
-    assert out.startswith(f"### `{VISION}` 1.1.0 -> `{version}`\n")
+    assert out.startswith(f"### `{VISION}` {current} -> `{version}`\n")
     assert (found := pr_markup(out)) == [], "\n".join(found)
     seen = visible(out)
-    assert f"`--x`: {PAYLOAD}" in seen.splitlines()[1]  # the box line, as the spec wrote it
+    assert f"`--root-path`: {PAYLOAD}" in seen.splitlines()[1]  # the box line, as the spec wrote it
     assert "[x](https://evil.example)<b>" in seen and "evil.example/p.png" in seen
