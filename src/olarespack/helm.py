@@ -185,10 +185,15 @@ def _scratch(kind: str) -> str:
 
 @contextmanager
 def values_file(values: dict[str, Any]) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="olarespack-values-") as tmp:
-        path = Path(tmp) / "values.yaml"
-        path.write_text(json.dumps(values, sort_keys=True), encoding="utf-8")  # JSON is YAML, and quick
+    # one private file, not a folder: a lint writes one per helm call, and each folder costs two more syscalls
+    handle, name = tempfile.mkstemp(prefix="olarespack-values-", suffix=".yaml")
+    path = Path(name)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(json.dumps(values, sort_keys=True))  # JSON is YAML, and quick
         yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def split_rendered(text: str) -> list[tuple[str, dict[str, Any], str]]:

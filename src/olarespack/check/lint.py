@@ -165,23 +165,21 @@ def _probe_call(helm: Helm, target: Target) -> HelmCall:
         except yaml.YAMLError:
             return None
 
-    def run() -> dict[str, HelmResult]:
+    def run() -> dict[str, tuple[HelmResult, probes.Documents | None]]:
         first, second = probes.PROBE_RELEASES
-        out = {first: render(first)}
-        documents = parsed(out[first])
+        out = {first: (result := render(first), documents := parsed(result))}
         if documents is None or not (probes.workload_check_applies(chart.manifest) or
                                      probes.cluster_scoped(documents)):
             return out
-        out[second] = render(second)
-        other = parsed(out[second])
+        out[second] = (result := render(second), other := parsed(result))
         if other is not None and probes.needs_owner_probes(chart.manifest, documents, other):
-            out |= {owner: render(probes.USER_PROBE_RELEASE, owner) for owner in probes.USER_PROBES}
+            out |= {owner: (result := render(probes.USER_PROBE_RELEASE, owner), parsed(result))
+                    for owner in probes.USER_PROBES}
         return out
 
-    def analyse(results: dict[str, HelmResult]) -> list[Problem]:
+    def analyse(results: dict[str, tuple[HelmResult, probes.Documents | None]]) -> list[Problem]:
         renders: dict[str, probes.Documents] = {}
-        for name, result in results.items():
-            documents = parsed(result)
+        for name, (result, documents) in results.items():
             if documents is None:
                 detail = result.stderr.strip() if not result.ok else "the rendered YAML does not parse"
                 return [Problem(chart.label, "", f"helm {helm.version} template (multiple-install probe {name!r}): "
@@ -255,9 +253,10 @@ def _app_targets(apps: list[App], stack: ExitStack) -> list[Target]:
 def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport) -> LintReport:
     if targets:
         calls = helm_calls(targets, helms() if callable(helms) else helms)
+        # The workers only run helm; its output is read here meanwhile, so no helm slot waits on Python.
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for problems in pool.map(lambda call: call.analyse(call.run()), calls):
-                report.problems += problems
+            for call, outcome in [(call, pool.submit(call.run)) for call in calls]:
+                report.problems += call.analyse(outcome.result())
     # a chart rendered for two accelerator modes shows a mode-independent finding twice: once is enough
     report.problems = sorted(dict.fromkeys(report.problems))
     return report

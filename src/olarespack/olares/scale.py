@@ -10,7 +10,7 @@ as Kubernetes reads it). Pure: the renders in, Problems out."""
 
 from __future__ import annotations
 
-import copy
+import json
 from typing import Any
 
 from olarespack.core.chart import Chart
@@ -34,7 +34,7 @@ def declared_workloads(manifest: dict[str, Any]) -> list[str]:
 
 def scale_values(values: dict[str, Any], names: list[str], want: int) -> dict[str, Any]:
     """helmrender.SetWorkloadReplicas: the install values with each workload's replicaCount set to want."""
-    scaled = copy.deepcopy(values)
+    scaled: dict[str, Any] = json.loads(json.dumps(values))  # install values are JSON; far quicker than deepcopy
     workloads = scaled.setdefault("workloads", {})
     if not isinstance(workloads, dict):
         workloads = scaled["workloads"] = {}

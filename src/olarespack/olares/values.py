@@ -3,6 +3,7 @@ values of an installed app, and what Olares' own linter adds so that any chart r
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,9 +16,15 @@ def _olares_values_text() -> str:
     return resources.files("olarespack").joinpath("data/olares-values.yaml").read_text(encoding="utf-8")
 
 
+@cache
+def _olares_values_json(app: str, user: str) -> str:
+    return json.dumps(load_yaml(_olares_values_text().replace("APP", app).replace("alice", user)))
+
+
 def olares_values(app: str, user: str = "alice") -> dict[str, Any]:
-    """The data file with its APP and user (alice) put in: both are names, never YAML syntax."""
-    values: dict[str, Any] = load_yaml(_olares_values_text().replace("APP", app).replace("alice", user))
+    """The data file with its APP and user (alice) put in: both are names, never YAML syntax. Parsed once
+    per app and user (a lint asks for each chart's values several times); each caller gets its own copy."""
+    values: dict[str, Any] = json.loads(_olares_values_json(app, user))
     return values
 
 
