@@ -95,3 +95,25 @@ def test_a_move_the_release_cannot_run_is_refused_and_writes_nothing(repo: Path,
 
 def test_image_needs_the_specs_it_moves(repo: Path) -> None:
     assert run("bump", "--image", LLAMA.format(11434))[0] == 2
+
+
+def test_a_stated_engine_release_does_not_outlive_its_image(repo: Path) -> None:
+    # the DFlash app's preview image names no release in its tag: engine.version says which vLLM it holds
+    spec = repo / "apps/gemma4-dflash.yaml"
+    stated = yaml.safe_load(spec.read_text(encoding="utf-8"))["engine"]["version"]
+    code, out, err = run("bump", "apps/gemma4-dflash.yaml", "--image", "vllm/vllm-openai:v0.33.0")
+    assert code == 0, err
+    assert f"vLLM {stated} -> 0.33.0" in out  # the new facts are the tag's, not the old image's release
+    text = spec.read_text(encoding="utf-8")
+    assert "version" not in yaml.safe_load(text)["engine"]
+    assert f"  # version stale: the release inside vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404\n" \
+           f"  # version: {stated}\n" in text
+
+
+def test_a_stated_engine_release_is_not_carried_to_an_image_that_names_none(repo: Path) -> None:
+    spec = repo / "apps/gemma4-dflash.yaml"
+    before = spec.read_text(encoding="utf-8")
+    code, out, err = run("bump", "apps/gemma4-dflash.yaml", "--image", "vllm/vllm-openai:preview-2026-11")
+    assert code == 1
+    assert "engine.version" in out + err and "names no release" in out + err
+    assert spec.read_text(encoding="utf-8") == before

@@ -82,6 +82,7 @@ class ImageEdit:
     old_image: str
     new_image: str
     stale_calibration: str | None  # the image a calibration commented out was measured on
+    stale_version: str | None  # the engine release engine.version gave for the old image, commented out
 
 
 def full_image(current: str, given: str) -> str:
@@ -94,7 +95,8 @@ def full_image(current: str, given: str) -> str:
 def move_image(file: Path, text: str, given: str) -> ImageEdit:
     """The spec's text with engine.image replaced; a calibration measured on another image is commented out
     (its lines kept under a note saying why), since its memory figures hold only for the image of its boot
-    and the build refuses a stale one. Nothing else moves."""
+    and the build refuses a stale one. engine.version, the release inside the old image where its tag says
+    none, is commented out too: it would keep the old release's facts on the new image. Nothing else moves."""
     data: Any = YAML(typ="rt").load(text)
 
     def refuse(path: str, message: str, fix: str) -> ProblemsError:
@@ -119,19 +121,25 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
     calibration = engine.get("calibration")
     measured = calibration.get("image") if hasattr(calibration, "get") else None
     stale = measured if measured is not None and measured != new_image else None
-    if stale is not None:
-        lines = _comment_out(lines, engine, "calibration", f"stale: measured on {stale}; re-measure with "
-                             "`olarespack calibrate`")
+    old_version = engine.get("version")
+    stale_version = str(old_version) if old_version is not None else None
+    why = {"calibration": f"stale: measured on {stale}; re-measure with `olarespack calibrate`",
+           "version": f"stale: the release inside {old_image}"}
+    stale_keys = [key for key, found in (("calibration", stale), ("version", stale_version)) if found is not None]
+    # bottom up: commenting a key out adds a line, which would move the keys below it, never those above
+    for key in sorted(stale_keys, key=lambda k: engine.lc.key(k)[0], reverse=True):
+        lines = _comment_out(lines, engine, key, why[key])
     new_text = "".join(lines)
     before = YAML(typ="safe", pure=True).load(text)
     try:
         after = YAML(typ="safe", pure=True).load(new_text)
     except YAMLError:
         after = None
-    expected_engine = {k: v for k, v in before["engine"].items() if not (stale and k == "calibration")}
+    expected_engine = {k: v for k, v in before["engine"].items()
+                       if not (stale and k == "calibration") and not (stale_version and k == "version")}
     if after != {**before, "engine": {**expected_engine, "image": new_image}}:
         raise refuse("engine.image", "the spec's layout defeats an in-place edit", "edit the image by hand")
-    return ImageEdit(new_text, old_image, new_image, stale)
+    return ImageEdit(new_text, old_image, new_image, stale, stale_version)
 
 
 def _comment_out(lines: list[str], mapping: Any, key: str, why: str) -> list[str]:

@@ -53,6 +53,14 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
         raise ProblemsError([Problem(app.file, "engine.image", f"{moved.new_image} is a {family.name} image; the "
                                      f"spec configures {bound.title}", f"give a {bound.title} image, or rewrite the "
                                      "engine section for the other engine", rule="bump")])
+    if moved.stale_version is not None:  # engine.version went out with the old image: the tag must say it now
+        unstated = app.spec.engine.model_copy(update={"image": moved.new_image, "version": None})
+        if engine_for(unstated).version() is None:
+            raise ProblemsError([Problem(
+                app.file, "engine.version", f"says {moved.stale_version}, the release inside {moved.old_image}; the "
+                f"tag of {moved.new_image} names no release, so the new image's facts are not known", "give --image "
+                "a tag that names its release, or edit engine.image and engine.version by hand, then bump --minor",
+                rule="bump")])
     after = _render_text(app.file, moved.text)
     old, new = engine_for(app.spec.engine), engine_for(after.spec.engine)
     text = note or release_note(old.title, old.version() or _tag(moved.old_image),
