@@ -14,7 +14,9 @@ Two interpreters: this file runs under the project's venv (it renders), and each
 child under an interpreter with CPU torch and the few packages vLLM's serve modules import; never the
 project's .venv. For example:
 
-    python3 -m venv /tmp/vargv && /tmp/vargv/bin/pip install torch==2.13.0 pydantic fastapi uvicorn ...
+    python3 -m venv /tmp/vargv && /tmp/vargv/bin/pip install torch==2.13.0 <vllm_kv_check.py's packages> \
+        fastapi openai transformers uvicorn watchfiles orjson ijson mistral_common \
+        model_hosting_container_standards                              # what vLLM's serve modules import
     python tools/engine_releases/vllm_surface.py --out /tmp/x 0.33        # fills the wheel-source cache
     .venv/bin/python tools/engine_releases/vllm_argv_check.py --python /tmp/vargv/bin/python
 
@@ -64,15 +66,15 @@ def moved_text(text: str, image: str) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def release_of(spec: Any) -> tuple[str, str]:
-    """(the table's release, the wheel version its table was read from) of a spec's image."""
+def release_of(spec: Any) -> tuple[str, str, str]:
+    """(the release the image says, its table's release, the wheel version that table was read from)."""
     from olarespack.engines.releases import image_release
 
     match = image_release(spec.engine)
     if match.facts is None:
         raise SystemExit(f"{spec.name}: {match.note}")
     table = OUT.parent / f"vllm-{match.facts.release}.json"
-    return match.facts.release, json.loads(table.read_text())["artifact"]["version"]
+    return str(match.asked), match.facts.release, json.loads(table.read_text())["artifact"]["version"]
 
 
 def rendered_case(label: str, text: str) -> dict[str, Any]:
@@ -100,8 +102,8 @@ def rendered_case(label: str, text: str) -> dict[str, Any]:
         kind, argv, unresolved = server_command_line(Target(chart, folder), HelmBinary())
     if kind != "vllm" or argv[:2] != ["vllm", "serve"] or unresolved:
         raise SystemExit(f"{label}: not a `vllm serve` command line: {argv[:3]} {unresolved}")
-    release, wheel = release_of(spec)
-    return {"image": spec.engine.image, "table": release, "wheel": wheel, "argv": argv[2:],
+    asked, release, wheel = release_of(spec)
+    return {"image": spec.engine.image, "release": asked, "table": release, "wheel": wheel, "argv": argv[2:],
             "olarespack_refuses": [f"{p.path}: {p.message}" for p in refused]}
 
 
