@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,12 +196,12 @@ def values_file(values: dict[str, Any]) -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
-def split_rendered(text: str) -> list[tuple[str, dict[str, Any], str]]:
-    """helm template's output as (template path, document, its text) triples."""
+def split_rendered(text: str, load: Callable[[str], Any] = load_yaml) -> list[tuple[str, dict[str, Any], str]]:
+    """helm template's output as (template path, document, its text) triples; `load` parses one document."""
     documents: list[tuple[str, dict[str, Any], str]] = []
     for chunk in re.split(r"^---\s*$", text, flags=re.M):
         source = re.search(r"^# Source: [^/]+/(.+)$", chunk, re.M)
-        document = load_yaml(chunk)
+        document = load(chunk)
         if isinstance(document, dict):
             documents.append((source.group(1) if source else "(rendered)", document, chunk))
     return documents

@@ -25,6 +25,7 @@ from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
 from olarespack.core.chart import MANIFEST, Chart
 from olarespack.core.errors import Problem
+from olarespack.core.yamltext import load_yaml
 from olarespack.helm import Helm, HelmResult, split_rendered, values_file
 from olarespack.olares import legacy, probes, scale
 from olarespack.olares.chartfiles import chart_problems
@@ -95,6 +96,32 @@ def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[st
             yield batch, values
 
 
+class DocumentCache:
+    """helm's output parsed one document at a time, each distinct document once per lint: a chart's renders
+    for other modes, release names and replica counts repeat most of their documents. A repeat is rebuilt
+    from JSON (C-fast, and a fresh copy for each caller); a document JSON cannot carry exactly is parsed
+    every time."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def load(self, chunk: str) -> Any:
+        known = self._known.get(chunk)
+        if known is not None:
+            return json.loads(known)
+        document = load_yaml(chunk)
+        try:
+            text = json.dumps(document)
+        except (TypeError, ValueError):  # a timestamp, a binary: YAML types JSON lacks
+            return document
+        if json.loads(text) == document:  # not when a key is a number: JSON would make it a string
+            self._known[chunk] = text
+        return document
+
+    def split(self, text: str) -> list[tuple[str, dict[str, Any], str]]:
+        return split_rendered(text, self.load)
+
+
 @dataclass(frozen=True)
 class HelmCall:
     """One helm invocation (run) and what olarespack makes of its output (analyse), kept apart so the
@@ -117,7 +144,7 @@ def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmC
     return HelmCall(run, analyse)
 
 
-def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
+def _template_call(helm: Helm, target: Target, mode: str, parse: DocumentCache) -> HelmCall:
     chart = target.chart
     namespace = f"{chart.name}-alice"
 
@@ -131,7 +158,7 @@ def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
                             f"{out.stderr.strip()}",
                             "fix the template or the values it reads", rule="helm-template")]
         try:
-            documents = split_rendered(out.stdout)
+            documents = parse.split(out.stdout)
         except yaml.YAMLError as exc:
             return [Problem(chart.label, "", f"rendered YAML does not parse ({mode or 'no GPU type'}): {exc}",
                             "fix the template",
@@ -148,7 +175,7 @@ def _template_call(helm: Helm, target: Target, mode: str) -> HelmCall:
     return HelmCall(run, analyse)
 
 
-def _probe_call(helm: Helm, target: Target) -> HelmCall:
+def _probe_call(helm: Helm, target: Target, parse: DocumentCache) -> HelmCall:
     """Olares' multiple-install probes: two release names, then two owners only when a cluster-scoped name
     stayed fixed (and only the first render when it shows nothing a second one could reveal)."""
     chart = target.chart
@@ -161,7 +188,7 @@ def _probe_call(helm: Helm, target: Target) -> HelmCall:
 
     def parsed(result: HelmResult) -> probes.Documents | None:
         try:
-            return split_rendered(result.stdout) if result.ok else None
+            return parse.split(result.stdout) if result.ok else None
         except yaml.YAMLError:
             return None
 
@@ -192,7 +219,7 @@ def _probe_call(helm: Helm, target: Target) -> HelmCall:
     return HelmCall(run, analyse)
 
 
-def _scale_call(helm: Helm, target: Target) -> HelmCall:
+def _scale_call(helm: Helm, target: Target, parse: DocumentCache) -> HelmCall:
     """Olares' scale-to-zero check: the chart rendered with every declared workload's replicaCount at 0, then 1."""
     chart = target.chart
     names = scale.declared_workloads(chart.manifest)
@@ -209,7 +236,7 @@ def _scale_call(helm: Helm, target: Target) -> HelmCall:
         renders: dict[int, scale.Documents] = {}
         for want, result in results.items():
             try:
-                renders[want] = split_rendered(result.stdout) if result.ok else []
+                renders[want] = parse.split(result.stdout) if result.ok else []
             except yaml.YAMLError:
                 result = HelmResult(False, "", "the rendered YAML does not parse")
             if not result.ok:
@@ -227,10 +254,12 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
     the release names and owners of Olares' multiple-install probes where they apply."""
     calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
     if helms:
-        calls += [_template_call(helms[0], target, mode)
+        parse = DocumentCache()
+        calls += [_template_call(helms[0], target, mode, parse)
                   for target in targets for mode in render_modes(target.chart.manifest)]
-        calls += [_probe_call(helms[0], target) for target in targets if probes.probes_apply(target.chart.manifest)]
-        calls += [_scale_call(helms[0], target) for target in targets
+        calls += [_probe_call(helms[0], target, parse) for target in targets
+                  if probes.probes_apply(target.chart.manifest)]
+        calls += [_scale_call(helms[0], target, parse) for target in targets
                   if scale.declared_workloads(target.chart.manifest)]
     return calls
 
