@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,13 +279,19 @@ def _app_targets(apps: list[App], stack: ExitStack) -> list[Target]:
     return targets
 
 
-def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport) -> LintReport:
-    if targets:
-        calls = helm_calls(targets, helms() if callable(helms) else helms)
+def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport, pure: Sequence[Chart] = ()) -> LintReport:
+    """The helm layers of the targets, and the pure rules of the charts in `pure` while the first helm
+    processes run."""
+    outcomes: list[tuple[HelmCall, Future[Any]]] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        if targets:
+            calls = helm_calls(targets, helms() if callable(helms) else helms)
+            outcomes = [(call, pool.submit(call.run)) for call in calls]
+        for chart in pure:
+            report.problems += chart_problems(chart)
         # The workers only run helm; its output is read here meanwhile, so no helm slot waits on Python.
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for call, outcome in [(call, pool.submit(call.run)) for call in calls]:
-                report.problems += call.analyse(outcome.result())
+        for call, outcome in outcomes:
+            report.problems += call.analyse(outcome.result())
     # a chart rendered for two accelerator modes shows a mode-independent finding twice: once is enough
     report.problems = sorted(dict.fromkeys(report.problems))
     return report
@@ -317,9 +323,11 @@ def _legacy_manifests(target: Target, helms: Helms, stack: ExitStack) -> tuple[T
     return Target(renders[0], target.folder), renders, []
 
 
-def collect(paths: list[str], stack: ExitStack, report: LintReport, helms: Helms = ()) -> list[Target]:
+def collect(paths: list[str], stack: ExitStack, report: LintReport, helms: Helms = (),
+            deferred: list[Chart] | None = None) -> list[Target]:
     """Every input through the pure layers (problems into the report); the charts helm can render. With
-    helms, a legacy manifest written as a template is rendered first, as Olares reads it."""
+    helms, a legacy manifest written as a template is rendered first, as Olares reads it. With `deferred`,
+    the charts' own files are put there to check later (lint checks them while helm starts) instead."""
     specs, charts, refused = classify(paths, stack)
     report.problems += refused
     report.checked += [p.file for p in refused]
@@ -334,12 +342,16 @@ def collect(paths: list[str], stack: ExitStack, report: LintReport, helms: Helms
             charts[i], views, refusal = _legacy_manifests(target, helms, stack)
             report.problems += refusal
         for chart in views:
-            report.problems += chart_problems(chart)
+            if deferred is None:
+                report.problems += chart_problems(chart)
+            else:
+                deferred.append(chart)
     return _app_targets(apps, stack) + [t for t in charts if t.chart.manifest]
 
 
 def lint(paths: list[str], helms: Helms, jobs: int = 2) -> LintReport:
     """Specs (both generations), chart folders, folders of charts and chart archives, every layer."""
     report = LintReport()
+    deferred: list[Chart] = []
     with ExitStack() as stack:
-        return _run(collect(paths, stack, report, helms), helms, jobs, report)
+        return _run(collect(paths, stack, report, helms, deferred), helms, jobs, report, deferred)
