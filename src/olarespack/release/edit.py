@@ -53,11 +53,8 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date) -> S
     new_version = bump(old_version, part)
     lines = text.splitlines(keepends=True)
 
-    version_line = data.lc.key("version")[0]
-    match = re.match(r"^(version:\s*)(['\"]?)([^'\"\s#]+)(['\"]?)(.*)$", lines[version_line].rstrip("\n"))
-    if not match or match[3] != old_version:
+    if not _replace_value(lines, data.lc.key("version")[0], "version", old_version, new_version):
         raise refuse("version", "the version line is not a plain `version: X.Y.Z` line", "write it on one line")
-    lines[version_line] = f"{match[1]}{match[2]}{new_version}{match[4]}{match[5]}\n"
 
     first_line, first_column = data["changelog"].lc.item(0)
     indent = " " * (first_column - 2)
@@ -113,11 +110,8 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
         raise refuse("engine.image", f"--image {given!r} is not an image reference",
                      "give registry/name:tag, or a tag alone for the current image's repository") from None
     lines = text.splitlines(keepends=True)
-    line = engine.lc.key("image")[0]
-    match = re.match(r"^(\s*image:\s*)(['\"]?)([^'\"\s#]+)(['\"]?)(.*)$", lines[line].rstrip("\n"))
-    if not match or match[3] != old_image:
+    if not _replace_value(lines, engine.lc.key("image")[0], "image", old_image, new_image):
         raise refuse("engine.image", "the image line is not a plain `image: REF` line", "write it on one line")
-    lines[line] = f"{match[1]}{match[2]}{new_image}{match[4]}{match[5]}\n"
     calibration = engine.get("calibration")
     measured = calibration.get("image") if hasattr(calibration, "get") else None
     stale = measured if measured is not None and measured != new_image else None
@@ -140,6 +134,16 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
     if after != {**before, "engine": {**expected_engine, "image": new_image}}:
         raise refuse("engine.image", "the spec's layout defeats an in-place edit", "edit the image by hand")
     return ImageEdit(new_text, old_image, new_image, stale, stale_version)
+
+
+def _replace_value(lines: list[str], line: int, key: str, old: str, new: str) -> bool:
+    """`key: old` on that line, with its indent, quotes and trailing comment, made `key: new` in place; False
+    when the line is not that plain one-line form (a layout an in-place edit would get wrong)."""
+    match = re.match(rf"^(\s*{key}:\s*)(['\"]?)([^'\"\s#]+)(['\"]?)(.*)$", lines[line].rstrip("\n"))
+    if not match or match[3] != old:
+        return False
+    lines[line] = f"{match[1]}{match[2]}{new}{match[4]}{match[5]}\n"
+    return True
 
 
 def _comment_out(lines: list[str], mapping: Any, key: str, why: str) -> list[str]:
