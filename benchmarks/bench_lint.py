@@ -35,7 +35,7 @@ from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 
 ROOT = Path(__file__).resolve().parents[1]
-RATIO_TARGET = 1.2
+RATIO_TARGET = 1.05
 TREE_TARGET_SECONDS = 45.0
 Invocation = tuple[HelmBinary, tuple[str, ...], dict[int, str]]  # helm, its arguments, values files by position
 
