@@ -17,8 +17,11 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 
 from olarespack.core.errors import Problem, ProblemsError
+from olarespack.core.hardware import profiles
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
 from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
+from olarespack.engines.llamacpp.bootlog import LlamaCppLog
+from olarespack.engines.llamacpp.spec import LlamaCppCalibration
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 from olarespack.write import write_file
@@ -105,6 +108,12 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if looks is not None and log.engine != kind and not log.calibrated(kind):
         raise _refuse(log.path, "", f"looks like a {looks} boot log, but {file} runs {title}",
                       f"take the log of this app's pod (kubectl logs), or calibrate the {looks} app's spec")
+    if not log.calibrated(kind) and kind == "llamacpp" and log.engine == kind:
+        cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
+        raise _refuse(log.path, "", f"no buffer size line found{cut}: llama-server prints its model, KV and "
+                      "compute buffer sizes only at -v from about b10000 (b9101 prints them by default)",
+                      'boot the app once with "-v" added to engine.extra_args and calibrate from that log '
+                      "(kubectl logs POD > boot.log), then take -v out again")
     if not log.calibrated(kind):
         seen = f"it looks like a {looks} log" if looks else \
             f"it looks like neither {' nor '.join(f'a {name}' for name in titles())} log"
@@ -121,6 +130,22 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if reading.version and version and not reading.version.startswith(version):
         raise _refuse(log.path, "", f"is a boot of {title} {reading.version}, but {file}'s image has {title} "
                       f"{version}", f"boot {spec.engine.image} on the box and take that log")
+    if isinstance(reading, LlamaCppLog):
+        _check_llamacpp_device(file, spec, log.path, reading)
+
+
+def _check_llamacpp_device(file: str, spec: AppSpec, path: str, reading: LlamaCppLog) -> None:
+    """The boot's GPU must be the spec's hardware, and the buffers must be on it (a CPU boot measures nothing
+    of the GPU)."""
+    profile = profiles().get(spec.hardware)
+    gpu = profile.title.split(",")[0].strip() if profile else None
+    if reading.device and gpu and reading.device != gpu:
+        raise _refuse(path, "", f"is a boot on {reading.device}, but {file}'s hardware {spec.hardware} is {gpu}",
+                      f"boot the app on a {gpu} and take that log, or set hardware: to the GPU it ran on")
+    if not LlamaCppCalibration.gpu_mib(reading.model_buffer_mib):
+        raise _refuse(path, "", "the boot put no model buffer on a GPU (only "
+                      f"{', '.join(sorted(reading.model_buffer_mib)) or 'none'}): it measured nothing of the GPU",
+                      "take the log of the app's pod on the box, where the layers go to CUDA0")
 
 
 def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]:

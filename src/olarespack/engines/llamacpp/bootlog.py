@@ -2,9 +2,15 @@
 llama-context.cpp, tools/mtmd/clip.cpp), read from a boot log:
     load_tensors:        CUDA0 model buffer size =  4403.49 MiB
     llama_kv_cache:      CUDA0 KV buffer size =   208.00 MiB          (one line per cache: iSWA prints two)
-    llama_context:       CUDA0 compute buffer size =   517.00 MiB
+    llama_context:       CUDA0 compute buffer size =   517.00 MiB     (sched_reserve: from b10000 or so)
     llama_context: n_ctx         = 32768
-    build: 9101 (a1b2c3d4) with cc ...
+    build: 9101 (a1b2c3d4) with cc ...        build_info: b9101-...      common_params_print_info: build 11434 (...)
+    Device 0: NVIDIA GeForce RTX 5090 Laptop GPU, compute capability 12.0     (ggml_cuda_init)
+    llama_prepare_model_devices: using device CUDA0 (NVIDIA H200) (0000:00:06.0) - 142629 MiB free
+
+With automatic --fit (b9000 on), llama-server first sizes a dry run of the whole context and, at -v, prints its
+buffer lines (model and KV 0.00 MiB, compute at full size) before the boot prints its own: a model line of the
+text model's loader after KV or compute lines starts a new pass, and only the last pass counts.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from olarespack.engines.bootlog import NUM, EngineLog
 
 _BUFFER = re.compile(rf"(\w{{1,64}}): {{1,64}}([A-Za-z0-9_.-]{{1,64}}) (model|KV|compute) buffer size = {{0,16}}"
                      rf"{NUM} MiB")
-_CTX = re.compile(r"llama_context: n_ctx {0,16}= (\d{1,9})")
-_BUILD = re.compile(r"build: (\d{1,7}) \(")
+_CTX = re.compile(r"llama_context: n_ctx {0,24}= (\d{1,9})")
+_BUILD = re.compile(r"(?:\bbuild: |build_info: b|common_params_print_info: build )(\d{1,7})\b")
+_DEVICE = re.compile(r"(?:Device 0: (.{1,80}?), compute capability|using device \w{1,32} \((.{1,80}?)\) \()")
 _MARK = re.compile(r"llama_model_load|llama_model_loader:|llama_context:|ggml_cuda_init|llama-server|"
                    r"main: server is listening|srv {1,8}\w{1,32}:")
 # a buffer line's kind -> engine.calibration's field holding that kind per device
@@ -26,19 +33,23 @@ _FIELDS = {"model": "model_buffer_mib", "KV": "kv_buffer_mib", "compute": "compu
 
 @dataclass
 class LlamaCppLog(EngineLog):
-    """The buffers of one llama.cpp boot per device, in MiB (summed where a kind repeats), and its context."""
+    """The buffers of one llama.cpp boot per device, in MiB (summed where a kind repeats), its context, the
+    build (as `version`, b9101) and the first GPU's name."""
 
     model_buffer_mib: dict[str, float] = field(default_factory=dict)
     kv_buffer_mib: dict[str, float] = field(default_factory=dict)
     compute_buffer_mib: dict[str, float] = field(default_factory=dict)
     n_ctx: int | None = None
     build: str | None = None
+    device: str | None = None
 
     def feed(self, number: int, line: str) -> None:
         if _MARK.search(line):
             self.marks += 1
         if match := _BUFFER.search(line):
             self.marks += 1
+            if match[1] == "load_tensors" and match[3] == "model" and (self.kv_buffer_mib or self.compute_buffer_mib):
+                self._new_pass()
             name, device = _FIELDS[match[3]], match[2]
             buffers = {"model_buffer_mib": self.model_buffer_mib, "kv_buffer_mib": self.kv_buffer_mib,
                        "compute_buffer_mib": self.compute_buffer_mib}[name]
@@ -47,7 +58,16 @@ class LlamaCppLog(EngineLog):
         elif match := _CTX.search(line):
             self.n_ctx, self.lines["n_ctx"] = int(match[1]), number
         elif match := _BUILD.search(line):
-            self.build = match[1]
+            # a build from a source archive without git metadata says build 0: its release is unknown
+            self.build = match[1] if match[1] != "0" else None
+            self.version = f"b{self.build}" if self.build else None
+        elif (match := _DEVICE.search(line)) and self.device is None:
+            self.device = (match[1] or match[2]).strip()
+
+    def _new_pass(self) -> None:
+        for buffers in (self.model_buffer_mib, self.kv_buffer_mib, self.compute_buffer_mib):
+            buffers.clear()
+        self.lines = {key: line for key, line in self.lines.items() if not key.endswith("_mib") and " " not in key}
 
     @property
     def calibrated(self) -> bool:

@@ -89,7 +89,8 @@ class LlamaCppCalibration(MeasuredOn):
         description="`<device> compute buffer size = X MiB`, summed over the model's and the projector's.")
     n_ctx: int | None = Field(None, gt=0, le=16_777_216, description="The context of that boot (`n_ctx = N`).")
 
-    def gpu_mib(self, buffers: dict[str, float]) -> float:
+    @staticmethod
+    def gpu_mib(buffers: dict[str, float]) -> float:
         """The part of a buffer map on GPUs (CUDA0, ROCm0, Vulkan0: a device name ending in its number)."""
         return sum(mib for device, mib in buffers.items() if re.fullmatch(r"[A-Za-z]{1,32}[0-9]{1,3}", device))
 
