@@ -11,6 +11,16 @@ import pytest
 from conftest import ROOT, run_cli
 from olarespack.engines import read_boot_log
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
+from olarespack.engines.llamacpp.kv import (
+    LLAMACPP_COMPUTE_MARGIN,
+    LLAMACPP_RUNTIME_BYTES,
+    llamacpp_compute_bytes,
+    llamacpp_host_compute_bytes,
+    llamacpp_kv_bytes,
+)
+from olarespack.models.arch import ModelArch, models
+
+MIB = 2**20
 
 LOGS = ROOT / "tests" / "fixtures" / "llama-logs"
 H200_V = LOGS / "h200-src11434-e4b-c32k-v.log"  # Gemma 4 E4B's shapes, CUDA, the audio chart's arguments, -v
@@ -81,3 +91,44 @@ def test_a_cpu_boot_is_refused(project: Path) -> None:
     code, output, unchanged = _calibrate(project, "b9101-cpu-default.log")
     assert code == 1 and unchanged
     assert "the boot put no model buffer on a GPU (only CPU_Mapped)" in output
+
+
+# CUDA boots of Gemma 4 E4B's shapes, b11434 from source on an H200, -fa on (measured.md):
+# (ubatch, context) -> (KV MiB, CUDA0 compute MiB, CUDA_Host compute MiB); the first row's log is H200_V
+CUDA_BOOTS = {(512, 32768): (552.0, 134.02, 79.03), (512, 131072): (2088.0, 230.02, 175.03),
+              (512, 4096): (104.0, 106.02, 51.03), (512, 16384): (296.0, 118.02, 63.03),
+              (256, 32768): (542.0, 66.88, 39.39)}
+
+
+def _e4b() -> ModelArch:
+    found = models()["unsloth/gemma-4-E4B-it-GGUF"].arch
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(("ubatch", "context"), sorted(CUDA_BOOTS))
+def test_fit_is_at_or_above_every_measured_cuda_boot(ubatch: int, context: int) -> None:
+    kv, compute, host = CUDA_BOOTS[(ubatch, context)]
+    arch = _e4b()
+    assert llamacpp_kv_bytes(arch, context, parallel=1, batch_size=2048, ubatch_size=ubatch) == kv * MIB
+    gpu = llamacpp_compute_bytes(arch, ubatch, context, flash_attn=True)
+    pinned = llamacpp_host_compute_bytes(arch, ubatch, context)
+    # never below what CUDA allocated, and no more than the stated margin and 2% of fit error above it
+    assert compute * MIB <= gpu <= compute * MIB * (LLAMACPP_COMPUTE_MARGIN + 0.02)
+    assert host * MIB <= pinned <= host * MIB * (LLAMACPP_COMPUTE_MARGIN + 0.02)
+
+
+def test_the_runtime_allowance_covers_the_measured_cuda_context() -> None:
+    # the exit breakdown's `unaccounted`: what the process holds beyond its buffers, after a 502-token request
+    rows = [line for line in H200_V.read_text(encoding="utf-8").splitlines() if "- CUDA0 (H200)" in line]
+    unaccounted = int(rows[-1].rsplit("+", 1)[1].strip(" |"))
+    assert unaccounted == 717
+    assert unaccounted * MIB <= LLAMACPP_RUNTIME_BYTES
+
+
+def test_the_e4b_kv_cache_is_the_servers_own() -> None:
+    # the server's KV lines at 32K (512 full + 40 SWA MiB) and 128K, in bytes
+    arch = _e4b()
+    assert llamacpp_kv_bytes(arch, 32768, parallel=1, batch_size=512, ubatch_size=512) == 578_813_952
+    assert llamacpp_kv_bytes(arch, 131072, parallel=1, batch_size=512, ubatch_size=512) == 2_189_426_688
+    assert sum(reading(H200_V).kv_buffer_mib.values()) * MIB == 578_813_952

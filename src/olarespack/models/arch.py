@@ -70,6 +70,7 @@ class ModelArch:
     experts_per_token: int | None = None
     vocab_size: int | None = None
     dtype_bytes: int = 2
+    per_layer_input_size: int | None = None  # Gemma 3n / 4 E models: hidden_size_per_layer_input
 
     def kv_bytes_per_token(self, dtype_bytes: float, kind: AttentionKind | None = None) -> float:
         """K + V bytes one token adds over the layers of one kind (all when None), ignoring windows."""
@@ -205,6 +206,7 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
         experts_per_token=_int(cfg, "num_experts_per_tok", _int(cfg, "top_k_experts")),
         vocab_size=_int(cfg, "vocab_size", positive=True),
         dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
+        per_layer_input_size=_int(cfg, "hidden_size_per_layer_input", positive=True),
     )
 
 

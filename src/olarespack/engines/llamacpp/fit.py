@@ -11,12 +11,14 @@ from olarespack.engines.fit import FitReport, FitRequest, Source
 from olarespack.engines.images import family_of
 from olarespack.engines.llamacpp.kv import (
     LLAMACPP_AUTO_PARALLEL,
+    LLAMACPP_COMPUTE_MARGIN,
     LLAMACPP_DEFAULT_BATCH,
     LLAMACPP_DEFAULT_UBATCH,
     LLAMACPP_RUNTIME_BYTES,
     MMPROJ_COMPUTE_BYTES,
     llamacpp_compute_bytes,
     llamacpp_context,
+    llamacpp_host_compute_bytes,
     llamacpp_kv_bytes,
 )
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, MIB, LlamaCppEngine
@@ -89,6 +91,10 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
                 + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
     source: Source = "estimate"
+    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx)
+    notes.append(f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
+                 f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MIB} MiB (an H200's, after a "
+                 f"first request); {host_compute / MIB:.0f} MiB more of pinned host memory for compute")
     measured = engine.calibration
     if measured is not None and (measured.model, measured.image, measured.hardware) == (
             engine.model.repo, engine.image, request.hardware) and measured.model_buffer_mib:

@@ -3,11 +3,12 @@ pure: the KV cache is allocated whole at start for -c tokens rounded up to 256, 
 slots (each slot gets c / parallel unless the cache is unified); sliding layers keep
 min(cells, window x seqs + ubatch) cells rounded up to 256; KV-sharing layers own nothing; a quantized cache
 type stores 32 values in 34 (q8_0) or 18 (q4_0) bytes. The compute buffers and the CUDA runtime are
-estimates.
+estimates fitted to CUDA boots (measured.md) and kept above them by a stated margin.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,8 +20,12 @@ LLAMACPP_CTX_PAD = 256
 LLAMACPP_DEFAULT_BATCH = 2048
 LLAMACPP_DEFAULT_UBATCH = 512
 LLAMACPP_AUTO_PARALLEL = 4  # llama-server's --parallel auto: 4 slots over a unified cache
-# CUDA context, cuBLAS workspace and host-visible buffers: an estimate.
-LLAMACPP_RUNTIME_BYTES = 400 * MiB
+# CUDA context and cuBLAS workspace, not in any buffer line: 717 MiB on an H200 after a first request of 502
+# tokens (597 MiB after boot), measured.md; a consumer card's context is smaller, so this bounds it from above.
+LLAMACPP_RUNTIME_BYTES = 736 * MiB
+# The compute-buffer estimate is this much above the fitted figures; the fit is within 1% of every CUDA boot
+# measured (Gemma 4 E4B's shapes at 4K-128K, ubatch 256 and 512), so 10% keeps each boot below the estimate.
+LLAMACPP_COMPUTE_MARGIN = 1.10
 # The multimodal projector's own compute buffer (encoder graph): an estimate.
 MMPROJ_COMPUTE_BYTES = 256 * MiB
 # ggml type -> (bytes per block, values per block)
@@ -88,12 +93,28 @@ def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unif
     return total
 
 
-def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool) -> int:
-    """Estimated CUDA compute buffer: the ubatch's logits and widest activations in f32, plus the attention
-    score matrix when flash attention is off."""
+def _compute_width(arch: ModelArch) -> int:
+    """f32 values one ubatch token keeps live in the widest part of the graph: the FFN (gate, up, their
+    product) and the residual and attention activations; a Gemma 3n / 4 E model adds its per-layer inputs. The
+    logits are not among them: the graph is reserved for one output per sequence."""
     hidden = arch.hidden_size or 4096
-    width = (arch.vocab_size or 32000) + 4 * hidden + 3 * (arch.intermediate_size or 4 * hidden)
+    per_layer = (arch.per_layer_input_size or 0) * arch.num_hidden_layers
+    return 4 * hidden + 3 * (arch.intermediate_size or 4 * hidden) + per_layer
+
+
+def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool) -> int:
+    """Estimated GPU compute buffer (the CUDA0 line): the ubatch's widest activations in f32 and the f16 KQ
+    mask over the context, plus the f32 attention scores of every head when flash attention is off; with
+    LLAMACPP_COMPUTE_MARGIN. Fitted to CUDA boots of b11434 (measured.md): 134.02 MiB at 32K and 230.02 MiB at
+    128K for Gemma 4 E4B at ubatch 512, growing 2 bytes per ubatch token and context token."""
+    mask = n_ubatch * n_ctx * 2
     scores = 0 if flash_attn else n_ubatch * n_ctx * (arch.num_attention_heads or 32) * 4
-    return n_ubatch * width * 4 + scores
+    return math.ceil((n_ubatch * _compute_width(arch) * 4 + mask + scores) * LLAMACPP_COMPUTE_MARGIN)
 
 
+def llamacpp_host_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int) -> int:
+    """Estimated pinned host compute buffer (the CUDA_Host line): the input embeddings looked up on the host
+    (token_embd and a Gemma E model's per-layer table stay there) and the mask's host copy; with the margin.
+    Fitted like the GPU buffer: 79.03 MiB at 32K and 175.03 MiB at 128K for Gemma 4 E4B at ubatch 512."""
+    width = (arch.hidden_size or 4096) + 2 * (arch.per_layer_input_size or 0) * arch.num_hidden_layers
+    return math.ceil((n_ubatch * width * 4 + n_ubatch * n_ctx * 2) * LLAMACPP_COMPUTE_MARGIN)
