@@ -31,7 +31,7 @@ boot() {
   "$SERVER" -m "$GGUF" --host 127.0.0.1 --port 18080 -ngl 99 --threads 8 --parallel 1 --jinja \
     --no-context-shift "$@" > "$log" 2>&1 &
   local pid=$!
-  for _ in $(seq 1 120); do grep -q "server is listening" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
+  for _ in $(seq 1 120); do grep -q "listening on" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
   local booted used_boot used_req
   used_boot=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)
   # a prompt of about 500 tokens, so the first request runs the batched matrix products (cuBLAS's workspace)
