@@ -1,0 +1,44 @@
+"""`olarespack plan`: several apps on one box, each in its GPU share."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from olarespack.core.errors import UsageError
+
+
+@click.command()
+@click.argument("spec_files", metavar="SPEC...", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A box file (e.g. boxes/olares-one.yaml): hardware, what the box keeps, the apps; SPECs are added.")
+@click.option("--hardware", help="The box's hardware profile (default: the box file's, else the one the specs target).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as a JSON object.")
+def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | None, as_json: bool) -> None:
+    """Can these apps co-run on one GPU? Each gets the smallest share its context fits in (fit's arithmetic);
+    the shares plus what the box keeps must fit the card's registered memory.
+
+    Exits 0 when every app fits, 1 when one does not (with its shortfall and the largest context that fits),
+    5 when a model has no data."""
+    from olarespack.plan.box import load_apps, read_box
+    from olarespack.plan.shares import plan as make_plan
+
+    files, keep = list(spec_files), None
+    if box_file is not None:
+        box = read_box(box_file)
+        files, keep = [*box.apps, *files], box.keep_mib
+        hardware = hardware or box.hardware
+    if not files:
+        raise UsageError("give app spec files or --box FILE")
+    profile, apps = load_apps(files, hardware)
+    result = make_plan(profile, apps, keep)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
+    else:
+        for line in result.table():
+            click.echo(line)
+    if not result.fits:
+        sys.exit(1)

@@ -1,0 +1,116 @@
+"""What a plan is made of: app specs, or a box file (a hardware profile, what the box keeps, and the apps that
+should co-run), read into the apps shares.py places, each with its fit at any share."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from olarespack.core.errors import Problem, SpecError, UsageError
+from olarespack.core.hardware import HardwareProfile, profiles
+from olarespack.core.yamlfile import load_spec_data
+from olarespack.engines.fit import FitReport
+from olarespack.fit.budget import fit_report, spec_calibration
+from olarespack.models.arch import models_for
+from olarespack.plan.shares import PlanApp
+from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec, ByteRange
+
+BOX_KEYS = ("hardware", "keep_mib", "apps")
+MAX_APPS = 16  # more apps than any one GPU runs; bounds what a stranger's box file makes olarespack compute
+
+
+@dataclass(frozen=True)
+class Box:
+    """A box file: its hardware profile, what the box keeps (None: the profile's default) and the spec files
+    of the apps that should co-run, in priority order."""
+
+    file: str
+    hardware: str | None
+    keep_mib: int | None
+    apps: tuple[Path, ...]
+
+
+def _refuse(file: str, where: str, message: str, fix: str, rule: str) -> SpecError:
+    return SpecError([Problem(file, where, message, fix, rule=rule)])
+
+
+def read_box(path: Path) -> Box:
+    """A box file; a SpecError naming the field and the fix for anything else. App paths are relative to the
+    box file's folder."""
+    shown = str(path)
+    data = load_spec_data(path)
+    if not isinstance(data, dict):
+        raise _refuse(shown, "", "a box file must be a YAML mapping with hardware and apps",
+                      "start from boxes/olares-one.yaml", "yaml")
+    unknown = sorted(str(key) for key in data if key not in BOX_KEYS)
+    if unknown:
+        raise _refuse(shown, unknown[0], "unknown key", f"use only {', '.join(BOX_KEYS)}", "spec-unknown-key")
+    hardware = data.get("hardware")
+    if hardware is not None and (not isinstance(hardware, str) or hardware not in profiles()):
+        raise _refuse(shown, "hardware", f"unknown hardware profile {str(hardware)[:60]!r}",
+                      f"use one of {', '.join(sorted(profiles()))}", "hardware-profile")
+    keep = data.get("keep_mib")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+        raise _refuse(shown, "keep_mib", "must be a whole number of MiB, 0 or more",
+                      "give the GPU memory the box keeps for itself, e.g. 463", "spec-type")
+    apps = data.get("apps")
+    if not isinstance(apps, list) or not apps:
+        raise _refuse(shown, "apps", "must be a list of app spec files", "list paths such as ../apps/gemma4-audio.yaml",
+                      "spec-missing" if apps is None else "spec-type")
+    if len(apps) > MAX_APPS:
+        raise _refuse(shown, "apps", f"more than {MAX_APPS} apps", "plan fewer apps per box", "spec-range")
+    files = []
+    for index, entry in enumerate(apps):
+        if not isinstance(entry, str) or not entry:
+            raise _refuse(shown, f"apps[{index}]", "must be the path of an app spec file",
+                          "write a path relative to the box file", "spec-type")
+        file = Path(os.path.normpath(path.parent / entry))
+        if not file.is_file():
+            raise _refuse(shown, f"apps[{index}]", f"no spec file at {file}",
+                          "write a path relative to the box file's folder", "file")
+        files.append(file)
+    return Box(shown, hardware, keep, tuple(files))
+
+
+def profile_for(specs: list[tuple[Path, AppSpec]], hardware: str | None) -> HardwareProfile:
+    """The named profile, else the one every spec targets."""
+    if hardware is not None:
+        if hardware not in profiles():
+            raise UsageError(f"unknown hardware {hardware!r}: use one of {', '.join(sorted(profiles()))}")
+        return profiles()[hardware]
+    targets = sorted({spec.hardware for _, spec in specs})
+    if len(targets) > 1:
+        raise UsageError(f"the apps target different hardware ({', '.join(targets)}): "
+                         "name the box's with --hardware")
+    return profiles()[targets[0]]
+
+
+def load_apps(files: list[Path], hardware: str | None) -> tuple[HardwareProfile, list[PlanApp]]:
+    """The specs as apps to place, each with its fit at any share on the profile's card."""
+    specs = [(file, load_spec(file)) for file in files]
+    seen: dict[str, Path] = {}
+    for file, spec in specs:
+        if spec.name in seen:
+            raise _refuse(str(file), "name", f"{spec.name} is already in the plan from {seen[spec.name]}",
+                          "list each app once", "duplicate-name")
+        seen[spec.name] = file
+    profile = profile_for(specs, hardware)
+    return profile, [_plan_app(file, spec.model_copy(update={"hardware": profile.name})) for file, spec in specs]
+
+
+def _plan_app(file: Path, spec: AppSpec) -> PlanApp:
+    registry = models_for(file)
+    calibration: dict[str, Any] = spec_calibration(spec)
+
+    @cache
+    def fit_at(mib: int) -> FitReport:
+        request = f"{mib}Mi"
+        share = ByteRange.model_validate({"request": request, "limit": request})
+        resources = spec.resources.model_copy(update={"gpu_memory": share})
+        return fit_report(spec.model_copy(update={"resources": resources}), registry=registry, **calibration)
+
+    return PlanApp(spec.name, str(file), spec.gpu_memory(), fit_at)
