@@ -30,6 +30,24 @@ def _vocab() -> list[str]:
     return tokens
 
 
+def _add_tokenizer(writer: gguf.GGUFWriter, tokens: list[str]) -> None:
+    """Gemma 4's BPE tokenizer over `tokens`: every tiny model here uses it, whatever its architecture, since
+    llama.cpp takes the tokenizer from its own keys, not from the architecture's."""
+    n_vocab = len(tokens)
+    writer.add_tokenizer_model("gemma4")
+    writer.add_tokenizer_pre("gemma4")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * n_vocab)
+    types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.BYTE] * N_BYTES
+    writer.add_token_types(types + [gguf.TokenType.NORMAL] * (n_vocab - len(types)))
+    writer.add_token_merges(["\u2581 a"])  # one merge: the BPE reader needs the list, not its size
+    writer.add_pad_token_id(0)
+    writer.add_eos_token_id(1)
+    writer.add_bos_token_id(2)
+    writer.add_unk_token_id(3)
+    writer.add_add_bos_token(True)
+
+
 def _gemma4_layout(n_layer: int, swa_period: int, n_kv_shared: int) -> list[bool]:
     """Which layers use the sliding window: `swa_period - 1` SWA layers then one full-attention layer."""
     pattern = [(i + 1) % swa_period != 0 for i in range(n_layer)]
@@ -84,18 +102,7 @@ def write_gemma4(
     writer.add_embedding_length_per_layer_input(n_embd_per_layer)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_final_logit_softcapping(30.0)
-    writer.add_tokenizer_model("gemma4")
-    writer.add_tokenizer_pre("gemma4")
-    writer.add_token_list(tokens)
-    writer.add_token_scores([0.0] * n_vocab)
-    types = [gguf.TokenType.CONTROL] * len(SPECIAL) + [gguf.TokenType.BYTE] * N_BYTES
-    writer.add_token_types(types + [gguf.TokenType.NORMAL] * (n_vocab - len(types)))
-    writer.add_token_merges(["\u2581 a"])  # one merge: the BPE reader needs the list, not its size
-    writer.add_pad_token_id(0)
-    writer.add_eos_token_id(1)
-    writer.add_bos_token_id(2)
-    writer.add_unk_token_id(3)
-    writer.add_add_bos_token(True)
+    _add_tokenizer(writer, tokens)
 
     def tensor(name: str, *shape: int, ones: bool = False) -> None:
         # numpy shapes are ggml's reversed: a ggml {n_embd, n_vocab} matrix is numpy (n_vocab, n_embd)
@@ -130,6 +137,96 @@ def write_gemma4(
         tensor(f"{blk}.inp_gate.weight", n_embd, n_embd_per_layer)
         tensor(f"{blk}.proj.weight", n_embd_per_layer, n_embd)
         tensor(f"{blk}.post_norm.weight", n_embd, ones=True)
+    _finish(writer)
+    return path
+
+
+def write_dense(
+    path: Path,
+    *,
+    arch: str = "llama",
+    n_layer: int = 4,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 512,
+    ctx_train: int = 32768,
+    seed: int = 2,
+) -> Path:
+    """A dense Llama-style decoder in miniature (`arch` llama or qwen3; qwen3 adds Q and K norms): every layer
+    full attention with grouped KV heads, head size n_embd / n_head; about 9 MB of F32 weights by default."""
+    return _write_decoder(path, arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                          n_ff=n_ff, ctx_train=ctx_train, seed=seed)
+
+
+def write_moe(
+    path: Path,
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    ctx_train: int = 32768,
+    seed: int = 3,
+) -> Path:
+    """A Qwen3 MoE (`qwen3moe`) in miniature: full attention with Q and K norms, a router and `n_expert`
+    gate/up/down experts per layer, `n_expert_used` of them per token; about 8 MB of F32 weights by default."""
+    return _write_decoder(path, "qwen3moe", n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                          n_ff=n_ff_exp, ctx_train=ctx_train, seed=seed, experts=(n_expert, n_expert_used))
+
+
+def _write_decoder(path: Path, arch: str, *, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, n_ff: int,
+                   ctx_train: int, seed: int, experts: tuple[int, int] | None = None) -> Path:
+    rng = np.random.default_rng(seed)
+    tokens = _vocab()
+    head = n_embd // n_head
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(f"tiny-{arch}")
+    writer.add_context_length(ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(head)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_feed_forward_length(n_ff)
+    if experts:
+        writer.add_expert_count(experts[0])
+        writer.add_expert_used_count(experts[1])
+        writer.add_expert_feed_forward_length(n_ff)
+    _add_tokenizer(writer, tokens)
+
+    def tensor(name: str, *shape: int, ones: bool = False) -> None:
+        data = np.ones(shape[::-1], np.float32) if ones else rng.normal(0, 0.02, shape[::-1]).astype(np.float32)
+        writer.add_tensor(name, data)
+
+    norms = arch != "llama"  # Qwen3's per-head Q and K RMS norms
+    tensor("token_embd.weight", n_embd, len(tokens))
+    tensor("output_norm.weight", n_embd, ones=True)
+    for i in range(n_layer):
+        blk = f"blk.{i}"
+        tensor(f"{blk}.attn_norm.weight", n_embd, ones=True)
+        tensor(f"{blk}.attn_q.weight", n_embd, head * n_head)
+        tensor(f"{blk}.attn_k.weight", n_embd, head * n_head_kv)
+        tensor(f"{blk}.attn_v.weight", n_embd, head * n_head_kv)
+        tensor(f"{blk}.attn_output.weight", head * n_head, n_embd)
+        if norms:
+            tensor(f"{blk}.attn_q_norm.weight", head, ones=True)
+            tensor(f"{blk}.attn_k_norm.weight", head, ones=True)
+        tensor(f"{blk}.ffn_norm.weight", n_embd, ones=True)
+        if experts:
+            tensor(f"{blk}.ffn_gate_inp.weight", n_embd, experts[0])
+            tensor(f"{blk}.ffn_gate_exps.weight", n_embd, n_ff, experts[0])
+            tensor(f"{blk}.ffn_up_exps.weight", n_embd, n_ff, experts[0])
+            tensor(f"{blk}.ffn_down_exps.weight", n_ff, n_embd, experts[0])
+        else:
+            tensor(f"{blk}.ffn_gate.weight", n_embd, n_ff)
+            tensor(f"{blk}.ffn_up.weight", n_embd, n_ff)
+            tensor(f"{blk}.ffn_down.weight", n_ff, n_embd)
     _finish(writer)
     return path
 
