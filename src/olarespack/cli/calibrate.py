@@ -108,12 +108,10 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if looks is not None and log.engine != kind and not log.calibrated(kind):
         raise _refuse(log.path, "", f"looks like a {looks} boot log, but {file} runs {title}",
                       f"take the log of this app's pod (kubectl logs), or calibrate the {looks} app's spec")
-    if not log.calibrated(kind) and kind == "llamacpp" and log.engine == kind:
+    missing = log.readings[kind].missing_lines() if log.engine == kind and not log.calibrated(kind) else None
+    if missing is not None:
         cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
-        raise _refuse(log.path, "", f"no buffer size line found{cut}: llama-server prints its model, KV and "
-                      "compute buffer sizes only at -v from about b10000 (b9101 prints them by default)",
-                      'boot the app once with "-v" added to engine.extra_args and calibrate from that log '
-                      "(kubectl logs POD > boot.log), then take -v out again")
+        raise _refuse(log.path, "", missing[0] + cut, missing[1])
     if not log.calibrated(kind):
         seen = f"it looks like a {looks} log" if looks else \
             f"it looks like neither {' nor '.join(f'a {name}' for name in titles())} log"

@@ -43,6 +43,11 @@ class EngineLog:
         """Whether the log holds the lines a calibration of this engine needs."""
         return False
 
+    def missing_lines(self) -> tuple[str, str] | None:
+        """Why a boot of this engine printed no calibration lines, when the engine knows (what is missing, the
+        fix); None when it does not say."""
+        return None
+
 
 L = TypeVar("L", bound=EngineLog)
 

@@ -72,3 +72,9 @@ class LlamaCppLog(EngineLog):
     @property
     def calibrated(self) -> bool:
         return bool(self.model_buffer_mib or self.kv_buffer_mib or self.compute_buffer_mib)
+
+    def missing_lines(self) -> tuple[str, str] | None:
+        return ("no buffer size line found: llama-server prints its model, KV and compute buffer sizes only at -v "
+                "from about b10000 (b9101 prints them by default)",
+                'boot the app once with "-v" added to engine.extra_args and calibrate from that log '
+                "(kubectl logs POD > boot.log), then take -v out again")
