@@ -69,6 +69,7 @@ def write_gguf(path: Path, arch_name: str = "gemma4", **meta: Any) -> Path:
         writer.add_sliding_window(512)
         writer.add_sliding_window_pattern(meta.get("pattern", [(i + 1) % 6 != 0 for i in range(n)]))
         writer.add_shared_kv_layers(18)
+        writer.add_embedding_length_per_layer_input(256)
         writer.add_token_list([f"t{i}" for i in range(300)])
         writer.add_vocab_size(262144)
         writer.add_tensor("per_layer_token_embd.weight", np.zeros((300, 64), dtype=np.float16))
@@ -179,7 +180,9 @@ def test_gguf_header_maps_to_hugging_face_config_names(tmp_path: Path) -> None:
     header = read_gguf(write_gguf(tmp_path / GGUF_FILE))
     assert header.architecture == "gemma4" and not header.projector
     assert header.bytes == (tmp_path / GGUF_FILE).stat().st_size
-    assert header.host_bytes == 300 * 64 * 2  # per_layer_token_embd, F16
+    # token_embd and per_layer_token_embd stay on the host; no output.weight, so token_embd is the tied output
+    assert header.host_bytes == 300 * 32 * 2 + 300 * 64 * 2 and header.gpu_copy_bytes == 300 * 32 * 2
+    assert (header.config or {})["hidden_size_per_layer_input"] == 256
     # the same architecture as the shipped Gemma 4 E4B (read from its config.json fields)
     assert arch.arch_from_hf_config(header.config or {}) == arch.models()["unsloth/gemma-4-E4B-it-GGUF"].arch
 
@@ -198,8 +201,12 @@ def test_gguf_add_then_fit(tmp_path: Path) -> None:
     assert code == 0 and out.startswith("created models/tiny-gemma-4-gguf.yaml"), out
     data = model_file(tmp_path)
     assert data["family"] == "gemma4"
-    assert data["files"][GGUF_FILE] == {"bytes": model.stat().st_size, "exact": True, "host_bytes": 300 * 64 * 2,
-                                        "host_exact": True}
+    assert data["files"][GGUF_FILE] == {"bytes": model.stat().st_size, "exact": True,
+                                        "host_bytes": 300 * 32 * 2 + 300 * 64 * 2, "host_exact": True,
+                                        "gpu_copy_bytes": 300 * 32 * 2}
+    made = arch.model_from_data("made", data).arch
+    assert made == arch.models()["unsloth/gemma-4-E4B-it-GGUF"].arch and made is not None
+    assert made.per_layer_input_size == 256
     assert data["files"][MMPROJ] == {"bytes": mmproj.stat().st_size, "exact": True}
     assert data["config"]["layer_types"].count("full_attention") == 7
     assert any(read_gguf(model).sha256 in s for s in data["sources"])
@@ -210,6 +217,8 @@ def test_gguf_add_then_fit(tmp_path: Path) -> None:
     shipped = fit_report(load_spec(APPS / "gemma4-audio.yaml"))
     assert report["kv_cache_needed_bytes"] == shipped.kv_cache_needed_bytes  # same layers, same context
     assert report["weights_exact"] is True
+    # the per-layer inputs count in the compute estimate as they do for the shipped E4B
+    assert report["overhead_bytes"] == shipped.overhead_bytes
 
     # fit reads GGUF files directly too, without a models/ file
     (tmp_path / "models" / "tiny-gemma-4-gguf.yaml").unlink()
@@ -347,3 +356,18 @@ def test_shipped_drafters_name_their_targets() -> None:
     for drafter in ("google/gemma-4-26B-A4B-it-assistant", "z-lab/gemma-4-26B-A4B-it-DFlash"):
         assert set(shipped[drafter].drafter_for) == {"google/gemma-4-26B-A4B-it", SHIPPED}
     assert shipped[SHIPPED].family == "gemma4" and shipped["unsloth/gemma-4-E4B-it-GGUF"].family == "gemma4"
+
+
+def test_a_config_with_per_layer_inputs_keeps_them(tmp_path: Path) -> None:
+    """A Gemma 4 E-model's config.json: the per-layer input width is one of the fields kept."""
+    shipped = arch.models()["unsloth/gemma-4-E4B-it-GGUF"]
+    text = yaml.safe_load((Path(arch.__file__).parent.parent / "data/models/gemma-4-e4b-it-gguf.yaml").read_text())
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(text["config"]), encoding="utf-8")
+    (tmp_path / "apps").mkdir()
+    code, out = run_cli(tmp_path, "model", "add", "someone/gemma-4-E4B-it", "--config", str(config),
+                        "--weights-bytes", "1000")
+    assert code == 0, out
+    data = model_file(tmp_path)
+    assert data["config"]["text_config"]["hidden_size_per_layer_input"] == 256
+    assert arch.arch_from_hf_config(data["config"]) == shipped.arch

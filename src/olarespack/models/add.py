@@ -38,6 +38,7 @@ CONFIG_FIELDS = (
     "num_global_key_value_heads", "global_head_dim", "sliding_window", "layer_types", "sliding_window_pattern",
     "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "max_position_embeddings", "vocab_size",
     "intermediate_size", "moe_intermediate_size", "num_experts_per_tok", "top_k_experts", "torch_dtype", "dtype",
+    "hidden_size_per_layer_input",
 )
 
 
@@ -132,13 +133,17 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
         entry: dict[str, Any] = {"bytes": header.bytes, "exact": True}
         if header.host_bytes:
             entry.update(host_bytes=header.host_bytes, host_exact=True)
+        if header.gpu_copy_bytes:
+            entry["gpu_copy_bytes"] = header.gpu_copy_bytes
         files[header.name] = entry
         kind = "projector" if header.projector else f"architecture {header.architecture}"
         sources.append(f"file {header.name}: {header.bytes} bytes, header sha256:{header.sha256} ({kind})")
     sources.append(f"architecture: from the metadata of {main.name} (llama.cpp keys, in config.json names)")
     sources += [f"note: {note}" for note in main.notes]
     if main.host_bytes:
-        sources.append("host part: the per_layer_token_embd tensor, which llama.cpp keeps in host memory, exact")
+        sources.append("host part: token_embd and any per_layer_token_embd, which llama.cpp keeps in host "
+                       "memory, exact" + ("; token_embd also on the GPU as the tied output" if main.gpu_copy_bytes
+                                          else ""))
     sources.append(f"written by: {described.command}")
     return {**_common(described, main.architecture), "files": files, "config": main.config, "sources": sources}
 

@@ -84,6 +84,7 @@ class GgufFile:
     exact: bool
     host_bytes: int = 0  # part llama.cpp keeps in host memory (input-layer embeddings)
     host_exact: bool = True
+    gpu_copy_bytes: int = 0  # part of host_bytes also copied to the GPU (token_embd as the tied output)
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,7 @@ class _Weights(_Strict):
     exact: bool
     host_bytes: Bytes = 0
     host_exact: bool = True
+    gpu_copy_bytes: Bytes = 0
 
 
 class _ModelFile(_Strict):
@@ -298,7 +300,8 @@ def model_from_data(shown: str, data: Any) -> ModelInfo:
         raise ModelDataError(f"{shown}: config: {exc}") from None
     if (arch is None) != (raw.kv == "shared"):
         raise ModelDataError(f"{shown}: config: a config is required exactly when kv is own")
-    files = {fname: GgufFile(w.bytes, w.exact, w.host_bytes, w.host_exact) for fname, w in raw.files.items()}
+    files = {fname: GgufFile(w.bytes, w.exact, w.host_bytes, w.host_exact, w.gpu_copy_bytes)
+             for fname, w in raw.files.items()}
     return ModelInfo(repo=raw.repo, title=raw.title, arch=arch, kv=raw.kv,
                      weights_bytes=raw.weights.bytes if raw.weights else 0,
                      weights_exact=raw.weights.exact if raw.weights else False,

@@ -14,8 +14,11 @@ reads them in src/llama-model.cpp):
   `.value_length` (full-attention layers; default embedding_length / head_count), `.key_length_swa` /
   `.value_length_swa` (sliding layers, Gemma 4), `.sliding_window`, `.sliding_window_pattern` (one bool per
   layer, true = sliding; or a period N: layer i slides when i % N < N - 1, N = 0 every layer),
-  `.shared_kv_layers` (the last N layers reuse earlier layers' KV);
-- `per_layer_token_embd.weight` (Gemma 3n / 4 E-models): llama.cpp keeps it in host memory.
+  `.shared_kv_layers` (the last N layers reuse earlier layers' KV), `.embedding_length_per_layer_input`
+  (Gemma 3n / 4 E-models: the per-layer input width, HF `hidden_size_per_layer_input`);
+- tensors llama.cpp keeps in host memory (its input layer always stays on the CPU): `token_embd.weight` and
+  `per_layer_token_embd.weight` (Gemma 3n / 4 E-models); without an `output.weight`, the output is tied and
+  llama.cpp puts a copy of `token_embd` on the GPU as well.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ _STRING, _ARRAY = 8, 9
 # Architectures whose llama.cpp loader sets the sliding pattern in code when the file carries none
 # (hparams.set_swa_pattern(N) in src/llama-model.cpp): N - 1 sliding layers, then one full.
 _LLAMACPP_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4}
-HOST_TENSORS = ("per_layer_token_embd.weight",)
+HOST_TENSORS = ("token_embd.weight", "per_layer_token_embd.weight")
+TIED_INPUT, OUTPUT = "token_embd.weight", "output.weight"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class GgufHeader:
     architecture: str
     config: dict[str, Any] | None  # Hugging Face field names; None for a projector (clip)
     host_bytes: int = 0
+    gpu_copy_bytes: int = 0  # part of host_bytes also on the GPU: token_embd as the tied output
     notes: tuple[str, ...] = ()
 
     @property
@@ -161,8 +166,10 @@ def read_gguf(path: Path) -> GgufHeader:
         config, notes = hf_config(arch, value, len(tokens.data) if tokens is not None else None)
     except ModelDataError as exc:
         raise ModelDataError(f"{path}: {exc}") from None
-    host = sum(int(t.n_bytes) for t in reader.tensors if t.name in HOST_TENSORS)
-    return GgufHeader(path.name, size, header_sha, arch, config, host, tuple(notes))
+    sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
+    host = sum(sizes.get(name, 0) for name in HOST_TENSORS)
+    copy = sizes.get(TIED_INPUT, 0) if OUTPUT not in sizes else 0
+    return GgufHeader(path.name, size, header_sha, arch, config, host, copy, tuple(notes))
 
 
 def _count(raw: Any, key: str, n: int | None = None) -> list[int] | int | None:
@@ -245,7 +252,8 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
                 "intermediate_size": one("feed_forward_length"),
                 "moe_intermediate_size": one("expert_feed_forward_length"),
                 "num_experts_per_tok": one("expert_used_count"),
-                "vocab_size": one("vocab_size") or vocab_tokens}
+                "vocab_size": one("vocab_size") or vocab_tokens,
+                "hidden_size_per_layer_input": one("embedding_length_per_layer_input")}
     config.update({k: v for k, v in optional.items() if v})
     if sliding_kv:
         config.update(num_key_value_heads=max(sliding_kv), head_dim=swa_dim, sliding_window=window,

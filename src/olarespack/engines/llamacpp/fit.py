@@ -46,10 +46,17 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         raise ModelDataError(f"no size for {', '.join(missing)} in {info.repo}; known files: "
                              f"{', '.join(sorted(info.files)) or 'none'}")
     main = info.files[engine.model.file]
-    weights = main.bytes - main.host_bytes + sum(info.files[f].bytes for f in files[1:])
+    if not main.gpu_copy_bytes <= main.host_bytes <= main.bytes:
+        raise ModelDataError(f"{info.repo}: files.{engine.model.file}: gpu_copy_bytes <= host_bytes <= bytes does "
+                             "not hold; correct the model file (olarespack model add ... --force rewrites it)")
+    # the host mapping holds the input embeddings; the GPU holds the rest, plus token_embd again when tied
+    weights = main.bytes - main.host_bytes + main.gpu_copy_bytes + sum(info.files[f].bytes for f in files[1:])
     exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
     if main.host_bytes:
-        notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings stay in host memory")
+        copied = (f", {gib(main.gpu_copy_bytes):.2f} GiB of it (token_embd) also on the GPU as the tied output"
+                  if main.gpu_copy_bytes else "")
+        notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings (token_embd and any per-layer table) "
+                     f"stay in host memory{copied}")
     cache_types = family.all_cache_types() if family else {}
     if family and any(cache_types[name].estimate for name in (engine.cache_type_k, engine.cache_type_v)
                       if name in cache_types):
