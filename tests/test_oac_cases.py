@@ -346,3 +346,53 @@ def test_a_templated_legacy_manifest_is_read_as_olares_renders_it(tmp_path: Path
     broken = good.replace("{{- end }}", "")
     found = errors(chart(tmp_path / "c", "branchy", broken, templates), helms)
     assert any(line.startswith("olares-files") and "does not render" in line for line in found), found
+
+
+def accelerator_entry(mode: str, gpu: str = "") -> str:
+    return ACCELERATOR.replace("mode: cpu", f"mode: {mode}") + (
+        f"      requiredGPUMemory: {gpu}\n      limitedGPUMemory: {gpu}\n" if gpu else "")
+
+
+def moded(tmp_path: Path, name: str, mode: str, gpu: str = "", version: str = "0.12.0") -> Path:
+    return chart(tmp_path, name, manifest(name, version=version, api="v1", resources=accelerator_entry(mode, gpu),
+                                          top=REPLICAS.format(name=name)),
+                 {"deployment.yaml": deployment(name, resources=SMALL, replicas=REPLICA_FIELD.format(name=name))},
+                 values=REPLICA_VALUES.format(name=name))
+
+
+@pytest.mark.parametrize(("mode", "gpu", "refused"), [
+    # oac's validResourceModes, with GPU memory where gpuMemoryModes allows it
+    ("cpu", "", None),
+    ("strix-halo", "", None),
+    ("nvidia", "8Gi", None),
+    ("amd-gpu", "8Gi", None),
+    # modes the platform defines (gpu_types.go) that oac's lint refuses yet
+    ("intel-gpu", "8Gi", "#3432"),
+    ("intel", "", "#3432"),
+    ("amd", "", "#3432"),
+    ("moore-soc", "", "#3432"),
+    # dropped from oac's modes: refused as unknown
+    ("amd-apu", "", "not a resource mode oac accepts"),
+    # GPU memory on a mode oac keeps it off
+    ("cpu", "8Gi", "oac lets only mode=nvidia and mode=amd-gpu declare GPU memory"),
+    ("strix-halo", "8Gi", "oac lets only mode=nvidia and mode=amd-gpu declare GPU memory"),
+])
+def test_accelerator_modes_and_gpu_memory_follow_oac(tmp_path: Path, helms: list[HelmBinary], mode: str, gpu: str,
+                                                     refused: str | None) -> None:
+    found = errors(moded(tmp_path, "modes", mode, gpu), helms)
+    if refused is None:
+        assert found == []
+    else:
+        assert found and all(line.startswith("olares-accelerator") for line in found), found
+        assert all(refused in line for line in found), found
+
+
+def test_gpu_memory_in_accelerator_below_0_12_is_never_booked(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    # below 0.12.0 Olares sizes the app by the flat fields: accelerator[]'s GPU memory is a warning there
+    folder = moded(tmp_path, "legacygpu", "nvidia", "8Gi", version="0.11.0")
+    hits = [p for p in lint([str(folder)], helms).problems if p.rule == "gpu-memory-generation"]
+    assert sorted((p.path, p.severity) for p in hits) == [("spec.accelerator[0].limitedGPUMemory", "warning"),
+                                                           ("spec.accelerator[0].requiredGPUMemory", "warning")]
+    # at 0.12.0 the same entry is read: no warning
+    folder = moded(tmp_path / "modern", "moderngpu", "nvidia", "8Gi")
+    assert not [p for p in lint([str(folder)], helms).problems if p.rule == "gpu-memory-generation"]

@@ -42,7 +42,9 @@ RULES: dict[str, Rule] = {
     "changelog-date": Rule("release", "every release has a date (its own, or its commit's)",
                            "beclab/market keys the version history by mergedAt"),
     "resource-limit": Rule("spec", "limits are not below requests", "Kubernetes refuses requests above limits"),
-    "gpu-memory-device": Rule("spec", "GPU memory fits the hardware profile's device",
+    "gpu-memory-device": Rule("spec", "GPU memory fits the hardware profile's device (one app; under Memory "
+                              "Slicing the quotas of all apps on the card must add up to no more than it, which "
+                              "lint cannot see: `olarespack plan` checks the sum)",
                               "app-service installCapacityFits: the card must hold requiredGPUMemory"),
     "gpu-memory-booking": Rule("spec", "GPU memory request and limit are equal",
                                "app-service's GPU webhook sets the limit to requiredGPUMemory"),
@@ -147,9 +149,15 @@ RULES: dict[str, Rule] = {
                                   "oac manifest.validateEntranceValue"),
     "olares-spec": Rule("olares", "the manifest has a spec section", "oac manifest.ValidateAppConfiguration"),
     "olares-support-arch": Rule("olares", "supportArch holds amd64 / arm64, once each", "oac manifest.validateAppSpec"),
-    "olares-accelerator": Rule("olares", "resource declarations: complete per mode, quantities, limited >= required, "
-                               "GPU memory on GPU modes, flat fields or accelerator[] but not both",
-                               "oac manifest.validateAppSpec, ValidateResourceMode, specResourceCrossFieldRules"),
+    "olares-accelerator": Rule("olares", "resource declarations: a mode oac accepts (not yet intel, amd, intel-gpu, "
+                               "moore-soc), complete per mode, quantities, limited >= required, GPU memory only on "
+                               "nvidia / amd-gpu, flat fields or accelerator[] but not both",
+                               "oac manifest.validateAppSpec, ValidateResourceMode (validResourceModes, "
+                               "gpuMemoryModes), specResourceCrossFieldRules; beclab/Olares #3432"),
+    "gpu-memory-generation": Rule("olares", "warning: below olaresManifest.version 0.12.0 GPU memory sits in the "
+                                  "flat spec.requiredGpu, not in accelerator[]",
+                                  "app-service parseLegacyAppRequirement reads the flat fields below 0.12.0; oac "
+                                  "specResourceCrossFieldRules skips accelerator[] there"),
     "olares-options": Rule("olares", "options: policies, dependencies, templateOnly, shared, overlayGateway",
                            "oac manifest.validateOptions, validateOverlayGateway, validateSharedAppRequirements"),
     "olares-subcharts": Rule("olares", "apiVersion v2 apps list their sub-charts, one of them shared",

@@ -9,9 +9,13 @@ from olarespack.core import quantity
 from olarespack.olares.findings import Findings, as_list, as_map, as_text
 from olarespack.olares.versions import is_modern
 
-RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "amd-apu", "strix-halo",
-                            "mthreads-m1000", "intel-gpu", "intel", "amd", "moore-soc"})
-GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu", "intel-gpu"})
+# oac's validResourceModes and gpuMemoryModes: the modes oac accepts, and those that carry GPU memory.
+RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "strix-halo", "mthreads-m1000"})
+GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu"})
+# Modes the platform defines (app-service gpu_types.go) that oac does not accept yet: a chart declaring
+# one fails the Market's lint although a node may carry the label.
+PLATFORM_ONLY_MODES = frozenset({"intel", "amd", "intel-gpu", "moore-soc"})
+LINT_LAG = "beclab/Olares #3432"
 MODE_ARCH = {"amd-gpu": "amd64", "nvidia": "amd64", "strix-halo": "amd64", "nvidia-gb10": "arm64",
              "mthreads-m1000": "arm64"}
 FLAT = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk",
@@ -67,6 +71,7 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
                         "limitedMemory/requiredDisk is required for olaresManifest.version >= 0.12.0",
                         "declare the resources", "olares-accelerator")
         return
+    _legacy_gpu_memory(out, manifest, accelerator)
     missing = [name for name in LEGACY_ENVELOPE if not as_text(spec.get(name))]
     if missing:
         out.add("spec", f"{', '.join(missing)} required for olaresManifest.version < 0.12.0 (and apiVersion v2)",
@@ -78,13 +83,33 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
     _limits_over_requests(out, "spec", spec, ("Cpu", "Memory", "Disk", "Gpu"))
 
 
+def _legacy_gpu_memory(out: Findings, manifest: dict[str, Any], accelerator: list[Any]) -> None:
+    """Below olaresManifest.version 0.12.0 (or at apiVersion v2) Olares sizes an app by the flat spec fields:
+    oac does not read spec.accelerator[], and app-service books GPU memory from spec.requiredGpu (the legacy
+    chart asks nvidia.com/gpu: "1" and sets CUDA_DEVICE_MEMORY_LIMIT_0 itself). GPU memory declared only in
+    accelerator[] is then never booked."""
+    version = as_text(manifest.get("olaresManifest.version"))
+    for i, entry in enumerate(accelerator):
+        for name in GPU_FIELDS:
+            if as_text(as_map(entry).get(name)):
+                out.add(f"spec.accelerator[{i}].{name}", f"olaresManifest.version {version or '(unset)'} reads GPU "
+                        "memory from the flat spec.requiredGpu / spec.limitedGpu; spec.accelerator[] is read from "
+                        "0.12.0 on (and never at apiVersion v2), so Olares books none of this GPU memory",
+                        "raise olaresManifest.version to 0.12.0, or drop spec.accelerator[] and set spec.requiredGpu "
+                        "/ spec.limitedGpu", "gpu-memory-generation", "warning")
+
+
 def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str]) -> None:
     """ValidateResourceMode (resources.go) and the mode -> architecture requirement."""
     mode = as_text(entry.get("mode"))
     if not mode:
         out.add(f"{at}.mode", "mode is required", "set mode: nvidia (or cpu, amd-gpu, ...)", "olares-accelerator")
+    elif mode in PLATFORM_ONLY_MODES:
+        out.add(f"{at}.mode", f"{mode!r} is a mode the Olares platform defines, but oac's lint does not accept it "
+                f"yet ({LINT_LAG}): the Market refuses the chart", f"use one of {', '.join(sorted(RESOURCE_MODES))}",
+                "olares-accelerator")
     elif mode not in RESOURCE_MODES:
-        out.add(f"{at}.mode", f"{mode!r} is not a resource mode Olares knows", f"use one of "
+        out.add(f"{at}.mode", f"{mode!r} is not a resource mode oac accepts", f"use one of "
                 f"{', '.join(sorted(RESOURCE_MODES))}", "olares-accelerator")
     needs = MODE_ARCH.get(mode)
     if needs and needs not in arch:
@@ -92,20 +117,24 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
                 "olares-accelerator")
     gpu = mode in GPU_MEMORY_MODES
     fields = MODE_FIELDS + (GPU_FIELDS if gpu else ())
-    if any(as_text(entry.get(name)) for name in (*MODE_FIELDS, *GPU_FIELDS)):
+    declared = any(as_text(entry.get(name)) for name in (*MODE_FIELDS, *GPU_FIELDS))
+    if not declared:
+        for name in fields:
+            out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
+                    f"add {name}", "olares-accelerator")
+    if mode not in RESOURCE_MODES:
+        return  # oac's ValidateResourceMode stops at a refused mode: its quantities are not judged
+    if declared:
         for name in fields:
             if not as_text(entry.get(name)):
                 out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
                         f"add {name}", "olares-accelerator")
-    else:
-        for name in fields:
-            out.add(f"{at}.{name}", f"is required to declare a complete resource envelope (mode={mode})",
-                    f"add {name}", "olares-accelerator")
     if not gpu:
         for name in GPU_FIELDS:
             if as_text(entry.get(name)):
-                out.add(f"{at}.{name}", f"must be empty for mode={mode} (only GPU modes declare GPU memory)",
-                        "remove it", "olares-accelerator")
+                out.add(f"{at}.{name}", f"must be empty for mode={mode} (oac lets only mode=nvidia and "
+                        "mode=amd-gpu declare GPU memory)", "remove it",
+                        "olares-accelerator")
     for name in (*MODE_FIELDS, *GPU_FIELDS):
         if as_text(entry.get(name)) and not _quantity_ok(entry.get(name), True):
             out.add(f"{at}.{name}", f"must be a valid Kubernetes quantity (got {entry.get(name)!r})",
