@@ -71,7 +71,8 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
                         "limitedMemory/requiredDisk is required for olaresManifest.version >= 0.12.0",
                         "declare the resources", "olares-accelerator")
         return
-    _legacy_gpu_memory(out, manifest, accelerator)
+    if not modern:  # at apiVersion v2 accelerator[] is already refused above
+        _legacy_gpu_memory(out, manifest, accelerator)
     missing = [name for name in LEGACY_ENVELOPE if not as_text(spec.get(name))]
     if missing:
         out.add("spec", f"{', '.join(missing)} required for olaresManifest.version < 0.12.0 (and apiVersion v2)",
@@ -84,7 +85,7 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
 
 
 def _legacy_gpu_memory(out: Findings, manifest: dict[str, Any], accelerator: list[Any]) -> None:
-    """Below olaresManifest.version 0.12.0 (or at apiVersion v2) Olares sizes an app by the flat spec fields:
+    """Below olaresManifest.version 0.12.0 Olares sizes an app by the flat spec fields:
     oac does not read spec.accelerator[], and app-service books GPU memory from spec.requiredGpu (the legacy
     chart asks nvidia.com/gpu: "1" and sets CUDA_DEVICE_MEMORY_LIMIT_0 itself). GPU memory declared only in
     accelerator[] is then never booked."""
@@ -94,7 +95,7 @@ def _legacy_gpu_memory(out: Findings, manifest: dict[str, Any], accelerator: lis
             if as_text(as_map(entry).get(name)):
                 out.add(f"spec.accelerator[{i}].{name}", f"olaresManifest.version {version or '(unset)'} reads GPU "
                         "memory from the flat spec.requiredGpu / spec.limitedGpu; spec.accelerator[] is read from "
-                        "0.12.0 on (and never at apiVersion v2), so Olares books none of this GPU memory",
+                        "0.12.0 on, so Olares books none of this GPU memory",
                         "raise olaresManifest.version to 0.12.0, or drop spec.accelerator[] and set spec.requiredGpu "
                         "/ spec.limitedGpu", "gpu-memory-generation", "warning")
 
