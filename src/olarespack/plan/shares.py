@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from olarespack.core.hardware import HardwareProfile
-from olarespack.core.units import gib
+from olarespack.core.units import MiB, gib
 from olarespack.engines.fit import FitReport
 
-MiB = 2**20
 SEARCH_LIMIT_MIB = 2**20  # 1 TiB: past any card, so a need is found even when the box cannot hold it
 
 FitAt = Callable[[int], FitReport]  # the app's fit with that many MiB as its GPU memory

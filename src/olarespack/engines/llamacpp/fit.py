@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from olarespack.core.errors import ModelDataError, UsageError
-from olarespack.core.units import gib, largest_fitting, share_needed
+from olarespack.core.units import MiB, gib, largest_fitting, share_needed
 from olarespack.engines.fit import FitReport, FitRequest, Source
 from olarespack.engines.images import family_of
 from olarespack.engines.llamacpp.kv import (
@@ -21,7 +21,7 @@ from olarespack.engines.llamacpp.kv import (
     llamacpp_host_compute_bytes,
     llamacpp_kv_bytes,
 )
-from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, MIB, LlamaCppEngine
+from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine
 from olarespack.models.arch import find_model, models
 
 
@@ -100,14 +100,14 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     source: Source = "estimate"
     host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx)
     notes.append(f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
-                 f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MIB} MiB (an H200's, after a "
-                 f"first request); {host_compute / MIB:.0f} MiB more of pinned host memory for compute")
+                 f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MiB} MiB (an H200's, after a "
+                 f"first request); {host_compute / MiB:.0f} MiB more of pinned host memory for compute")
     measured = engine.calibration
     if measured is not None and (measured.model, measured.image, measured.hardware) == (
             engine.model.repo, engine.image, request.hardware) and measured.model_buffer_mib:
         # the boot's own GPU buffers: weights as loaded, compute buffers as allocated (at that boot's context)
-        weights = round(measured.gpu_mib(measured.model_buffer_mib) * MIB)
-        overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MIB)
+        weights = round(measured.gpu_mib(measured.model_buffer_mib) * MiB)
+        overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MiB)
         exact, source = True, "calibrated"
         notes.append("weights and compute buffers calibrated from a boot"
                      + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else ""))

@@ -13,7 +13,6 @@ from olarespack.engines.base import MODEL_DIR, ContainerResources, EngineSpec, m
 from olarespack.engines.calibration import DeviceName, MeasuredOn, MiB
 
 PORT = 8080
-MIB = 2**20
 # The init container that fetches the GGUF files before llama-server starts.
 DOWNLOADER = ContainerResources("model-downloader", 100, 1000, 128 * 2**20, 512 * 2**20)
 FULL_PRECISION_CACHE = frozenset({"f32", "f16", "bf16"})
