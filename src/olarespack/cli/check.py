@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from olarespack.cli import options
-from olarespack.cli.group import helm_binary
+from olarespack.cli.group import echo_verdict, helm_binary
 from olarespack.core.errors import Problem, UsageError
 from olarespack.core.rule_catalog import RULES
 from olarespack.helm import Helm
@@ -107,13 +106,7 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
         local = _local_model(spec, config_file, weights_bytes, gguf_files)
         found["registry"] = {**found["registry"], local.repo: local}
     report = fit_report(spec, **found)
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
-    else:
-        for line in report.table():
-            click.echo(line)
-    if not report.fits:
-        sys.exit(1)
+    echo_verdict(report, as_json)
 
 
 def _local_model(spec: AppSpec, config_file: Path | None, weights_bytes: int,

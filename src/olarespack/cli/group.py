@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import click
 
@@ -69,3 +70,25 @@ def helm_binary(name: str = "helm") -> HelmBinary:
     """The pinned helm (`helm` = 3.19, `helm4` = 4.1) from the project's venv or PATH, unless
     OLARESPACK_HELM / OLARESPACK_HELM4 names another binary."""
     return HelmBinary(os.environ.get(f"OLARESPACK_{name.upper()}") or None, name=name)
+
+
+class Verdict(Protocol):
+    """A report that answers yes or no (fit's budget, a plan): a table for people, a JSON object for tools."""
+
+    @property
+    def fits(self) -> bool: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+    def table(self) -> list[str]: ...
+
+
+def echo_verdict(verdict: Verdict, as_json: bool) -> None:
+    """Print the report (table or JSON), then exit 1 when its answer is no."""
+    if as_json:
+        click.echo(json.dumps(verdict.as_dict(), indent=2, sort_keys=True))
+    else:
+        for line in verdict.table():
+            click.echo(line)
+    if not verdict.fits:
+        sys.exit(1)

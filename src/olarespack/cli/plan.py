@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
 
+from olarespack.cli.group import echo_verdict
 from olarespack.core.errors import UsageError
 
 
@@ -35,10 +34,4 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
         raise UsageError("give app spec files or --box FILE")
     profile, apps = load_apps(files, hardware)
     result = make_plan(profile, apps, keep)
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
-    else:
-        for line in result.table():
-            click.echo(line)
-    if not result.fits:
-        sys.exit(1)
+    echo_verdict(result, as_json)
