@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -43,6 +42,7 @@ from olarespack.importer import _containers, _documents
 from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
+from test_serve import free_port, stop
 
 SERVERS_ENV = "OLARESPACK_LLAMA_SERVERS"
 BUILD_HINT = (
@@ -125,12 +125,6 @@ def local_argv(argv: list[str], binary: Path, tiny: Tiny, port: int) -> list[str
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Boot:
     code: int | None  # the exit code when the server stopped on its own
@@ -174,12 +168,7 @@ def boot(argv: list[str], env: dict[str, str], log_file: Path) -> Boot:
                     heard = _complete(port, "Transcribe this audio: ", [_noise_wav()])
         finally:
             if server.poll() is None:
-                server.terminate()
-                try:
-                    server.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+                stop(server, grace=30)
                 code = None
             else:
                 code = server.returncode

@@ -39,7 +39,8 @@ from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.models.add import Described, gguf_data, parse_text, render
 from olarespack.models.arch import ModelInfo
 from olarespack.models.gguf_file import read_gguf
-from test_llama_server_boot import BUILD_HINT, free_port, given_servers
+from test_llama_server_boot import BUILD_HINT, given_servers
+from test_serve import free_port, stop
 
 MIB = 2**20
 BOOT_TIMEOUT_S = 120  # two shared cores may be busy beside the server
@@ -110,12 +111,7 @@ def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file
         finally:
             code = server.poll()
             if code is None:
-                server.terminate()
-                try:
-                    server.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+                stop(server, grace=30)
     text = log_file.read_text(encoding="utf-8", errors="replace")
     assert code is None and _LISTENING.search(text), f"llama-server did not come up (exit {code}):\n{text[-4000:]}"
     found = read_boot_log(log_file)

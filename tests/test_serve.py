@@ -90,11 +90,11 @@ def running_server(market_dir: Path, log: Path, *extra: str) -> Iterator[str]:
     raise AssertionError(f"the server did not start:\n{log.read_text()}")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Ask the server to stop; kill it if it has not within 10 s."""
+def stop(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
+    """Ask the server to stop; kill it if it has not within `grace` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
