@@ -162,3 +162,59 @@ class ContainerResources:
     cpu_limit: int
     memory_request: int  # bytes
     memory_limit: int
+
+
+# --------------------------------------------------------------------------------------- bench
+
+
+@dataclass(frozen=True)
+class ServerTimings:
+    """One completion's decode as the server itself timed it (llama.cpp's `timings`): what bench reports as the
+    run's tokens per second when the server gives it, rather than a client-side clock."""
+
+    tokens: int  # tokens decoded
+    ms: float  # decode time
+    per_second: float  # the server's own rate
+    drafted: int | None = None  # speculative tokens drafted and accepted in this completion, when it drafted
+    accepted: int | None = None
+
+
+@dataclass(frozen=True)
+class DraftCounts:
+    """A server's speculative-decoding counters: tokens drafted and accepted since it started."""
+
+    drafted: int
+    accepted: int
+
+    def since(self, before: DraftCounts) -> DraftCounts:
+        return DraftCounts(self.drafted - before.drafted, self.accepted - before.accepted)
+
+
+class EngineBench:
+    """What `olarespack bench` asks of an engine: which spec fields change its speed (so a recorded figure goes
+    stale when one of them does), where its server reports its own timings and its drafting counters. Each engine
+    package has one, in its bench module; this base reads nothing."""
+
+    speed_fields: tuple[str, ...] = ()  # fields of the engine section; the context and hardware are added by bench
+    served_name_field: str = ""  # the engine field holding the model name clients send
+    metrics_path: str | None = None  # the server's Prometheus counters, when drafting is counted there
+    counter_source: str = ""  # how a report names where the drafting counts came from
+
+    def speed_settings(self, engine: EngineSpec) -> dict[str, object]:
+        """The values of the fields that change speed, as JSON data."""
+        dumped = engine.model_dump(mode="json")
+        return {name: dumped.get(name) for name in self.speed_fields}
+
+    def served_name(self, engine: EngineSpec) -> str | None:
+        """The model name clients send in their requests."""
+        value = getattr(engine, self.served_name_field, None) if self.served_name_field else None
+        return value if isinstance(value, str) else None
+
+    def timings(self, body: dict[str, object]) -> ServerTimings | None:
+        """The server's own timing of a completion (the final response, or a stream's last event); None when it
+        gives none. ValueError: timings that cannot be (a negative count, no time)."""
+        return None
+
+    def draft_counts(self, metrics: str) -> DraftCounts | None:
+        """The drafting counters in the text of metrics_path; None when it has none (no speculative decoding)."""
+        return None

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
-from olarespack.engines.base import Arg, ContainerResources, EngineSpec, Flag, Option
+from olarespack.engines.base import Arg, ContainerResources, EngineBench, EngineSpec, Flag, Option
 from olarespack.engines.bootlog import BootLog, EngineLog
 from olarespack.engines.calibration import MeasuredOn
 from olarespack.engines.importing import EngineImport, ImportSource
@@ -106,6 +106,18 @@ class EngineBase(ABC):
     @abstractmethod
     def bind(self, spec: EngineSpec) -> Bound[EngineSpec] | None:
         """This engine bound to a spec of its model; None for another engine's spec."""
+
+    def bench(self) -> EngineBench:
+        """What bench reads of this engine (engines/base.py EngineBench): the BENCH of the engine package's bench
+        module, found beside the engine's module as its template is found by its kind, so an engine package
+        adds bench support in one file of its own."""
+        from importlib import import_module
+
+        package = type(self).__module__.rpartition(".")[0]
+        found = getattr(import_module(f"{package}.bench"), "BENCH", None)
+        if not isinstance(found, EngineBench):
+            raise TypeError(f"{package}.bench.BENCH is not an EngineBench")
+        return found
 
 
 class Engine(EngineBase, Generic[S]):
@@ -305,3 +317,7 @@ class Bound(Generic[S_co]):
 
     def fit(self, request: FitRequest) -> FitReport:
         return self._engine.fit(self.spec, request)
+
+    def speed_settings(self) -> dict[str, object]:
+        """The spec's settings that change the engine's speed (engine fields only), as JSON data."""
+        return self._engine.bench().speed_settings(self.spec)

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from olarespack.bench.record import STALE_PATTERN
 from olarespack.release.diff import AppDiff
 
 POSITIONAL = "(model)"  # vLLM names its model without a flag
@@ -207,14 +208,20 @@ FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:t/s|tok/s|tokens/s|ms|%|GB/
 
 
 def stale_figures(diff: AppDiff) -> list[str]:
-    """Lines of the market texts whose cited settings changed while a measured figure beside them did not:
-    "250 t/s at 128K context" becoming "250 t/s at 160K context" claims a speed nobody measured."""
+    """Claims of the market texts a changed setting made stale. By data first: a figure cited from a bench record
+    whose settings hash is no longer the spec's renders with the record's stale mark (bench/record.py), whatever
+    the words around it. Then, for figures typed by hand, by matching lines: a line whose cited settings changed
+    while a measured figure beside it did not ("250 t/s at 128K context" becoming "250 t/s at 160K context")."""
     found: list[str] = []
     for change in diff.changes:
         if not change.key.endswith("OlaresManifest.yaml"):
             continue
         removed = [line[1:] for line in change.diff if line.startswith("-") and not line.startswith("---")]
         added = [line[1:] for line in change.diff if line.startswith("+") and not line.startswith("+++")]
+        for version in sorted({m.group(1) for line in added for m in STALE_PATTERN.finditer(line)}):
+            found.append(f"{diff.file}: {change.key}: the bench figures measured on {version} were measured with "
+                         "settings that changed since (marked so in the text): re-measure them with `olarespack "
+                         "bench SPEC --url URL --record`")
         for old in removed:
             figures = FIGURE.findall(old)
             if not figures:

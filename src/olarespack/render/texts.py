@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from olarespack.bench.record import CITED_AS, newest_record
 from olarespack.core import quantity
 from olarespack.core.errors import Problem, RenderError
 from olarespack.core.hardware import HardwareProfile
@@ -19,16 +20,24 @@ Texts = dict[str, str]  # title, description, full_description, upgrade_descript
 
 def citation_context(spec: AppSpec, engine: Bound[EngineSpec], hardware: HardwareProfile, effective: list[str],
                      version: str | None) -> dict[str, Any]:
-    """What a description may cite: every spec field, plus a few facts of the chart."""
+    """What a description may cite: every spec field, a few facts of the chart, and the newest bench record as
+    `bench` (its fields, the version it was measured on, whether it is stale; None when no entry has one)."""
     context = spec.model_dump(mode="json")
+    recorded = newest_record(spec)
     context.update(hardware_profile=hardware.model_dump(), engine_version=version, command_line=shell_join(effective),
-                   port=engine.server_port())
+                   port=engine.server_port(), **{CITED_AS: recorded.cited() if recorded else None})
     return context
+
+
+def citation_marks(spec: AppSpec) -> dict[str, str]:
+    """What is printed after a citation of a stale bench figure: the version it was measured on."""
+    recorded = newest_record(spec)
+    return recorded.marks() if recorded else {}
 
 
 # Values a description may cite that the chart derives from a spec field: when one has no value, that field
 # is what the author changes (or the citation goes), so the problem names it.
-_DERIVED = {"engine_version": "engine.image"}
+_DERIVED = {"engine_version": "engine.image", CITED_AS: "changelog"}
 
 
 class _Citing:
@@ -36,12 +45,13 @@ class _Citing:
 
     def __init__(self, spec: AppSpec, context: dict[str, Any], file: str) -> None:
         self.spec, self.context, self.file = spec, context, file
+        self.marks = citation_marks(spec)
         self.problems: list[Problem] = []
         self.unset: dict[str, list[str]] = {}  # derived value -> the texts citing it
 
     def __call__(self, source: str, path: str) -> str:
         """Spec text with its citations filled in: data only, never a template (see spec/citations.py)."""
-        text, errors = citations.cite(source, self.context)
+        text, errors = citations.cite(source, self.context, self.marks)
         for error in errors:
             if error.unset in _DERIVED:
                 self.unset.setdefault(error.unset, []).append(path)
@@ -53,6 +63,12 @@ class _Citing:
     def raise_problems(self) -> None:
         for derived, paths in self.unset.items():
             source = _DERIVED[derived]
+            if derived == CITED_AS:
+                self.problems.append(Problem(
+                    self.file, source, f"{' and '.join(sorted(set(paths)))} cite [[ {CITED_AS}.* ]], but no changelog "
+                    "entry records a bench", "measure the app with `olarespack bench SPEC --url URL --record`, or "
+                    "remove the citation", rule="render"))
+                continue
             example = engine_for(self.spec.engine).engine.pinned_image
             fix = f"pin {source} to a tag that names the engine release (e.g. {example})"
             if "version" in type(self.spec.engine).model_fields:

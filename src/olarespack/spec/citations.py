@@ -209,20 +209,40 @@ def _show(value: Any, source: str, tree: Any) -> str:
                         "cite one of its values")
 
 
-def evaluate(source: str, context: Mapping[str, Any]) -> str:
-    """One citation's text (what is between [[ and ]]) evaluated against the context, as printed."""
+def _paths(tree: Any) -> set[str]:
+    """The field paths a parsed citation reads, as written (engine.speculative.model)."""
+    if isinstance(tree, _Path):
+        return {tree.text()}
+    if isinstance(tree, tuple):
+        return {path for part in tree[1:] for path in _paths(part)}
+    return set()
+
+
+def _marked(path: str, key: str) -> bool:
+    return path == key or path.startswith((f"{key}.", f"{key}["))
+
+
+def evaluate(source: str, context: Mapping[str, Any], marks: Mapping[str, str] | None = None) -> str:
+    """One citation's text (what is between [[ and ]]) evaluated against the context, as printed. `marks` maps a
+    field path to a text printed after any citation that reads it or a field under it (a measured figure whose
+    settings changed since: " (measured on 1.1.0, settings changed since)")."""
     if len(source) > MAX_CITATION:
         raise CitationError(f"a citation is at most {MAX_CITATION} characters")
     try:
         tree = _Parser(source).parse()
-        return _show(_evaluate(tree, context), source.strip(), tree)
+        shown = _show(_evaluate(tree, context), source.strip(), tree)
     except _Missing as exc:  # name the citation and the field path it cites
         raise CitationError(f"[[ {source.strip()} ]] {exc}", exc.unset) from None
+    read = sorted(_paths(tree))
+    return shown + "".join(dict.fromkeys(mark for key, mark in sorted((marks or {}).items())
+                                         if any(_marked(path, key) for path in read)))
 
 
-def cite(text: str, context: Mapping[str, Any]) -> tuple[str, list[CitationError]]:
-    """The text with every [[ ... ]] replaced by the value it cites, and what went wrong with each citation
-    that could not be: all of them, so one run shows every mistake (a citation that fails stays as typed)."""
+def cite(text: str, context: Mapping[str, Any],
+         marks: Mapping[str, str] | None = None) -> tuple[str, list[CitationError]]:
+    """The text with every [[ ... ]] replaced by the value it cites (and its mark, see evaluate), and what went
+    wrong with each citation that could not be: all of them, so one run shows every mistake (a citation that
+    fails stays as typed)."""
     out: list[str] = []
     errors: list[CitationError] = []
     position = 0
@@ -245,7 +265,7 @@ def cite(text: str, context: Mapping[str, Any]) -> tuple[str, list[CitationError
             errors.append(CitationError("citations do not nest"))
             break
         try:
-            out.append(evaluate(inner, context))
+            out.append(evaluate(inner, context, marks))
         except CitationError as exc:
             errors.append(exc)
             out.append(text[start:end + len(CLOSE)])
@@ -253,9 +273,9 @@ def cite(text: str, context: Mapping[str, Any]) -> tuple[str, list[CitationError
     return "".join(out), errors
 
 
-def render(text: str, context: Mapping[str, Any]) -> str:
+def render(text: str, context: Mapping[str, Any], marks: Mapping[str, str] | None = None) -> str:
     """The text with every [[ ... ]] replaced by the value it cites; the first mistake raised."""
-    rendered, errors = cite(text, context)
+    rendered, errors = cite(text, context, marks)
     if errors:
         raise errors[0]
     return rendered

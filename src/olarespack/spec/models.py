@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 from olarespack.core import quantity
@@ -114,10 +114,64 @@ class Resources(StrictModel):
     )
 
 
+Rate = Annotated[float, Field(gt=0, le=1_000_000)]  # tokens per second
+
+
+class BenchRecord(StrictModel):
+    """One measurement of the app's speed, written by `olarespack bench --record` into the changelog entry of
+    the version it measured; descriptions cite it as [[ bench.tps_avg ]]. What it was measured on is kept with
+    it, down to a hash of the settings that change speed, so a later change of one marks the figures stale."""
+
+    tps_avg: Rate = Field(description="Average tokens per second over the measured runs.")
+    tps_peak: Rate = Field(description="The fastest run's tokens per second.")
+    tps_min: Rate = Field(description="The slowest run's tokens per second.")
+    tps_sigma: float = Field(ge=0, le=1_000_000, description="Sample standard deviation of the runs' rates.")
+    tps_source: Literal["server", "stream", "request"] = Field(
+        description="How a run's rate was taken: server = the server's own decode timing (llama.cpp's "
+        "timings.predicted_per_second); stream = (completion tokens - 1) / first to last streamed token (vLLM "
+        "bench's 1/TPOT); request = completion tokens / the whole request.")
+    series: list[Rate] = Field(min_length=1, max_length=1_000, description="Each measured run's rate, in order.")
+    runs: int = Field(ge=1, le=1_000, description="Measured runs (after the warm-ups).")
+    warmups: int = Field(ge=0, le=100, description="Warm-up requests sent first and not counted.")
+    tokens: int = Field(gt=0, le=1_000_000, description="max_tokens of every request.")
+    prompt: Text = Field(description="The prompt's name (space-invaders: the one shipped with olarespack).")
+    temperature: float = Field(ge=0, le=2, description="Sampling temperature of the requests.")
+    top_p: float = Field(gt=0, le=1, description="top_p of the requests.")
+    ttft_ms: float | None = Field(None, ge=0, le=3_600_000,
+                                  description="Average time to the first generated token, when streamed.")
+    acceptance: float | None = Field(None, ge=0, le=100,
+                                     description="Percent of the drafted tokens the target accepted.")
+    drafted: int | None = Field(None, ge=0, le=2**53, description="Draft tokens over the measured runs.")
+    accepted: int | None = Field(None, ge=0, le=2**53, description="Accepted draft tokens over the measured runs.")
+    engine_release: Text | None = Field(None, description="The engine release inside the image (e.g. 0.21.0, b9101).")
+    hardware: HardwareName = Field(description="The hardware profile it ran on.")
+    context: int = Field(gt=0, le=2**24, description="The context length the server ran with.")
+    settings_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")] = Field(
+        description="Hash of the settings that change speed (engine image and release, model files, drafting, "
+        "context, batching, cache and attention types, hardware); another value now marks the figures stale.")
+    date: dt.date = Field(description="The day it was measured.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BenchRecord:
+        if not self.tps_min <= self.tps_avg <= self.tps_peak:
+            raise PydanticCustomError("less_than_equal", "tps_min <= tps_avg <= tps_peak must hold ({min} {avg} "
+                                      "{peak})", {"min": self.tps_min, "avg": self.tps_avg, "peak": self.tps_peak})
+        if len(self.series) != self.runs:
+            raise PydanticCustomError("less_than_equal", "series has {count} rates for {runs} runs",
+                                      {"count": len(self.series), "runs": self.runs})
+        if self.drafted is not None and self.accepted is not None and self.accepted > self.drafted:
+            raise PydanticCustomError("less_than_equal", "accepted ({accepted}) is more than drafted ({drafted})",
+                                      {"accepted": self.accepted, "drafted": self.drafted})
+        return self
+
+
 class ChangelogEntry(StrictModel):
     version: SemVer
     date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
     note: Note = Field(description="What changed, as published in upgradeDescription.")
+    bench: BenchRecord | None = Field(
+        None, description="The speed measured on this version (`olarespack bench --record`); the newest entry "
+        "that has one is what descriptions cite as [[ bench.tps_avg ]].")
 
 
 class AppSpec(StrictModel):

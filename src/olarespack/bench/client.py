@@ -1,0 +1,322 @@
+"""An OpenAI-compatible server as bench talks to it (httpx), with every wait and every size bounded: connect and
+read timeouts, a deadline per request, a cap on the bytes and events a completion may stream (max_tokens and
+some slack), and on the length of one line. A server that is unreachable, answers something that is not the
+OpenAI API, streams forever or reports usage that cannot be gets a BenchError naming the URL and what was
+wrong, never a traceback; the API key travels in a header and is never part of a message.
+
+The stream is read as bytes and split into lines here, not with httpx's iter_lines, because iter_lines keeps
+a line that never ends in memory until the deadline; here a line longer than MAX_LINE ends the run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from olarespack.core.errors import OlaresPackError, UsageError
+
+MAX_LINE = 1 << 20  # one SSE line; a token's event is a few hundred bytes
+MAX_JSON = 16 << 20  # a whole non-streamed answer
+MAX_TEXT = 8 << 20  # /v1/models, /metrics
+BYTES_PER_TOKEN = 8 << 10  # llama.cpp's per-token events with probabilities stay far below this
+COMPLETIONS = "/v1/chat/completions"
+MODELS = "/v1/models"
+
+
+class BenchError(OlaresPackError):
+    """The server could not be measured: unreachable, not OpenAI-compatible, or answering what cannot be."""
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages print it: without user and password."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, netloc + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+
+
+def base_url(url: str) -> str:
+    """The server's root: trailing slashes and a /v1 suffix dropped (both spellings are common)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--url {shown_url(url)!r}: give the server's http(s) address, e.g. http://127.0.0.1:8000")
+    if parts.query or parts.fragment:
+        raise UsageError(f"--url {shown_url(url)}: give the server's address without a query or fragment")
+    path = parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long and how much one request may take."""
+
+    max_tokens: int
+    run_s: float = 600.0  # the whole request, first byte to last
+    connect_s: float = 10.0
+    read_s: float = 120.0  # between two bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return (256 << 10) + self.max_tokens * BYTES_PER_TOKEN
+
+    @property
+    def max_events(self) -> int:
+        """Events carrying text: a token each at most, so twice max_tokens means the server ignores it."""
+        return 2 * self.max_tokens + 64
+
+
+@dataclass
+class Reply:
+    """One completion as read: its usage, the client's clock, and the final body the engine reads timings from."""
+
+    completion_tokens: int
+    prompt_tokens: int | None
+    seconds: float  # request sent to the completion's end
+    first_token_s: float | None = None  # request sent to the first event carrying text (streamed only)
+    last_token_s: float | None = None
+    body: dict[str, Any] = field(default_factory=dict)  # usage and timings (a stream's last ones)
+
+
+def check_usage(usage: object, max_tokens: int, where: str) -> tuple[int, int | None]:
+    """completion_tokens and prompt_tokens of a usage object, refused when they cannot be."""
+    if not isinstance(usage, dict):
+        raise BenchError(f"{where}: the answer carries no usage object (completion_tokens): not an OpenAI-compatible "
+                         "completion")
+    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if isinstance(completion, bool) or not isinstance(completion, int):
+        raise BenchError(f"{where}: usage.completion_tokens is {str(completion)[:40]!r}, not a count")
+    if not 0 <= completion <= 2 * max_tokens:
+        raise BenchError(f"{where}: impossible usage: {completion} completion tokens for max_tokens {max_tokens}")
+    if prompt is not None and (isinstance(prompt, bool) or not isinstance(prompt, int) or prompt < 0):
+        raise BenchError(f"{where}: impossible usage: prompt_tokens is {str(prompt)[:40]!r}")
+    return completion, prompt
+
+
+@dataclass
+class _Stream:
+    """What a stream said so far."""
+
+    first: float | None = None
+    last: float | None = None
+    events: int = 0
+    finished: bool = False
+    done: bool = False
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def _text_of(choice: Any) -> str:
+    if not isinstance(choice, dict):
+        return ""
+    found = choice.get("delta")
+    delta: dict[str, Any] = found if isinstance(found, dict) else {}
+    for value in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"), choice.get("text")):
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+class Server:
+    """One server, one connection pool; use as a context manager."""
+
+    def __init__(self, url: str, api_key: str | None, limits: Limits, clock: Callable[[], float] = time.monotonic,
+                 transport: Any = None) -> None:
+        import httpx  # bench alone needs it: other commands do not pay for its import
+
+        self.base = base_url(url)
+        self.shown = shown_url(self.base)
+        self.limits = limits
+        self.clock = clock
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(
+            base_url=self.base, headers=headers, transport=transport, follow_redirects=False, trust_env=False,
+            timeout=httpx.Timeout(connect=limits.connect_s, read=limits.read_s, write=limits.connect_s, pool=5.0))
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    def _failed(self, method: str, path: str, exc: Exception) -> BenchError:
+        import httpx
+
+        where = f"{self.shown}: {method} {path}"
+        if isinstance(exc, httpx.ConnectTimeout):
+            return BenchError(f"{where}: no connection within {self.limits.connect_s:g} s: is the address right and "
+                              "the server up?")
+        if isinstance(exc, httpx.ConnectError):
+            return BenchError(f"{where}: cannot connect ({exc}): is the server running on that address and port?")
+        if isinstance(exc, httpx.ReadTimeout):
+            return BenchError(f"{where}: the server sent nothing for {self.limits.read_s:g} s")
+        if isinstance(exc, httpx.RemoteProtocolError):
+            return BenchError(f"{where}: the server broke the HTTP exchange ({exc}): not an HTTP server, or it "
+                              "crashed")
+        return BenchError(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def _status(self, method: str, path: str, status: int, text: bytes) -> BenchError:
+        where = f"{self.shown}: {method} {path}"
+        if status in (401, 403):
+            return BenchError(f"{where}: HTTP {status}: the server wants an API key (--api-key, or "
+                              "OLARESPACK_API_KEY)")
+        said = text[:300].decode("utf-8", errors="replace").strip()
+        return BenchError(f"{where}: HTTP {status}: not an OpenAI-compatible server, or it refused the request"
+                          + (f" ({said})" if said else ""))
+
+    def _get(self, path: str, max_bytes: int) -> tuple[int, bytes]:
+        import httpx
+
+        deadline = self.clock() + self.limits.run_s
+        try:
+            with self._http.stream("GET", path) as answer:
+                data = bytearray()
+                for piece in answer.iter_bytes():
+                    data += piece
+                    if len(data) > max_bytes:
+                        raise BenchError(f"{self.shown}: GET {path}: the answer is over {max_bytes >> 20} MiB")
+                    if self.clock() > deadline:
+                        raise BenchError(f"{self.shown}: GET {path}: no answer within {self.limits.run_s:g} s")
+                return answer.status_code, bytes(data)
+        except httpx.HTTPError as exc:
+            raise self._failed("GET", path, exc) from None
+
+    def models(self) -> list[str]:
+        """The model names the server serves (GET /v1/models): the check that it speaks the OpenAI API at all."""
+        status, data = self._get(MODELS, MAX_TEXT)
+        if status != 200:
+            raise self._status("GET", MODELS, status, data)
+        try:
+            listed = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            listed = None
+        items = listed.get("data") if isinstance(listed, dict) else None
+        names = [str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)] \
+            if isinstance(items, list) else None
+        if not names:
+            raise BenchError(f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({{\"data\": "
+                             "[{\"id\": ...}]}): not an OpenAI-compatible server")
+        return names
+
+    def text(self, path: str) -> str | None:
+        """A text resource (the engine's /metrics); None when the server has none there."""
+        status, data = self._get(path, MAX_TEXT)
+        if status in (404, 405, 501):
+            return None
+        if status != 200:
+            raise self._status("GET", path, status, data)
+        return data.decode("utf-8", errors="replace")
+
+    def complete(self, body: dict[str, Any]) -> Reply:
+        """POST one chat completion and read it to its end (streamed or not), within the limits."""
+        import httpx
+
+        start = self.clock()
+        stream = bool(body.get("stream"))
+        try:
+            with self._http.stream("POST", COMPLETIONS, json=body) as answer:
+                if answer.status_code != 200:
+                    raise self._status("POST", COMPLETIONS, answer.status_code, answer.read()[:300])
+                pieces = self._bounded(answer.iter_bytes(), start)
+                reply = self._read_stream(pieces, start) if stream else self._read_whole(pieces, start)
+        except httpx.HTTPError as exc:
+            raise self._failed("POST", COMPLETIONS, exc) from None
+        return reply
+
+    def _bounded(self, pieces: Iterator[bytes], start: float) -> Iterator[tuple[bytes, float]]:
+        total = 0
+        for piece in pieces:
+            now = self.clock()
+            total += len(piece)
+            if total > self.limits.max_bytes:
+                raise BenchError(f"{self.shown}: POST {COMPLETIONS}: over {self.limits.max_bytes >> 10} KiB for "
+                                 f"max_tokens {self.limits.max_tokens}: the server ignores max_tokens")
+            if now - start > self.limits.run_s:
+                raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the completion did not end within "
+                                 f"{self.limits.run_s:g} s (--run-timeout)")
+            yield piece, now
+
+    def _read_whole(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
+        data, end = bytearray(), start
+        for piece, now in pieces:
+            data += piece
+            end = now
+            if len(data) > MAX_JSON:
+                raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is over {MAX_JSON >> 20} MiB")
+        try:
+            answer = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON: not an OpenAI-compatible "
+                             "server") from None
+        return reply_of(answer, self.limits.max_tokens, f"{self.shown}: POST {COMPLETIONS}", end - start)
+
+    def _read_stream(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
+        where = f"{self.shown}: POST {COMPLETIONS}"
+        state = _Stream()
+        buffer = bytearray()
+        for piece, now in pieces:
+            buffer += piece
+            while (end := buffer.find(b"\n")) >= 0:
+                line = bytes(buffer[:end]).rstrip(b"\r")
+                del buffer[:end + 1]
+                self._event(line, now - start, state, where)
+                if state.done:
+                    return self._streamed(state, where, now - start)
+            if len(buffer) > MAX_LINE:
+                raise BenchError(f"{where}: a stream line is over {MAX_LINE >> 10} KiB: not a server-sent event "
+                                 "stream")
+        if not state.finished:
+            raise BenchError(f"{where}: the stream ended before the completion finished (no finish_reason, no "
+                             "[DONE])")
+        return self._streamed(state, where, self.clock() - start)
+
+    def _event(self, line: bytes, at: float, state: _Stream, where: str) -> None:
+        if not line.startswith(b"data:"):
+            return  # comments, event names and blank separators carry nothing
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            state.done = True
+            return
+        try:
+            event = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BenchError(f"{where}: a streamed event is not JSON: not an OpenAI-compatible stream") from None
+        if not isinstance(event, dict):
+            raise BenchError(f"{where}: a streamed event is not a JSON object")
+        if "error" in event:
+            raise BenchError(f"{where}: the server reported an error mid-stream: {str(event['error'])[:300]}")
+        choices = event.get("choices")
+        if not isinstance(choices, list):
+            raise BenchError(f"{where}: a streamed event has no choices list: not an OpenAI-compatible stream")
+        if choices and _text_of(choices[0]):
+            state.first = at if state.first is None else state.first
+            state.last = at
+            state.events += 1
+            if state.events > self.limits.max_events:
+                raise BenchError(f"{where}: over {self.limits.max_events} text events for max_tokens "
+                                 f"{self.limits.max_tokens}: the server ignores max_tokens")
+        if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
+            state.finished = True
+        for key in ("usage", "timings"):
+            if event.get(key) is not None:
+                state.body[key] = event[key]
+
+    def _streamed(self, state: _Stream, where: str, seconds: float) -> Reply:
+        if "usage" not in state.body:
+            raise BenchError(f"{where}: the stream carried no usage: the server ignored stream_options.include_usage "
+                             "(measure with --no-stream)")
+        completion, prompt = check_usage(state.body["usage"], self.limits.max_tokens, where)
+        return Reply(completion, prompt, seconds, state.first, state.last, state.body)
+
+
+def reply_of(answer: object, max_tokens: int, where: str, seconds: float) -> Reply:
+    """A non-streamed completion (a JSON answer) read into a Reply."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
+        if isinstance(answer, dict) and "error" in answer:
+            raise BenchError(f"{where}: the server answered an error: {str(answer['error'])[:300]}")
+        raise BenchError(f"{where}: the answer has no choices list: not an OpenAI-compatible completion")
+    completion, prompt = check_usage(answer.get("usage"), max_tokens, where)
+    return Reply(completion, prompt, seconds, body={k: answer[k] for k in ("usage", "timings") if k in answer})

@@ -1,0 +1,88 @@
+"""A bench record written into the spec text: `bench:` in the changelog entry of the spec's version, replacing
+the one it had. Only those lines change (comments, key order and quoting elsewhere survive, as in bump and
+calibrate); the edit is checked on the data, everything else must load back equal."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from olarespack.core.errors import Problem, ProblemsError
+
+BY_HAND = "write the entry in block style (- version: ..., then date:, note: lines) or add bench: by hand"
+
+
+def _refuse(file: str, path: str, message: str, fix: str = BY_HAND) -> ProblemsError:
+    return ProblemsError([Problem(file, path, message, fix, rule="bump")])
+
+
+def scalar(value: Any) -> str:
+    """A YAML scalar that reads back as the value: numbers as they are, text plain when safe, else quoted."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(scalar(item) for item in value) + "]"
+    text = str(value)
+    loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
+    return text if loaded == {"k": text} else json.dumps(text, ensure_ascii=False)
+
+
+def _last_content_line(lines: list[str], start: int, stop: int) -> int:
+    """The index after the last line in [start, stop) that is neither blank nor a comment."""
+    end = start
+    for index in range(start, stop):
+        stripped = lines[index].strip()
+        if stripped and not stripped.startswith("#"):
+            end = index + 1
+    return end
+
+
+def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, bool]:
+    """The spec text with the newest changelog entry's bench set to `values` (None-valued keys left out), and
+    whether it replaced one."""
+    data: Any = YAML(typ="rt").load(text)
+    changelog = data.get("changelog") if hasattr(data, "lc") else None
+    if not hasattr(changelog, "lc") or not changelog or not hasattr(changelog[0], "lc"):
+        raise _refuse(file, "changelog", "no changelog entry to record the bench in",
+                      "start from one of apps/*.yaml")
+    if str(changelog[0].get("version")) != str(data.get("version")):
+        raise _refuse(file, "changelog[0].version", f"the newest changelog entry is {changelog[0].get('version')}, "
+                      f"not the spec's version {data.get('version')}", "add the entry first (olarespack bump)")
+    entry = changelog[0]
+    keys = list(entry)
+    first_line, column = entry.lc.key(keys[0])
+    if changelog.lc.item(0)[0] != first_line:
+        raise _refuse(file, "changelog[0]", "the entry's layout defeats an in-place edit")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    top = list(data)
+    after = top.index("changelog") + 1
+    stop = changelog.lc.item(1)[0] if len(changelog) > 1 else \
+        (data.lc.key(top[after])[0] if after < len(top) else len(lines))
+    pad = " " * column
+    kept = {k: v for k, v in values.items() if v is not None}
+    block = [f"{pad}bench:\n", *(f"{pad}  {key}: {scalar(value)}\n" for key, value in kept.items())]
+    replaced = "bench" in entry
+    if replaced:
+        position = keys.index("bench")
+        start = entry.lc.key("bench")[0]
+        end = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else stop
+        lines[start:_last_content_line(lines, start, end)] = block
+    else:
+        at = _last_content_line(lines, first_line, stop)
+        lines[at:at] = block
+    new_text = "".join(lines)
+    safe = YAML(typ="safe", pure=True)
+    before, after_edit = safe.load(text), safe.load(new_text)
+    expected = {**before, "changelog": [{**before["changelog"][0], "bench": kept}, *before["changelog"][1:]]}
+    if after_edit != expected:
+        raise _refuse(file, "changelog[0].bench", "the spec's layout defeats an in-place edit")
+    return new_text, replaced

@@ -1,0 +1,70 @@
+"""The bench against a server this machine reaches (`olarespack bench APP --url URL`): check it speaks the
+OpenAI API, pick the model, send the warm-ups and the runs one after the other, and read the engine's drafting
+counters around the measured runs."""
+
+from __future__ import annotations
+
+from olarespack.bench.client import BenchError, Server
+from olarespack.bench.run import (
+    Progress,
+    Result,
+    Run,
+    Settings,
+    drafts_between,
+    measure,
+    one_definition,
+    summed_drafts,
+)
+from olarespack.engines.base import DraftCounts, EngineBench
+
+
+def pick_model(listed: list[str], wanted: str | None, served: str | None, where: str) -> tuple[str, list[str]]:
+    """The model to ask for: --model, else the spec's served name, else the only one the server lists; notes on
+    what was chosen for the reader."""
+    if wanted:
+        notes = [] if wanted in listed else [f"{where} lists {', '.join(listed[:5])}, not {wanted}; asked anyway"]
+        return wanted, notes
+    if served and served in listed:
+        return served, []
+    if len(listed) == 1:
+        notes = [f"the server serves {listed[0]}, not the spec's {served}"] if served else []
+        return listed[0], notes
+    raise BenchError(f"{where}: serves {', '.join(listed[:10])}, none of them the spec's {served or 'model'}: say "
+                     "which with --model")
+
+
+def _counters(server: Server, engine: EngineBench, notes: list[str]) -> DraftCounts | None:
+    if engine.metrics_path is None:
+        return None
+    text = server.text(engine.metrics_path)
+    if text is None:
+        note = f"no {engine.metrics_path} on the server: no speculative acceptance"
+        if note not in notes:
+            notes.append(note)
+        return None
+    try:
+        return engine.draft_counts(text)
+    except ValueError as exc:
+        raise BenchError(f"{server.shown}: GET {engine.metrics_path}: impossible counters: {exc}") from None
+
+
+def bench_live(server: Server, engine: EngineBench, settings: Settings, progress: Progress | None = None) -> Result:
+    body = settings.body()
+    notes: list[str] = []
+
+    def one(index: int, warmup: bool) -> Run:
+        run = measure(server.complete(body), engine, index, warmup, server.shown)
+        if progress is not None:
+            progress(run)
+        return run
+
+    warmups = [one(i, True) for i in range(1, settings.warmups + 1)]
+    before = _counters(server, engine, notes)
+    runs = [one(i, False) for i in range(1, settings.runs + 1)]
+    after = _counters(server, engine, notes)
+    one_definition(warmups + runs, server.shown)
+    counted = engine.metrics_path is not None  # by the server's counters, else by each run's timings
+    counts = drafts_between(before, after, server.shown) if counted else summed_drafts(runs)
+    if counts is None and engine.metrics_path is not None and before is None and after is not None:
+        notes.append("the drafting counters appeared during the runs: no acceptance")
+    return Result(server.shown, settings, runs, warmups, counts, engine.counter_source if counts else "", notes)

@@ -1,0 +1,98 @@
+"""A bench record as data the rest of olarespack reads: the newest one the changelog holds (what descriptions
+cite as [[ bench.tps_avg ]]), the hash of the settings that change speed, and whether the spec still has the
+settings the record was measured with. Pure: the spec in, values out.
+
+A figure goes stale by data, not by matching text: the record keeps the hash of the settings it was measured
+with, and a spec whose hash differs prints every cited figure with STALE_MARK after it and gets a lint warning,
+whatever the description's words around it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from olarespack.engines import engine_for
+from olarespack.spec.models import AppSpec, BenchRecord
+
+CITED_AS = "bench"  # the name descriptions cite the record by
+# the measured values of a record, which a stale mark follows (not its version, date or method)
+FIGURES = ("tps_avg", "tps_peak", "tps_min", "tps_sigma", "series", "ttft_ms", "acceptance", "drafted", "accepted")
+STALE_MARK = " (measured on {version}, settings changed since)"
+STALE_PATTERN = re.compile(r" \(measured on ([0-9A-Za-z.+-]{1,128}), settings changed since\)")
+HASH_LENGTH = 16
+
+
+def speed_settings(spec: AppSpec) -> dict[str, Any]:
+    """What the settings hash covers: the engine's fields that change speed (its EngineBench), the context the
+    server runs with, and the hardware."""
+    engine = engine_for(spec.engine)
+    return {"engine": spec.engine.kind, "settings": engine.speed_settings(), "context": engine.context_length(),
+            "hardware": spec.hardware}
+
+
+def settings_hash(spec: AppSpec) -> str:
+    """A short hash of speed_settings (canonical JSON), what a record keeps to be compared with later. ValueError
+    for a spec whose context the build has not resolved yet (max_model_len: auto)."""
+    text = json.dumps(speed_settings(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:HASH_LENGTH]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The newest bench record and where it is."""
+
+    index: int  # in spec.changelog
+    version: str
+    record: BenchRecord
+    stale: bool  # the spec's settings hash is not the record's
+
+    @property
+    def path(self) -> str:
+        return f"changelog[{self.index}].bench"
+
+    def marks(self) -> dict[str, str]:
+        """The stale mark of each cited figure, by its field path (none while the record is current)."""
+        mark = STALE_MARK.format(version=self.version)
+        return {f"{CITED_AS}.{name}": mark for name in FIGURES} if self.stale else {}
+
+    def cited(self) -> dict[str, Any]:
+        """What [[ bench.* ]] reads: the record's fields, the version it was measured on, and whether it is stale."""
+        return {**self.record.model_dump(mode="json"), "version": self.version, "stale": self.stale}
+
+
+def newest_record(spec: AppSpec) -> Recorded | None:
+    """The record of the newest changelog entry that has one (entries are newest first); None when none has."""
+    for index, entry in enumerate(spec.changelog):
+        if entry.bench is not None:
+            try:
+                stale = settings_hash(spec) != entry.bench.settings_hash
+            except ValueError:
+                stale = False  # an unresolved context: the build resolves it before anything cites the record
+            return Recorded(index, entry.version, entry.bench, stale)
+    return None
+
+
+@dataclass(frozen=True)
+class StaleBench:
+    """A record measured with other settings than the spec's: what lint and build warn about."""
+
+    path: str
+    message: str
+    fix: str
+
+
+def stale_bench(spec: AppSpec) -> StaleBench | None:
+    """The newest record, when the settings that change speed are no longer those it was measured with."""
+    found = newest_record(spec)
+    if found is None or not found.stale:
+        return None
+    fields = ", ".join(engine_for(spec.engine).engine.bench().speed_fields)
+    return StaleBench(
+        found.path, f"the bench figures of {found.version} ({found.record.tps_avg:g} t/s average, "
+        f"{found.record.date}) were measured with other settings that change speed (engine {fields}, the context "
+        "or the hardware): descriptions print them marked as measured on "
+        f"{found.version} with settings changed since",
+        "re-measure with `olarespack bench SPEC --url URL --record` on the box")

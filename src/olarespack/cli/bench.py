@@ -1,0 +1,256 @@
+"""`olarespack bench`: an app's speed measured against its OpenAI-compatible server (bench/), printed as a
+table or JSON, drawn with --plot, and with --record written into the spec's changelog entry for its version,
+where descriptions cite it as [[ bench.tps_avg ]].
+
+The spec is edited as calibrate edits it: only the entry's bench lines change, the edit is checked on the data,
+the new spec must load, and it replaces the old one in one rename (write.write_file)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from pydantic import ValidationError
+
+from olarespack.cli import options
+from olarespack.core.errors import Problem, ProblemsError, UsageError
+from olarespack.spec.models import AppSpec
+
+if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the command runs
+    from olarespack.bench.client import Limits
+    from olarespack.bench.run import Progress, Result, Run, Settings
+    from olarespack.engines.base import EngineBench
+
+MAX_PROMPT = 64 << 10
+
+
+def _spec_file(given: str, apps_dir: Path) -> Path:
+    """APP_OR_SPEC: a spec file, else the spec in the apps folder with that file stem or app name."""
+    path = Path(given)
+    if path.is_file():
+        return path
+    import yaml
+
+    for candidate in sorted(apps_dir.glob("*.yaml")) if apps_dir.is_dir() else []:
+        if candidate.stem == given:
+            return candidate
+        try:
+            name = yaml.safe_load(candidate.read_text(encoding="utf-8")).get("name")
+        except (yaml.YAMLError, AttributeError, OSError, UnicodeDecodeError):
+            continue
+        if name == given:
+            return candidate
+    raise UsageError(f"APP_OR_SPEC {given!r}: no such spec file, and no spec in {apps_dir}/ for that app")
+
+
+def _loaded(path: Path) -> AppSpec:
+    """The spec with its context resolved as the build resolves it (the settings hash covers the context)."""
+    from olarespack.fit.budget import resolve_context
+    from olarespack.spec.load import load_spec
+
+    spec, found = resolve_context(str(path), load_spec(path))
+    errors = [p for p in found if p.severity == "error"]
+    if errors:
+        raise ProblemsError(errors)
+    return spec
+
+
+def _prompt(prompt_file: Path | None) -> tuple[str, str]:
+    from olarespack.bench.run import PROMPT, shipped_prompt
+
+    if prompt_file is None:
+        return shipped_prompt(), PROMPT
+    data = prompt_file.read_bytes()[:MAX_PROMPT + 1]
+    if len(data) > MAX_PROMPT or not data.strip():
+        raise UsageError(f"--prompt-file {prompt_file}: give a non-empty text of at most {MAX_PROMPT >> 10} KiB")
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UsageError(f"--prompt-file {prompt_file}: not UTF-8 text") from None
+    return text, f"{prompt_file.name}@{hashlib.sha256(data).hexdigest()[:8]}"
+
+
+def _progress(settings: Settings) -> Progress:
+    def told(run: Run) -> None:
+        label = f"warm-up {run.index}/{settings.warmups}" if run.warmup else f"run {run.index}/{settings.runs}"
+        ttft = f", first token {run.ttft_ms:.0f} ms" if run.ttft_ms is not None else ""
+        click.echo(f"{label}: {run.tps:.2f} t/s ({run.source}), {run.tokens} tokens{ttft}", err=True)
+
+    return told
+
+
+def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, Any]:
+    """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord)."""
+    from olarespack.bench.record import settings_hash
+    from olarespack.engines import engine_for
+    from olarespack.spec.models import BenchRecord
+
+    engine = engine_for(spec.engine)
+    summary = result.summary()
+
+    def rate(value: float) -> float:
+        return max(round(value, 2), 0.01)  # monotonic, so min <= avg <= peak still holds
+
+    values: dict[str, Any] = {
+        "tps_avg": rate(summary["tps_avg"]), "tps_peak": rate(summary["tps_peak"]),
+        "tps_min": rate(summary["tps_min"]), "tps_sigma": round(summary["tps_sigma"], 2),
+        "tps_source": summary["tps_source"], "series": [rate(r) for r in result.rates], "runs": summary["runs"],
+        "warmups": len(result.warmups), "tokens": result.settings.max_tokens, "prompt": result.settings.prompt_name,
+        "temperature": result.settings.temperature, "top_p": result.settings.top_p,
+        "ttft_ms": round(summary["ttft_ms"], 1) if summary["ttft_ms"] is not None else None,
+        "acceptance": round(summary["acceptance"], 1) if summary["acceptance"] is not None else None,
+        "drafted": summary["drafted"], "accepted": summary["accepted"],
+        "engine_release": engine.version() or spec.engine.image.rsplit(":", 1)[-1],
+        "hardware": spec.hardware, "context": engine.context_length(), "settings_hash": settings_hash(spec),
+        "date": today}
+    try:
+        BenchRecord.model_validate(values)
+    except ValidationError as exc:
+        raise ProblemsError([Problem("bench", ".".join(map(str, e["loc"])), e["msg"], "re-run the bench",
+                                     rule="bump") for e in exc.errors()[:10]]) from None
+    return values
+
+
+def _record(path: Path, spec: AppSpec, result: Result) -> dict[str, Any]:
+    from olarespack.bench.edit import record_bench
+    from olarespack.spec.load import load_spec
+    from olarespack.write import write_file
+
+    values = record_values(spec, result, dt.date.today())
+    text, replaced = record_bench(str(path), path.read_text(encoding="utf-8"), values)
+    with tempfile.TemporaryDirectory(prefix="olarespack-bench-") as tmp:
+        candidate = Path(tmp) / path.name
+        candidate.write_text(text, encoding="utf-8")
+        try:
+            load_spec(candidate)  # the edited spec must still load before it replaces the old one
+        except ProblemsError as exc:
+            raise ProblemsError([replace(p, file=str(path)) for p in exc.problems]) from None
+    write_file(path, text.encode("utf-8"))
+    click.echo(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for {spec.version} "
+               f"({values['tps_avg']} t/s average, settings {values['settings_hash']}); `olarespack build` renders "
+               "the descriptions that cite it", err=True)
+    return values
+
+
+def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, limits: Limits) -> None:
+    from olarespack.bench.inbox import exec_command, job, job_yaml
+    from olarespack.engines import engine_for
+
+    engine = engine_for(spec.engine)
+    bench = engine.engine.bench()
+    if as_job:
+        document = job(spec.name, namespace, engine.server_port(), settings, bench, limits)
+        click.echo(job_yaml(document), nl=False)
+        name = document["metadata"]["name"]
+        click.echo(f"# then: kubectl apply -f job.yaml && kubectl wait -n {namespace} --for=condition=complete "
+                   f"job/{name} --timeout={document['spec']['activeDeadlineSeconds']}s && kubectl logs -n "
+                   f"{namespace} job/{name} > bench.log", err=True)
+    else:
+        click.echo(exec_command(spec.name, namespace, engine.engine.container_name, engine.server_port(), settings,
+                                bench, limits))
+    click.echo(f"# and: olarespack bench {spec.name} --responses bench.log [--record]", err=True)
+
+
+@click.command()
+@click.argument("app", metavar="APP_OR_SPEC")
+@click.option("--url", help="The server's address, e.g. http://127.0.0.1:8000 (a /v1 suffix is fine).")
+@click.option("--responses", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read the log of an in-box bench (--job or --exec) instead of sending requests.")
+@click.option("--job", "as_job", is_flag=True, help="Print a Kubernetes Job that runs the bench in the box.")
+@click.option("--exec", "as_exec", is_flag=True, help="Print the kubectl exec line that runs it in the pod.")
+@click.option("--namespace", help="The app's namespace in the box (default: APP-USER with --user).")
+@click.option("--user", help="The Olares user the app is installed for (its namespace is APP-USER).")
+@click.option("--model", help="Model name to request (default: the spec's served name).")
+@click.option("--runs", type=click.IntRange(1, 100), default=5, show_default=True, help="Measured runs.")
+@click.option("--warmups", type=click.IntRange(0, 20), default=2, show_default=True, help="Uncounted runs first.")
+@click.option("--max-tokens", type=click.IntRange(1, 32_768), default=2000, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 2), default=0.6, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True)
+@click.option("--prompt-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Another prompt than the shipped Space Invaders one.")
+@click.option("--no-stream", is_flag=True, help="Do not stream (no time to first token).")
+@click.option("--run-timeout", type=click.FloatRange(1, 3600), default=600, show_default=True,
+              help="Seconds one request may take in all.")
+@click.option("--api-key", envvar="OLARESPACK_API_KEY", show_envvar=True,
+              help="Bearer key the server wants (never printed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON object.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Draw the runs' tokens per second into this PNG file.")
+@click.option("--record", is_flag=True, help="Write the result into the spec's changelog entry for its version.")
+@options.apps_dir
+def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool, namespace: str | None,
+          user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int, temperature: float,
+          top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, api_key: str | None,
+          as_json: bool, plot_file: Path | None, record: bool, apps_dir: Path) -> None:
+    """Measure an app's tokens per second against its server: the standard prompt, warm-ups, then N runs.
+
+    A run's rate is the server's own decode timing where it gives one (llama.cpp), else the streamed decode
+    rate (completion tokens - 1 over first to last token, as vLLM's bench), else tokens over the whole request;
+    the output says which. Acceptance comes from the engine's drafting counters. --job / --exec print how to run
+    the same bench in the box, next to the pod; --responses reads their log. Exits 1 when the server cannot be
+    measured (unreachable, not OpenAI-compatible, impossible answers)."""
+    from olarespack.bench.client import Limits
+    from olarespack.bench.run import Settings
+    from olarespack.engines import engine_for
+
+    modes = [name for name, on in (("--url", url), ("--responses", log_file), ("--job", as_job),
+                                   ("--exec", as_exec)) if on]
+    if len(modes) != 1:
+        raise UsageError("give one of --url, --responses, --job or --exec" + (f" (not {' and '.join(modes)})"
+                                                                            if modes else ""))
+    if record and modes[0] not in ("--url", "--responses"):
+        raise UsageError("--record writes a measurement: give --url or --responses")
+    path = _spec_file(app, apps_dir)
+    spec = _loaded(path)
+    engine = engine_for(spec.engine)
+    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
+    prompt, prompt_name = _prompt(prompt_file)
+    served = model or engine.engine.bench().served_name(spec.engine)
+    settings = Settings(model=served or spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream)
+    if as_job or as_exec:
+        if not namespace and not user:
+            raise UsageError("--job and --exec need the app's namespace: --user NAME (namespace APP-NAME) or "
+                             "--namespace")
+        _in_box(spec, as_job, namespace or f"{spec.name}-{user}", settings, limits)
+        return
+    result = _measured(url, log_file, api_key, model, served, settings, limits, engine.engine.bench())
+    values = _record(path, spec, result) if record else None
+    if plot_file is not None:
+        from olarespack.bench.plot import plot_png
+        from olarespack.write import write_file
+
+        title = f"{spec.name} {spec.version}: {result.settings.model}, {settings.prompt_name}, {max_tokens} tokens"
+        write_file(plot_file, plot_png(result, title))
+        click.echo(f"ok {plot_file}: the runs drawn", err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"app": spec.name, "version": spec.version, **result.as_dict(), "record": values},
+                              indent=2, sort_keys=True, default=str))
+    else:
+        for line in result.table():
+            click.echo(line)
+
+
+def _measured(url: str | None, log_file: Path | None, api_key: str | None, model: str | None, served: str | None,
+              settings: Settings, limits: Limits, engine_bench: EngineBench) -> Result:
+    from olarespack.bench.client import Server
+    from olarespack.bench.inbox import MAX_LOG, read_log
+    from olarespack.bench.live import bench_live, pick_model
+
+    if log_file is not None:
+        data = log_file.read_bytes()[:MAX_LOG + 1]
+        if len(data) > MAX_LOG:
+            raise UsageError(f"--responses {log_file}: over {MAX_LOG >> 20} MiB; give one bench's log")
+        return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench)
+    with Server(url or "", api_key, limits) as server:
+        chosen, notes = pick_model(server.models(), model, served, server.shown)
+        result = bench_live(server, engine_bench, replace(settings, model=chosen), _progress(settings))
+    result.notes[:0] = notes
+    return result
