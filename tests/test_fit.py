@@ -15,7 +15,7 @@ from olarespack.engines.llamacpp import kv as llamacpp_kv
 from olarespack.engines.llamacpp.kv import llamacpp_context, llamacpp_kv_bytes
 from olarespack.engines.vllm import kv as vllm_kv
 from olarespack.engines.vllm.kv import vllm_kv_layout, vllm_kv_needed, vllm_max_model_len
-from olarespack.fit.budget import fit_report
+from olarespack.fit.budget import fit_report, resolve_context
 from olarespack.models.arch import KvLayer, ModelArch, ModelDataError, ModelInfo, models
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
@@ -397,7 +397,8 @@ def test_compute_buffer_grows_without_flash_attention() -> None:
     # activations (FFN, residual, the 42 x 256 per-layer inputs) in f32, and the f16 mask over the context
     assert with_fa == math.ceil((512 * 4 * (4 * 2560 + 3 * 10240 + 42 * 256) + 512 * 32768 * 2) * margin)
     without = llamacpp_kv.llamacpp_compute_bytes(gemma, 512, 32768, flash_attn=False)
-    assert without == math.ceil((with_fa / margin + 512 * 32768 * 8 * 4) * margin)
+    # without it the mask is f32 and every head's f32 scores are kept: 36 bytes per ubatch and context token
+    assert without == math.ceil((512 * 4 * (4 * 2560 + 3 * 10240 + 42 * 256) + 512 * 32768 * 36) * margin)
 
 
 def test_audio_app_needs_about_6_gb() -> None:
@@ -424,7 +425,8 @@ def test_llamacpp_settings_reach_the_arithmetic(tmp_path: Path) -> None:
     assert report.settings["parallel"] == llamacpp_kv.LLAMACPP_AUTO_PARALLEL and report.settings["kv_unified"] is True
     assert report.settings["swa_full"] is True and report.settings["flash_attn"] is False
     assert report.kv_cache_needed_bytes == llamacpp_kv_bytes(e4b(), 32768, parallel=4, kv_unified=True,
-                                                             type_k="q8_0", type_v="q8_0", swa_full=True)
+                                                             type_k="q8_0", type_v="q8_0", swa_full=True,
+                                                             flash_attn=False)
     notes = " ".join(report.notes)
     assert "--parallel not set" in notes and "flash attention" in notes and "n_gpu_layers 10" in notes
     split = fit_report(changed_app(tmp_path, "gemma4-audio", parallel=2, extra_args=["-kvu"]))
@@ -453,3 +455,37 @@ def test_llamacpp_refuses_calibration_and_unknown_files(tmp_path: Path) -> None:
     shared = ModelInfo(repo=E4B_REPO, title="t", arch=None, kv="shared")
     with pytest.raises(ModelDataError, match="no KV layers"):
         fit_report(load_app("gemma4-audio"), registry={E4B_REPO: shared})
+
+
+def test_the_container_memory_must_hold_what_llama_cpp_keeps_on_the_host(tmp_path: Path) -> None:
+    data = app_data("gemma4-audio")
+    report = fit_report(load_spec(write_spec(tmp_path, data)))
+    # E4B's input embeddings (token_embd and the per-layer table) and the pinned compute buffer
+    files = models()[E4B_REPO].files["gemma-4-E4B-it-Q4_K_M.gguf"]
+    assert report.host_memory_bytes is not None and report.host_memory_bytes > files.host_bytes
+    assert report.host_memory_bytes - files.host_bytes == llamacpp_kv.llamacpp_host_compute_bytes(e4b(), 512, 32768)
+    _, problems = resolve_context("app.yaml", load_spec(write_spec(tmp_path, data)))
+    assert not [p for p in problems if p.rule == "host-memory"]
+    data["resources"]["memory"] = {"request": "1Gi", "limit": "2Gi"}
+    _, problems = resolve_context("app.yaml", load_spec(write_spec(tmp_path, data)))
+    found = {(p.path, p.severity): p for p in problems if p.rule == "host-memory"}
+    assert set(found) == {("resources.memory.limit", "error"), ("resources.memory.request", "warning")}
+    assert "set resources.memory.limit to at least 3Gi" in found[("resources.memory.limit", "error")].fix
+    assert fit_report(load_app("gemma4-vision")).host_memory_bytes is None  # vLLM: not modelled
+
+
+def test_the_largest_llama_cpp_context_counts_its_own_compute_buffer(tmp_path: Path) -> None:
+    data = app_data("gemma4-audio")
+    data["engine"]["ctx_size"] = 131072
+    data["resources"]["gpu_memory"] = {"request": "6000Mi", "limit": "6000Mi"}
+    report = fit_report(load_spec(write_spec(tmp_path, data)))
+    assert not report.fits and 32768 < report.max_model_len_fit < 131072
+    fixed = report.total_bytes - report.weights_bytes - llamacpp_kv.LLAMACPP_RUNTIME_BYTES \
+        - llamacpp_kv.MMPROJ_COMPUTE_BYTES
+
+    def needs(n: int) -> int:  # KV and the compute buffer at n tokens (-ub 512, flash attention)
+        ctx = llamacpp_context(n, ubatch_size=512, batch_size=512)
+        return (llamacpp_kv_bytes(e4b(), n, ubatch_size=512, batch_size=512)
+                + llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, ctx.n_ctx, flash_attn=True))
+
+    assert needs(report.max_model_len_fit) <= fixed < needs(report.max_model_len_fit + 256)

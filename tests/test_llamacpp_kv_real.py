@@ -88,18 +88,20 @@ def model_of(path: Path) -> tuple[Path, ModelInfo]:
     return path, parse_text(path.name, render(data, described))
 
 
-def fit_of(info: ModelInfo, path: Path, ctx: int, parallel: int | None) -> FitReport:
+def fit_of(info: ModelInfo, path: Path, ctx: int, parallel: int | None, flash_attn: str = "auto") -> FitReport:
     engine = LlamaCppEngine.model_validate({
         "kind": "llamacpp", "image": "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", "alias": "tiny",
         "model": {"repo": info.repo, "file": path.name}, "ctx_size": ctx, "parallel": parallel,
+        "flash_attn": flash_attn,
     })  # fmt: skip
     return fit(engine, FitRequest(total=64 << 30, registry={info.repo: info}))
 
 
-def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file: Path) -> Measured:
+def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file: Path,
+             extra: tuple[str, ...] = ()) -> Measured:
     """Boot until the server listens, then stop it; its buffer lines as calibrate reads them."""
     argv = [str(binary), "-m", str(model), "-c", str(ctx), "-v", "--host", "127.0.0.1", "--port", str(free_port())]
-    argv += ["-np", str(parallel)] if parallel else []
+    argv += (["-np", str(parallel)] if parallel else []) + list(extra)
     started = time.monotonic()
     with log_file.open("wb") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -166,6 +168,22 @@ def test_fit_agrees_with_the_real_server(
           f"cells {measured.cells}, model {loaded / MIB:.2f} MiB vs file {(report.weights_bytes + host) / MIB:.2f}, "
           f"compute {cpu / MIB:.2f} MiB = {cpu / estimate:.2f} of fit's {estimate / MIB:.2f}")
     assert COMPUTE_BOUND[0] * estimate <= cpu <= COMPUTE_BOUND[1] * estimate
+
+
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_without_flash_attention_the_v_cache_is_as_wide_as_the_widest_layer(
+    build: int, servers: dict[int, Path], models: dict[str, tuple[Path, ModelInfo]], tmp_path: Path,
+) -> None:  # fmt: skip
+    """-fa off stores V transposed, each layer's rows as wide as the widest layer's: Gemma 4's sliding layers
+    (head 32) then take as much V as its full layer (head 64), which the CUDA boots of E4B's shapes showed too."""
+    if build not in servers:
+        pytest.skip(f"no b{build} llama-server among the built ones ({sorted(servers)}); `make test` builds it")
+    path, info = models["gemma4"]
+    report = fit_of(info, path, 16384, 1, flash_attn="off")
+    with_flash = fit_of(info, path, 16384, 1, flash_attn="on")
+    assert report.kv_cache_needed_bytes > with_flash.kv_cache_needed_bytes  # the arithmetic tells them apart
+    log = boot_log(servers[build], path, 16384, 1, tmp_path / "server.log", extra=("-fa", "off")).log
+    assert sum(log.kv_buffer_mib.values()) == round(report.kv_cache_needed_bytes / MIB, 2)
 
 
 def test_the_tiny_families_are_what_llama_cpp_reads(models: dict[str, tuple[Path, ModelInfo]]) -> None:

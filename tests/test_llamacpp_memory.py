@@ -93,11 +93,15 @@ def test_a_cpu_boot_is_refused(project: Path) -> None:
     assert "the boot put no model buffer on a GPU (only CPU_Mapped)" in output
 
 
-# CUDA boots of Gemma 4 E4B's shapes, b11434 from source on an H200, -fa on (measured.md):
-# (ubatch, context) -> (KV MiB, CUDA0 compute MiB, CUDA_Host compute MiB); the first row's log is H200_V
-CUDA_BOOTS = {(512, 32768): (552.0, 134.02, 79.03), (512, 131072): (2088.0, 230.02, 175.03),
-              (512, 4096): (104.0, 106.02, 51.03), (512, 16384): (296.0, 118.02, 63.03),
-              (256, 32768): (542.0, 66.88, 39.39)}
+# CUDA boots of Gemma 4 E4B's shapes, b11434 from source on an H200 (measured.md):
+# (flash attention, ubatch, context) -> (KV MiB, CUDA0 compute MiB, CUDA_Host compute MiB, exit `unaccounted` MiB);
+# the first row's log is H200_V; unaccounted None where the boot answered only an 8-token prompt
+CUDA_BOOTS = {(True, 512, 32768): (552.0, 134.02, 79.03, 717), (True, 512, 131072): (2088.0, 230.02, 175.03, 717),
+              (True, 512, 4096): (104.0, 106.02, 51.03, None), (True, 512, 16384): (296.0, 118.02, 63.03, None),
+              (True, 256, 32768): (542.0, 66.88, 39.39, 716), (True, 1024, 32768): (572.0, 269.04, 159.06, 715),
+              (True, 2048, 32768): (612.0, 542.07, 322.12, 716), (True, 2048, 131072): (2148.0, 926.07, 706.12, 716),
+              (False, 512, 32768): (572.0, 638.51, 120.02, 712), (False, 512, 131072): (2108.0, 2366.51, 312.02, 712)}
+NON_KV_WITHIN = 0.15  # fit's non-KV GPU memory may exceed the measured one by this much, never fall below it
 
 
 def _e4b() -> ModelArch:
@@ -106,16 +110,23 @@ def _e4b() -> ModelArch:
     return found
 
 
-@pytest.mark.parametrize(("ubatch", "context"), sorted(CUDA_BOOTS))
-def test_fit_is_at_or_above_every_measured_cuda_boot(ubatch: int, context: int) -> None:
-    kv, compute, host = CUDA_BOOTS[(ubatch, context)]
+@pytest.mark.parametrize(("flash", "ubatch", "context"), sorted(CUDA_BOOTS))
+def test_fit_is_at_or_above_every_measured_cuda_boot(flash: bool, ubatch: int, context: int) -> None:
+    kv, compute, host, unaccounted = CUDA_BOOTS[(flash, ubatch, context)]
     arch = _e4b()
-    assert llamacpp_kv_bytes(arch, context, parallel=1, batch_size=2048, ubatch_size=ubatch) == kv * MIB
-    gpu = llamacpp_compute_bytes(arch, ubatch, context, flash_attn=True)
-    pinned = llamacpp_host_compute_bytes(arch, ubatch, context)
-    # never below what CUDA allocated, and no more than the stated margin and 2% of fit error above it
-    assert compute * MIB <= gpu <= compute * MIB * (LLAMACPP_COMPUTE_MARGIN + 0.02)
+    # -b 2048 where the ubatch is larger than 512, as the boots ran; a batch >= ubatch changes nothing else
+    assert llamacpp_kv_bytes(arch, context, parallel=1, batch_size=2048, ubatch_size=ubatch,
+                             flash_attn=flash) == kv * MIB
+    gpu = llamacpp_compute_bytes(arch, ubatch, context, flash_attn=flash)
+    pinned = llamacpp_host_compute_bytes(arch, ubatch, context, flash_attn=flash)
+    # the GPU buffer never below what CUDA allocated, and no more than the margin and the fit's error above it
+    # (the sum of activations and scores over-counts what the graph allocator reuses without flash attention)
+    assert compute * MIB <= gpu <= compute * MIB * (LLAMACPP_COMPUTE_MARGIN + (0.02 if flash else 0.07))
     assert host * MIB <= pinned <= host * MIB * (LLAMACPP_COMPUTE_MARGIN + 0.02)
+    if unaccounted is not None:  # the whole non-KV GPU memory: compute buffer and CUDA runtime
+        measured = (compute + unaccounted) * MIB
+        estimate = gpu + LLAMACPP_RUNTIME_BYTES
+        assert measured <= estimate <= measured * (1 + NON_KV_WITHIN), estimate / measured
 
 
 def test_the_runtime_allowance_covers_the_measured_cuda_context() -> None:

@@ -95,6 +95,9 @@ RULES: dict[str, Rule] = {
                         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)"),
     "context-window": Rule("engine", "the context stays within the model's positions (warning: past its trained "
                            "window)", "vLLM refuses a max_model_len past max_position_embeddings"),
+    "host-memory": Rule("engine", "the container's memory holds what the engine keeps in host memory (llama.cpp: "
+                        "the input embeddings and pinned compute buffers; warning: only the request is below)",
+                        "the pod is killed for memory at boot (cgroup OOM)"),
     "model-data": Rule("engine", "the project's models/ files are readable model files (one per repository)",
                        f"{OWN}: fit and the rules read models/ before the shipped data"),
     "gemma4-flash-attn": Rule("engine", "Gemma 4 does not run on FLASH_ATTN", "vLLM fails at the first request"),

@@ -62,6 +62,9 @@ class FitReport:
     settings: dict[str, int | bool | str] = field(default_factory=dict)  # engine values the arithmetic used
     notes: tuple[str, ...] = ()
     memory_fraction: str | None = None  # the engine's spec field for gpu_memory_utilization, where it has one
+    # host memory the engine's process holds beyond its code (llama.cpp: the input embeddings it maps and its
+    # pinned compute buffer), where the engine's arithmetic knows it; the container's memory must hold it
+    host_memory_bytes: int | None = None
 
     @property
     def total_needed_bytes(self) -> int:
@@ -103,6 +106,9 @@ class FitReport:
         if self.utilization_needed is not None:
             what = self.memory_fraction if self.gpu_memory_utilization is not None else "share of the GPU limit"
             lines.append(f"  needs {what} >= {self.utilization_needed:.2f}")
+        if self.host_memory_bytes is not None:
+            lines.append(f"  host memory: {gib(self.host_memory_bytes):.2f} GiB held by the engine "
+                         "(resources.memory must hold it)")
         lines += [f"  note: {note}" for note in self.notes]
         return lines
 

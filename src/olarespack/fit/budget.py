@@ -4,8 +4,9 @@ trained windows respected."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from olarespack.core import quantity
 from olarespack.core.errors import ModelDataError, Problem, UnknownModelError, UsageError
 from olarespack.core.units import gib
 from olarespack.engines import engine_for
@@ -82,7 +83,7 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
         resolved = engine.with_context(report.max_model_len_fit)
         return (spec.model_copy(update={"engine": resolved}),
                 _window_problems(file, path, spec, report.max_model_len_fit, registry))
-    problems = _window_problems(file, path, spec, report.max_model_len, registry)
+    problems = _window_problems(file, path, spec, report.max_model_len, registry) + _host_problems(file, spec, report)
     if not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
@@ -94,6 +95,25 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
             f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}",
             fix, rule="context-fit"))
     return spec, problems
+
+
+def _host_problems(file: str, spec: AppSpec, report: FitReport) -> list[Problem]:
+    """The container's memory against what the engine holds in host memory: a limit below it gets the pod
+    killed for memory at boot, a request below it lets the scheduler place the pod where the memory is not."""
+    need = report.host_memory_bytes
+    if need is None:
+        return []
+    needed = f"{report.engine_title} holds {gib(need):.2f} GiB of host memory (input embeddings and pinned buffers)"
+    problems = []
+    severities: tuple[tuple[str, Literal["error", "warning"]], ...] = (("limit", "error"), ("request", "warning"))
+    for field_name, severity in severities:
+        given = quantity.parse_bytes(getattr(spec.resources.memory, field_name))
+        if given < need:
+            problems.append(Problem(
+                file, f"resources.memory.{field_name}", f"{needed}; the {field_name} is {gib(given):.2f} GiB",
+                f"set resources.memory.{field_name} to at least {-(-need // 2**30)}Gi", rule="host-memory",
+                severity=severity))
+    return problems
 
 
 def _window_problems(file: str, path: str, spec: AppSpec, asked: int,

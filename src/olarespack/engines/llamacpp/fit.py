@@ -90,15 +90,18 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
                                "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH}
 
     def kv_at(n: int) -> int:
-        return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, type_sizes=sizes,
-                                 **options)
+        return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash,
+                                 type_sizes=sizes, **options)
+
+    def compute_at(n: int) -> int:  # the GPU compute buffer grows with the context (the KQ mask, the scores)
+        at = llamacpp_context(n, **options)
+        return llamacpp_compute_bytes(arch, at.n_ubatch, at.n_ctx, flash_attn=flash)
 
     ctx = llamacpp_context(length, **options)
     needed = kv_at(length)
-    overhead = (LLAMACPP_RUNTIME_BYTES + llamacpp_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
-                + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0))
+    overhead = LLAMACPP_RUNTIME_BYTES + compute_at(length) + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0)
     source: Source = "estimate"
-    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx)
+    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
     notes.append(f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
                  f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MiB} MiB (an H200's, after a "
                  f"first request); {host_compute / MiB:.0f} MiB more of pinned host memory for compute")
@@ -117,9 +120,11 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     else:
         available = request.total - weights - overhead
     fits = available > 0 and needed <= available
+    # another context changes the estimated compute buffer too; a calibrated or given budget stays as measured
+    grows = source == "estimate"
 
     def fits_at(n: int) -> bool:
-        return kv_at(n) <= available
+        return kv_at(n) + (compute_at(n) - compute_at(length) if grows else 0) <= available
 
     fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
     ceiling = max(length, arch.max_position_embeddings or length)
@@ -136,5 +141,6 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
         settings={"n_ctx": ctx.n_ctx, "n_ctx_per_slot": ctx.n_ctx_seq, "n_ubatch": ctx.n_ubatch,
                   "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},
+        host_memory_bytes=main.host_bytes + host_compute,
         notes=tuple(notes),
     )

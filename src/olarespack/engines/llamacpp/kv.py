@@ -2,8 +2,10 @@
 pure: the KV cache is allocated whole at start for -c tokens rounded up to 256, shared by the --parallel
 slots (each slot gets c / parallel unless the cache is unified); sliding layers keep
 min(cells, window x seqs + ubatch) cells rounded up to 256; KV-sharing layers own nothing; a quantized cache
-type stores 32 values in 34 (q8_0) or 18 (q4_0) bytes. The compute buffers and the CUDA runtime are
-estimates fitted to CUDA boots (measured.md) and kept above them by a stated margin.
+type stores 32 values in 34 (q8_0) or 18 (q4_0) bytes; without flash attention the V cache is stored transposed,
+every layer's rows as wide as the widest layer's (src/llama-kv-cache.cpp: n_embd_v_gqa_max when v_trans).
+The compute buffers and the CUDA runtime are estimates fitted to CUDA boots (measured.md) and kept above them
+by a stated margin.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ LLAMACPP_RUNTIME_BYTES = 736 * MiB
 # The compute-buffer estimate is this much above the fitted figures; the fit is within 1% of every CUDA boot
 # measured (Gemma 4 E4B's shapes at 4K-128K, ubatch 256 and 512), so 10% keeps each boot below the estimate.
 LLAMACPP_COMPUTE_MARGIN = 1.10
-# The multimodal projector's own compute buffer (encoder graph): an estimate.
+# The multimodal projector's own compute buffers (its encoders' graphs): an estimate. An audio encoder at an
+# estimate of E4B's shapes took 28.14 MiB on CUDA (measured.md); a vision encoder's was not measured.
 MMPROJ_COMPUTE_BYTES = 256 * MiB
 # ggml type -> (bytes per block, values per block)
 GGML_TYPE_SIZE: dict[str, tuple[int, int]] = {
@@ -74,14 +77,16 @@ def llamacpp_context(ctx_size: int, *, parallel: int = 1, kv_unified: bool = Fal
 
 def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
                       batch_size: int = LLAMACPP_DEFAULT_BATCH, ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
-                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False,
+                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False, flash_attn: bool = True,
                       type_sizes: Mapping[str, tuple[int, int]] | None = None) -> int:
     """Bytes llama.cpp allocates at start for the KV cache (all of it, whatever the prompts)."""
     ctx = llamacpp_context(ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size,
                            ubatch_size=ubatch_size)
     per_stream = ctx.n_ctx // ctx.n_stream
+    layers = layers_of(arch)
+    widest = max((lay.kv_heads * lay.head_dim for lay in layers), default=0)
     total = 0
-    for lay in layers_of(arch):
+    for lay in layers:
         cells = per_stream
         if lay.kind == "sliding" and not swa_full:
             assert lay.window is not None
@@ -89,7 +94,7 @@ def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unif
             cells = pad(min(per_stream, lay.window * seqs + ctx.n_ubatch), LLAMACPP_CTX_PAD)
         width = lay.kv_heads * lay.head_dim
         total += (ggml_row_bytes(type_k, width, type_sizes)
-                  + ggml_row_bytes(type_v, width, type_sizes)) * cells * ctx.n_stream
+                  + ggml_row_bytes(type_v, width if flash_attn else widest, type_sizes)) * cells * ctx.n_stream
     return total
 
 
@@ -102,19 +107,27 @@ def _compute_width(arch: ModelArch) -> int:
     return 4 * hidden + 3 * (arch.intermediate_size or 4 * hidden) + per_layer
 
 
+def _mask_bytes(flash_attn: bool) -> int:
+    """Bytes per ubatch token and context token of the KQ mask: f16 for flash attention, f32 without it."""
+    return 2 if flash_attn else 4
+
+
 def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool) -> int:
-    """Estimated GPU compute buffer (the CUDA0 line): the ubatch's widest activations in f32 and the f16 KQ
-    mask over the context, plus the f32 attention scores of every head when flash attention is off; with
-    LLAMACPP_COMPUTE_MARGIN. Fitted to CUDA boots of b11434 (measured.md): 134.02 MiB at 32K and 230.02 MiB at
-    128K for Gemma 4 E4B at ubatch 512, growing 2 bytes per ubatch token and context token."""
-    mask = n_ubatch * n_ctx * 2
+    """Estimated GPU compute buffer (the CUDA0 line): the ubatch's widest activations in f32 and the KQ mask
+    over the context, plus the f32 attention scores of every head when flash attention is off; with
+    LLAMACPP_COMPUTE_MARGIN. Fitted to CUDA boots of b11434 (measured.md): Gemma 4 E4B at ubatch 256-2048 and
+    4K-128K grows 2 bytes per ubatch token and context token with flash attention (134.02 MiB at 32K, 230.02 at
+    128K, ubatch 512) and 36 without it (8 heads x 4 + an f32 mask: 638.51 and 2366.51 MiB)."""
+    mask = n_ubatch * n_ctx * _mask_bytes(flash_attn)
     scores = 0 if flash_attn else n_ubatch * n_ctx * (arch.num_attention_heads or 32) * 4
     return math.ceil((n_ubatch * _compute_width(arch) * 4 + mask + scores) * LLAMACPP_COMPUTE_MARGIN)
 
 
-def llamacpp_host_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int) -> int:
+def llamacpp_host_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool = True) -> int:
     """Estimated pinned host compute buffer (the CUDA_Host line): the input embeddings looked up on the host
     (token_embd and a Gemma E model's per-layer table stay there) and the mask's host copy; with the margin.
-    Fitted like the GPU buffer: 79.03 MiB at 32K and 175.03 MiB at 128K for Gemma 4 E4B at ubatch 512."""
+    Fitted like the GPU buffer: 79.03 MiB at 32K and 175.03 MiB at 128K for Gemma 4 E4B at ubatch 512 (120.02
+    and 312.02 MiB without flash attention, whose mask is f32)."""
     width = (arch.hidden_size or 4096) + 2 * (arch.per_layer_input_size or 0) * arch.num_hidden_layers
-    return math.ceil((n_ubatch * width * 4 + n_ubatch * n_ctx * 2) * LLAMACPP_COMPUTE_MARGIN)
+    mask = n_ubatch * n_ctx * _mask_bytes(flash_attn)
+    return math.ceil((n_ubatch * width * 4 + mask) * LLAMACPP_COMPUTE_MARGIN)
