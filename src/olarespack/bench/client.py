@@ -56,7 +56,11 @@ class Limits:
     max_tokens: int
     run_s: float = 600.0  # the whole request, first byte to last
     connect_s: float = 10.0
-    read_s: float = 120.0  # between two bytes
+    silence_s: float = 120.0  # the longest wait for the next byte, within run_s
+
+    @property
+    def read_s(self) -> float:
+        return min(self.silence_s, self.run_s)
 
     @property
     def max_bytes(self) -> int:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from olarespack.core.errors import Problem, ProblemsError
 
@@ -81,7 +82,11 @@ def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, boo
         lines[at:at] = block
     new_text = "".join(lines)
     safe = YAML(typ="safe", pure=True)
-    before, after_edit = safe.load(text), safe.load(new_text)
+    before = safe.load(text)
+    try:
+        after_edit = safe.load(new_text)
+    except YAMLError:
+        after_edit = None
     expected = {**before, "changelog": [{**before["changelog"][0], "bench": kept}, *before["changelog"][1:]]}
     if after_edit != expected:
         raise _refuse(file, "changelog[0].bench", "the spec's layout defeats an in-place edit")
