@@ -40,6 +40,8 @@ FIRED_ELSEWHERE = {
     "engine-release-env": "test_release_rules.py",
     "engine-release-conflict": "test_release_rules.py",
     "engine-release-table": "test_release_rules.py",
+    "host-memory": "test_fit.py",
+    "plan": "test_plan_write.py",
 }
 
 

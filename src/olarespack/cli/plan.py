@@ -16,13 +16,17 @@ from olarespack.core.errors import UsageError
               help="A box file (e.g. boxes/olares-one.yaml): hardware, what the box keeps, the apps; SPECs are added.")
 @click.option("--hardware", help="The box's hardware profile (default: the box file's, else the one the specs target).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as a JSON object.")
-def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | None, as_json: bool) -> None:
+@click.option("--write", is_flag=True,
+              help="Book each app's share in its spec (resources.gpu_memory), only when every app fits.")
+def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | None, as_json: bool,
+         write: bool) -> None:
     """Can these apps co-run on one GPU? Each gets the smallest share its context fits in (fit's arithmetic);
-    the shares plus what the box keeps must fit the card's registered memory.
+    the shares plus what the box keeps must fit the card's registered memory. With --write, each spec books its
+    share (request = limit), so its chart carries the plan: then `olarespack build` and `bump`.
 
-    Exits 0 when every app fits, 1 when one does not (with its shortfall and the largest context that fits),
-    5 when a model has no data."""
-    from olarespack.plan.box import load_apps, read_box
+    Exits 0 when every app fits, 1 when one does not (with its shortfall and the largest context that fits;
+    --write then writes nothing), 5 when a model has no data."""
+    from olarespack.plan.box import load_apps, read_box, write_shares
     from olarespack.plan.shares import plan as make_plan
 
     files, keep = list(spec_files), None
@@ -34,4 +38,10 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
         raise UsageError("give app spec files or --box FILE")
     profile, apps = load_apps(files, hardware)
     result = make_plan(profile, apps, keep)
+    if write and result.fits:
+        source = f"--box {box_file}" if box_file is not None else " ".join(str(f) for f in files)
+        for file, status in write_shares(result, f"olarespack plan {source}"):
+            click.echo(f"{file}: {status}", err=True)
+    elif write:
+        click.echo("the plan does not fit: no spec written", err=True)
     echo_verdict(result, as_json)

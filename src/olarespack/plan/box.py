@@ -15,11 +15,14 @@ from olarespack.core.yamlfile import load_spec_data
 from olarespack.engines.fit import FitReport
 from olarespack.fit.budget import fit_report, spec_calibration
 from olarespack.models.arch import models_for
-from olarespack.plan.shares import PlanApp
+from olarespack.plan.shares import Plan, PlanApp
+from olarespack.release.edit import set_gpu_memory
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec, ByteRange
+from olarespack.write import Status, write_file
 
 BOX_KEYS = ("hardware", "keep_mib", "apps")
+MIB = 2**20
 MAX_APPS = 16  # more apps than any one GPU runs; bounds what a stranger's box file makes olarespack compute
 
 
@@ -114,3 +117,17 @@ def _plan_app(file: Path, spec: AppSpec) -> PlanApp:
         return fit_report(spec.model_copy(update={"resources": resources}), registry=registry, **calibration)
 
     return PlanApp(spec.name, str(file), spec.gpu_memory(), fit_at)
+
+
+def write_shares(plan: Plan, source: str) -> list[tuple[str, Status]]:
+    """Each app's spec books its planned share (resources.gpu_memory, request = limit), its comment naming the
+    plan. Every edit is made before any file is written, so a spec whose layout defeats the edit leaves all of
+    them as they were; each file is then replaced in one rename."""
+    if not plan.fits:
+        raise UsageError("the plan does not fit: no share to write")
+    why = "".join(c if c.isprintable() else "?" for c in f"share from `{source}`")[:200]
+    edits = []
+    for app in plan.apps:
+        path = Path(app.file)
+        edits.append((path, set_gpu_memory(path, path.read_text(encoding="utf-8"), app.gpu_memory_bytes // MIB, why)))
+    return [(str(path), write_file(path, text.encode("utf-8"))) for path, text in edits]

@@ -162,3 +162,44 @@ def _comment_out(lines: list[str], mapping: Any, key: str, why: str) -> list[str
     pad = " " * column
     commented = [f"{pad}# {line[column:]}" if line.strip() else line for line in lines[first:end]]
     return [*lines[:first], f"{pad}# {key} {why}\n", *commented, *lines[end:]]
+
+
+def set_gpu_memory(file: Path, text: str, mib: int, why: str) -> str:
+    """The spec's text with resources.gpu_memory booking `mib` MiB (request = limit) on one line, with `why` as
+    its comment; an existing gpu_memory (one line or a block) is replaced, a missing one is added as the last
+    key of resources. Nothing else moves."""
+    data: Any = YAML(typ="rt").load(text)
+
+    def refuse(message: str, fix: str) -> ProblemsError:
+        return ProblemsError([Problem(str(file), "resources.gpu_memory", message, fix, rule="plan")])
+
+    resources: Any = data.get("resources") if hasattr(data, "get") else None
+    if not hasattr(resources, "lc") or not resources:
+        raise refuse("no resources mapping to book GPU memory in", "start from one of apps/*.yaml")
+    booking = f"{mib}Mi"
+    lines = text.splitlines(keepends=True)
+    if "gpu_memory" in resources:
+        first, column = resources.lc.key("gpu_memory")
+        end = first + 1
+        while end < len(lines) and lines[end].strip() and not lines[end].lstrip().startswith("#") \
+                and len(lines[end]) - len(lines[end].lstrip(" ")) > column:
+            end += 1
+    else:
+        last = list(resources)[-1]
+        first, column = resources.lc.key(last)
+        end = first + 1
+        while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip(" ")) > column:
+            end += 1
+        first = end
+    line = f"{' ' * column}gpu_memory: {{request: {booking}, limit: {booking}}}  # {why}\n"
+    new_text = "".join([*lines[:first], line, *lines[end:]])
+    before = YAML(typ="safe", pure=True).load(text)
+    try:
+        after = YAML(typ="safe", pure=True).load(new_text)
+    except YAMLError:
+        after = None
+    expected = {**before, "resources": {**before["resources"], "gpu_memory": {"request": booking, "limit": booking}}}
+    if after != expected:
+        raise refuse("the spec's layout defeats an in-place edit", f"write `gpu_memory: {{request: {booking}, "
+                     f"limit: {booking}}}` under resources by hand")
+    return new_text
