@@ -29,7 +29,7 @@ from test_serve import free_port
 FIXTURES = Path(__file__).parent / "fixtures" / "bench"
 METRICS = (FIXTURES / "vllm-0.21-metrics.txt").read_text(encoding="utf-8")
 VISION = APPS / "gemma4-vision.yaml"  # a vLLM app with MTP drafting
-SERVED = "gemma-4-26b-a4b-vision"
+SERVED = "gemma-4-26b-vision"  # the vision app's served_model_name
 Handler = Callable[[BaseHTTPRequestHandler, dict[str, Any]], None]
 
 
@@ -226,6 +226,13 @@ def test_an_unreachable_url_fails_fast_with_the_address() -> None:
     assert code == 1
     assert f"error: {url}: GET /v1/models: cannot connect" in out
     assert "Traceback" not in out and seconds < 15
+
+
+def test_a_password_in_the_url_is_never_printed() -> None:
+    port = free_port()
+    code, out, _ = bench("--url", f"http://bench:hunter2secret@127.0.0.1:{port}/v1")
+    assert code == 1 and f"error: http://127.0.0.1:{port}: GET /v1/models: cannot connect" in out
+    assert "hunter2secret" not in out
 
 
 def test_a_server_that_is_not_openai_compatible(fake: Callable[..., FakeServer]) -> None:

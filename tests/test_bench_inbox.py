@@ -20,6 +20,7 @@ from olarespack.bench.inbox import CURL_IMAGE, SCRIPT
 from olarespack.bench.run import shipped_prompt
 from olarespack.check.kube import schema_errors
 from test_bench_client import FakeServer, Handler, metrics, models, vllm_like
+from test_downloader_script import shellcheck
 
 VISION, AUDIO = APPS / "gemma4-vision.yaml", APPS / "gemma4-audio.yaml"
 APP = "vllmgemma426ba4bvisionone"
@@ -66,6 +67,17 @@ def test_the_job_is_a_valid_kubernetes_job() -> None:
                        "max_tokens": 2000, "temperature": 0.6, "top_p": 0.95, "stream": False}
     llama = env_of(job_of(AUDIO, "--namespace", "llm"))
     assert llama["BENCH_URL"] == "http://llamacppgemma4audione:8080" and llama["BENCH_METRICS"] == ""
+
+
+def test_the_loop_passes_shellcheck(tmp_path: Path) -> None:
+    checker = shellcheck()
+    if checker is None:
+        pytest.skip("shellcheck is not installed (the dev extras carry it)")
+    script = tmp_path / "loop.sh"
+    script.write_text("#!/bin/sh\n" + SCRIPT, encoding="utf-8")
+    done = subprocess.run([checker, "--shell=sh", str(script)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stdout
 
 
 def _run_loop(env: dict[str, str], url: str) -> str:

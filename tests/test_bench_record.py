@@ -148,6 +148,16 @@ def test_a_citation_renders_the_newest_record(project: Path, server: FakeServer)
     assert errors == [] and rendered == f"{found.record.tps_avg} t/s on 1.1.0"
 
 
+def test_a_mark_follows_the_figures_it_is_given_for() -> None:
+    context = {"bench": {"tps_avg": 223.9, "tps_peak": 235.22, "version": "1.0.4"}, "engine": {"max_model_len": 16384}}
+    marks = {"bench.tps_avg": " (stale)", "bench.tps_peak": " (stale)"}
+    text, errors = cite("[[ bench.tps_avg ]] avg, range [[ bench.tps_peak - bench.tps_avg ]], [[ bench.version ]], "
+                        "[[ engine.max_model_len // 1024 ]]K", context, marks)
+    assert errors == []
+    assert text == "223.9 (stale) avg, range 11.319999999999993 (stale), 1.0.4, 16K"  # one mark per citation
+    assert cite("[[ bench.tps_avg ]]", context)[0] == "223.9"  # no marks: as before
+
+
 def test_the_catalog_shows_a_stale_figure(project: Path, server: FakeServer) -> None:
     spec_file = project / "apps" / "gemma4-dflash.yaml"
     _cite_bench(spec_file)

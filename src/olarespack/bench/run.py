@@ -3,8 +3,9 @@ after the other, each run's tokens per second, and their average, peak, minimum 
 acceptance from the engine's own counters over the measured runs.
 
 A run's rate is taken, in this order of preference (one definition for all runs of a bench):
-  server   the server's own decode rate (llama.cpp's timings.predicted_per_second = predicted_n / predicted_ms:
-           tokens decoded over decode time, prompt processing excluded, on the server's clock)
+  server   the server's own decode rate (llama.cpp's timings.predicted_per_second: tokens decoded over the decode
+           time, b9101; decode steps, tokens - 1, over it in newer builds; prompt processing excluded, the
+           server's clock)
   stream   (completion_tokens - 1) / (last streamed token - first streamed token): the decode rate vLLM's
            `bench serve` reports as 1/TPOT, on the client's clock, prompt processing excluded
   request  completion_tokens / the whole request, on the client's clock (no stream: prompt processing included)
@@ -26,7 +27,8 @@ from olarespack.engines.base import DraftCounts, EngineBench
 PROMPT = "space-invaders"  # the shipped prompt of the seed posts
 MAX_RATE = 1_000_000.0
 DEFINITIONS = {
-    "server": "the server's own decode rate (timings.predicted_per_second: tokens decoded / decode time)",
+    "server": "the server's own decode rate (timings.predicted_per_second: tokens decoded, or decode steps in newer "
+              "llama.cpp builds, over the decode time)",
     "stream": "(completion tokens - 1) / first to last streamed token, the client's clock (vLLM bench's 1/TPOT)",
     "request": "completion tokens / the whole request, the client's clock (prompt processing included)",
 }
