@@ -7,8 +7,10 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+import pytest
 
 import tiny_gguf
+from olarespack.core.errors import ModelDataError
 from olarespack.models import arch
 from olarespack.models.gguf_file import read_gguf
 
@@ -53,3 +55,54 @@ def test_an_untied_output_leaves_token_embd_on_the_host_alone(tmp_path: Path) ->
     writer.close()
     header = read_gguf(path)
     assert header.host_bytes == 100 * 32 * 2 and header.gpu_copy_bytes == 0
+
+
+def test_the_header_alone_gives_the_whole_files_facts(tmp_path: Path) -> None:
+    """A ranged download of a file's start (`curl -r 0-33554431`): the tensor types and sizes are in its header,
+    so the facts, the host part and the file's size are the whole file's, exactly."""
+    whole = tiny_gguf.write_gemma4(tmp_path / "tiny-gemma4.gguf", n_layer=6, n_embd=64, n_embd_per_layer=16)
+    data = whole.read_bytes()
+    full = read_gguf(whole)
+    reader = gguf.GGUFReader(str(whole))
+    for cut in (reader.data_offset, reader.data_offset + 1000, len(data) - 1):
+        part = tmp_path / "head.gguf"
+        part.write_bytes(data[:cut])
+        header = read_gguf(part)
+        assert (header.bytes, header.sha256, header.config, header.host_bytes, header.gpu_copy_bytes) == (
+            len(data), full.sha256, full.config, full.host_bytes, full.gpu_copy_bytes)
+        assert header.notes[0] == f"head.gguf: read from its first {cut} bytes (the header); its size {len(data)} " \
+            "is the one its tensor index gives"
+    assert full.notes == ()
+
+
+def test_a_download_that_stops_inside_the_tensor_index_is_refused(tmp_path: Path) -> None:
+    whole = tiny_gguf.write_dense(tmp_path / "tiny-llama.gguf", n_embd=256)
+    offset = gguf.GGUFReader(str(whole)).data_offset
+    part = tmp_path / "short.gguf"
+    part.write_bytes(whole.read_bytes()[:offset - 40])
+    with pytest.raises(ModelDataError, match="must reach the end of its tensor index"):
+        read_gguf(part)
+
+
+def test_an_index_that_describes_an_impossible_file_is_refused(tmp_path: Path) -> None:
+    """A crafted tensor offset cannot make olarespack create or map a file of that size."""
+    path = tmp_path / "crafted.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_embedding_length(32)
+    writer.add_head_count(2)
+    writer.add_tensor("token_embd.weight", np.zeros((100, 32), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    data = bytearray(path.read_bytes())
+    reader = gguf.GGUFReader(str(path))
+    (tensor,) = reader.tensors
+    # the tensor's data offset (the index's last 8 bytes before the alignment padding) pushed past 4 TiB
+    at = bytes(data).index(b"token_embd.weight") + len(b"token_embd.weight") + 4 + 2 * 8 + 4
+    data[at:at + 8] = (1 << 43).to_bytes(8, "little")
+    path.write_bytes(bytes(data[:reader.data_offset]))
+    with pytest.raises(ModelDataError, match="more than any model file"):
+        read_gguf(path)
+    assert tensor.n_elements == 3200

@@ -23,11 +23,13 @@ reads them in src/llama-model.cpp):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
 import stat
 import struct
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ MAX_TENSORS = 200_000
 MAX_ARRAY_ITEMS = 8_000_000  # over all arrays: a 262144-token vocabulary has three arrays of that length
 MAX_STRING = 16 << 20  # chat templates are tens of KiB
 MAX_KEY = 1 << 16
+MAX_FILE_BYTES = 1 << 42  # 4 TiB: past any model file, so a crafted index cannot ask for more
 _SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUFValueType -> bytes
 _STRING, _ARRAY = 8, 9
 # Architectures whose llama.cpp loader sets the sliding pattern in code when the file carries none
@@ -71,8 +74,15 @@ class _Bad(Exception):
     pass
 
 
-def _prescan(buf: mmap.mmap) -> None:
-    """Walk the metadata with bounds before the gguf library builds anything from it."""
+@dataclass(frozen=True)
+class _Layout:
+    data_offset: int  # where the tensor data starts: the header ends there
+    full_bytes: int  # the whole file's size as its tensor index describes it
+
+
+def _prescan(buf: mmap.mmap) -> _Layout:
+    """Walk the metadata and the tensor index with bounds before the gguf library builds anything from them;
+    where the tensor data starts and how long the whole file is, by its own index."""
     if buf[:4] != b"GGUF":
         raise _Bad(f"not a GGUF file (it starts with {bytes(buf[:4])!r}, not b'GGUF')")
     order = "<" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF else ">"
@@ -89,13 +99,19 @@ def _prescan(buf: mmap.mmap) -> None:
             raise _Bad(f"a metadata string of {length} bytes")
         return at + 8 + int(length)
 
+    alignment = 32  # GGUF's default, unless general.alignment says otherwise
     for _ in range(n_kv):
         (length,) = struct.unpack_from(order + "Q", buf, offset)
         if length > MAX_KEY:
             raise _Bad(f"a metadata key of {length} bytes")
+        name = bytes(buf[offset + 8:offset + 8 + length])
         offset += 8 + length
         (kind,) = struct.unpack_from(order + "I", buf, offset)
         offset += 4
+        if name == b"general.alignment" and kind == 4:  # uint32
+            (alignment,) = struct.unpack_from(order + "I", buf, offset)
+            if not 1 <= alignment <= 1 << 16 or alignment & (alignment - 1):
+                raise _Bad(f"general.alignment {alignment} is not a power of two up to 65536")
         if kind == _ARRAY:
             sub, count = struct.unpack_from(order + "IQ", buf, offset)
             offset += 12
@@ -117,27 +133,76 @@ def _prescan(buf: mmap.mmap) -> None:
             raise _Bad(f"unknown metadata type {kind}")
         if offset > len(buf):
             raise _Bad("the metadata runs past the end of the file")
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    end = 0
+    for _ in range(n_tensors):
+        offset = string(offset)
+        (n_dims,) = struct.unpack_from(order + "I", buf, offset)
+        if not 1 <= n_dims <= 4:
+            raise _Bad(f"a tensor of {n_dims} dimensions")
+        dims = struct.unpack_from(order + "Q" * n_dims, buf, offset + 4)
+        kind, at = struct.unpack_from(order + "IQ", buf, offset + 4 + 8 * n_dims)
+        offset += 4 + 8 * n_dims + 12
+        try:
+            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+        except (ValueError, KeyError):
+            raise _Bad(f"a tensor of unknown type {kind}") from None
+        values = 1
+        for dim in dims:
+            values *= dim
+        if values % block or values > MAX_FILE_BYTES:
+            raise _Bad(f"a tensor of {values} values does not fill whole blocks of its type, or is too large")
+        end = max(end, at + values // block * size)
+        if offset > len(buf):
+            raise _Bad("the tensor index runs past the end of the file: a download of the header alone must "
+                       "reach the end of its tensor index")
+    data_offset = -(-offset // alignment) * alignment
+    if data_offset + end > MAX_FILE_BYTES:
+        raise _Bad(f"the tensor index describes a file of {data_offset + end} bytes, more than any model file")
+    return _Layout(data_offset, data_offset + end)
 
 
 def read_gguf(path: Path) -> GgufHeader:
-    """The header facts of one local GGUF file; ModelDataError naming the file for anything else."""
+    """The header facts of one local GGUF file; ModelDataError naming the file for anything else. A file cut
+    after its header (a ranged download of its first megabytes) is read as the whole file its tensor index
+    describes: its size and tensor types are exact, and no data past the header is needed."""
+    with contextlib.ExitStack() as stack:
+        return _read_gguf(path, stack)
+
+
+def _read_gguf(path: Path, stack: contextlib.ExitStack) -> GgufHeader:
     from gguf import GGUFReader  # imported here: numpy is heavy and only this command needs it
 
-    size = 0
+    size, notes = 0, []
     try:
         # opened once without blocking and checked on that descriptor: a named pipe is refused, not waited on,
         # and the file the reader maps is the one that was checked
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            size = info.st_size
-            if not stat.S_ISREG(info.st_mode):
-                raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
-                                     "the .gguf file saved on disk")
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                _prescan(buf)
-                reader = GGUFReader(cast(str, handle))  # numpy's memmap takes an open file as well as a name
-                header_sha = hashlib.sha256(buf[:reader.data_offset]).hexdigest()
+        handle = stack.enter_context(os.fdopen(fd, "rb"))
+        info = os.fstat(handle.fileno())
+        size = info.st_size
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
+                                 "the .gguf file saved on disk")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            layout = _prescan(buf)
+            header = bytes(buf[:layout.data_offset])
+        if size < layout.full_bytes:  # the header alone: its tensors' data read as zeros from a sparse copy
+            whole = stack.enter_context(tempfile.TemporaryFile(prefix="olarespack-gguf-"))  # noqa: SIM115 (the stack closes it)
+            whole.write(header)
+            whole.truncate(layout.full_bytes)
+            whole.flush()
+            reader = GGUFReader(cast(str, whole))
+            notes.append(f"{path.name}: read from its first {size} bytes (the header); its size "
+                         f"{layout.full_bytes} is the one its tensor index gives")
+            size = layout.full_bytes
+        else:
+            reader = GGUFReader(cast(str, handle))  # numpy's memmap takes an open file as well as a name
+        if reader.data_offset != layout.data_offset:
+            raise _Bad(f"the tensor data starts at {reader.data_offset}, not where the index ends "
+                       f"({layout.data_offset})")
+        header_sha = hashlib.sha256(header).hexdigest()
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # mmap of an empty file, or the reader's own checks
@@ -147,7 +212,8 @@ def read_gguf(path: Path) -> GgufHeader:
     except _Bad as exc:
         raise ModelDataError(f"{path}: {exc}") from None
     except (struct.error, IndexError, KeyError, TypeError, OverflowError):
-        raise ModelDataError(f"{path}: the GGUF header is truncated or malformed") from None
+        raise ModelDataError(f"{path}: the GGUF header is truncated or malformed; a download of the header "
+                             "alone must reach the end of its tensor index") from None
 
     def value(key: str) -> Any:
         found = reader.get_field(key)
@@ -160,16 +226,16 @@ def read_gguf(path: Path) -> GgufHeader:
     if not isinstance(arch, str) or not arch:
         raise ModelDataError(f"{path}: metadata general.architecture: missing; is this a llama.cpp model file?")
     if arch == "clip":
-        return GgufHeader(path.name, size, header_sha, arch, None)
+        return GgufHeader(path.name, size, header_sha, arch, None, notes=tuple(notes))
     tokens = reader.get_field("tokenizer.ggml.tokens")
     try:
-        config, notes = hf_config(arch, value, len(tokens.data) if tokens is not None else None)
+        config, config_notes = hf_config(arch, value, len(tokens.data) if tokens is not None else None)
     except ModelDataError as exc:
         raise ModelDataError(f"{path}: {exc}") from None
     sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
     host = sum(sizes.get(name, 0) for name in HOST_TENSORS)
     copy = sizes.get(TIED_INPUT, 0) if OUTPUT not in sizes else 0
-    return GgufHeader(path.name, size, header_sha, arch, config, host, copy, tuple(notes))
+    return GgufHeader(path.name, size, header_sha, arch, config, host, copy, tuple(notes + config_notes))
 
 
 def _count(raw: Any, key: str, n: int | None = None) -> list[int] | int | None:
