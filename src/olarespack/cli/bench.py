@@ -18,7 +18,7 @@ import click
 from pydantic import ValidationError
 
 from olarespack.cli import options
-from olarespack.core.errors import Problem, ProblemsError, UsageError
+from olarespack.core.errors import ProblemsError, UsageError
 from olarespack.spec.models import AppSpec
 
 if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the command runs
@@ -65,7 +65,8 @@ def _prompt(prompt_file: Path | None) -> tuple[str, str]:
 
     if prompt_file is None:
         return shipped_prompt(), PROMPT
-    data = prompt_file.read_bytes()[:MAX_PROMPT + 1]
+    with prompt_file.open("rb") as given:
+        data = given.read(MAX_PROMPT + 1)
     if len(data) > MAX_PROMPT or not data.strip():
         raise UsageError(f"--prompt-file {prompt_file}: give a non-empty text of at most {MAX_PROMPT >> 10} KiB")
     try:
@@ -86,6 +87,7 @@ def _progress(settings: Settings) -> Progress:
 
 def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, Any]:
     """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord)."""
+    from olarespack.bench.client import BenchError
     from olarespack.bench.record import settings_hash
     from olarespack.engines import engine_for
     from olarespack.spec.models import BenchRecord
@@ -110,9 +112,9 @@ def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, An
         "date": today}
     try:
         BenchRecord.model_validate(values)
-    except ValidationError as exc:
-        raise ProblemsError([Problem("bench", ".".join(map(str, e["loc"])), e["msg"], "re-run the bench",
-                                     rule="bump") for e in exc.errors()[:10]]) from None
+    except ValidationError as exc:  # measure() bounds every figure; this guards what the spec would refuse
+        said = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise BenchError(f"{result.url}: the measurement does not make a record the spec accepts ({said})") from None
     return values
 
 
@@ -245,7 +247,8 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
     from olarespack.bench.live import bench_live, pick_model
 
     if log_file is not None:
-        data = log_file.read_bytes()[:MAX_LOG + 1]
+        with log_file.open("rb") as log:
+            data = log.read(MAX_LOG + 1)
         if len(data) > MAX_LOG:
             raise UsageError(f"--responses {log_file}: over {MAX_LOG >> 20} MiB; give one bench's log")
         return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench)
