@@ -164,3 +164,14 @@ def test_an_app_is_found_by_its_name_or_file_stem() -> None:
     for given in (APP, "gemma4-vision"):
         code, out = run_cli(APPS.parent, "bench", given, "--job", "--user", "alice")
         assert code == 0 and f"namespace: {APP}-alice" in out, out
+
+
+def test_another_prompt_is_sent_and_named_by_its_hash(tmp_path: Path) -> None:
+    prompt = tmp_path / "tetris.txt"
+    prompt.write_text("Write Tetris in one HTML file.\n", encoding="utf-8")
+    env = env_of(job_of(VISION, "--prompt-file", str(prompt)))
+    assert json.loads(env["BENCH_REQUEST"])["messages"][0]["content"] == "Write Tetris in one HTML file."
+    assert json.loads(env["BENCH_HEADER"])["prompt"].startswith("tetris.txt@")
+    prompt.write_bytes(b"x" * (64 * 1024 + 1))
+    code, out = run_cli(None, "bench", str(VISION), "--job", "--user", "a", "--prompt-file", str(prompt))
+    assert code == 2 and "at most 64 KiB" in out
