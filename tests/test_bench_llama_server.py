@@ -18,6 +18,8 @@ import yaml
 
 import tiny_gguf
 from conftest import APPS, run_cli
+from olarespack.engines import engine_for
+from olarespack.spec.load import load_spec
 from test_llama_server_boot import BUILD_HINT, HEALTH_TIMEOUT_S, given_servers
 from test_serve import free_port, stop
 
@@ -86,4 +88,5 @@ def test_bench_gives_the_servers_own_rates(build: int, tiny: Path, tmp_path: Pat
     assert result["notes"] == ["the server serves tiny, not the spec's gemma-4-e4b-audio"]
     record = yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]
     assert record["series"] == [round(run["tps"], 2) for run in result["runs"]]
-    assert record["tps_source"] == "server" and record["engine_release"] == "b9101"  # the spec's image, not the binary
+    # the release the spec's image names, not the binary's: the record says what the app runs on the box
+    assert record["tps_source"] == "server" and record["engine_release"] == engine_for(load_spec(spec).engine).version()

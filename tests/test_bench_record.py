@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import run_cli, spec_version
 from olarespack.bench.record import STALE_MARK, newest_record, settings_hash, stale_bench
 from olarespack.core.rule_catalog import RULES
+from olarespack.engines import engine_for
 from olarespack.market.catalog import MarketApp, detail_entry
 from olarespack.release.diff import AppDiff, ResourceChange
 from olarespack.release.notes import stale_figures
@@ -29,6 +30,7 @@ from test_bench_client import FakeServer, Handler, metrics, models, vllm_like
 CITATION = ("Bench: [[ bench.tps_avg ]] t/s average, peak [[ bench.tps_peak ]], acceptance [[ bench.acceptance ]]% "
             "(measured on [[ bench.version ]], [[ bench.runs ]] runs)")
 COMMENT = "# where the installed 1.0.4 chart keeps the weights (about 18 GB): an upgrade finds them there"
+VERSION = spec_version("gemma4-dflash")  # the tests follow the committed app through its bumps
 
 
 @pytest.fixture
@@ -74,13 +76,15 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     assert len(added) == 1 + len(yaml.safe_load(after)["changelog"][0]["bench"])  # nothing else moved
     assert COMMENT in after
     entry = yaml.safe_load(after)["changelog"][0]
-    assert entry["version"] == "1.1.0" and entry["note"].startswith("Upgrade from 1.0.4")
+    assert {**entry, "bench": None} == {**yaml.safe_load(before)["changelog"][0], "bench": None}
+    assert entry["version"] == VERSION
     record = entry["bench"]
     spec = load_spec(spec_file)
+    engine = engine_for(spec.engine)
     assert record["settings_hash"] == settings_hash(spec)
     assert (record["runs"], record["warmups"], record["tokens"], record["prompt"]) == (3, 1, 30, "space-invaders")
     assert (record["context"], record["hardware"], record["engine_release"]) == \
-        (16384, "rtx5090-laptop", "0.20.2rc1.dev67+g58c8a5eaa")
+        (engine.context_length(), spec.hardware, engine.version())
     assert (record["drafted"], record["accepted"], record["acceptance"]) == (90, 60, 66.7)
     assert record["tps_source"] == "stream" and len(record["series"]) == 3
     assert record["date"] == dt.date.today()
@@ -89,17 +93,17 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     assert code == 0, out
     text = _description(project)
     assert f"Bench: {record['tps_avg']} t/s average, peak {record['tps_peak']}, acceptance 66.7% (measured on " \
-           "1.1.0, 3 runs)" in text
+           f"{VERSION}, 3 runs)" in text
     assert "settings changed since" not in text
 
     # a setting that changes speed: the figures are marked, the version and the run count are not
     spec_file.write_text(after.replace("max_num_seqs: 4", "max_num_seqs: 2"), encoding="utf-8")
     code, out = run_cli(project, "build")
     assert code == 0, out
-    mark = STALE_MARK.format(version="1.1.0")
+    mark = STALE_MARK.format(version=VERSION)
     stale_text = _description(project)
     assert f"Bench: {record['tps_avg']}{mark} t/s average, peak {record['tps_peak']}{mark}, acceptance 66.7{mark}% " \
-           "(measured on 1.1.0, 3 runs)" in stale_text
+           f"(measured on {VERSION}, 3 runs)" in stale_text
     found = stale_bench(load_spec(spec_file))
     assert found is not None and found.path == "changelog[0].bench"
     assert "were measured with other settings that change speed" in found.message
@@ -107,7 +111,7 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
 
     # measured again: replaced in place, current again
     code, out = _record(project, server)
-    assert code == 0 and "changelog[0].bench replaced for 1.1.0" in out
+    assert code == 0 and f"changelog[0].bench replaced for {VERSION}" in out
     again = spec_file.read_text(encoding="utf-8")
     assert again.count("    bench:\n") == 1 and "max_num_seqs: 2" in again and COMMENT in again
     assert stale_bench(load_spec(spec_file)) is None
@@ -136,16 +140,16 @@ def test_a_citation_renders_the_newest_record(project: Path, server: FakeServer)
     spec_file = project / "apps" / "gemma4-dflash.yaml"
     assert _record(project, server)[0] == 0
     text = spec_file.read_text(encoding="utf-8")
-    # a newer version without a record: descriptions still cite the 1.1.0 measurement, and say so
-    text = text.replace("version: 1.1.0\nhardware", "version: 1.2.0\nhardware").replace(
-        "changelog:\n", "changelog:\n  - version: 1.2.0\n    date: 2026-12-01\n    note: Texts only.\n", 1)
+    # a newer version without a record: descriptions still cite the older version's measurement, and say so
+    text = text.replace(f"version: {VERSION}\nhardware", "version: 99.0.0\nhardware").replace(
+        "changelog:\n", "changelog:\n  - version: 99.0.0\n    date: 2026-12-01\n    note: Texts only.\n", 1)
     spec_file.write_text(text, encoding="utf-8")
     spec = load_spec(spec_file)
     found = newest_record(spec)
-    assert found is not None and (found.index, found.version, found.stale) == (1, "1.1.0", False)
+    assert found is not None and (found.index, found.version, found.stale) == (1, VERSION, False)
     rendered, errors = cite("[[ bench.tps_avg ]] t/s on [[ bench.version ]]", {"bench": found.cited()},
                             found.marks())
-    assert errors == [] and rendered == f"{found.record.tps_avg} t/s on 1.1.0"
+    assert errors == [] and rendered == f"{found.record.tps_avg} t/s on {VERSION}"
 
 
 def test_a_mark_follows_the_figures_it_is_given_for() -> None:
@@ -167,7 +171,7 @@ def test_the_catalog_shows_a_stale_figure(project: Path, server: FakeServer) -> 
     spec = load_spec(spec_file)
     chart = render_chart(spec, str(spec_file))
     entry = detail_entry(MarketApp(str(spec_file), spec, chart, "0" * 64, "https://example.invalid/icon.png"))
-    assert "(measured on 1.1.0, settings changed since) t/s average" in entry["fullDescription"]
+    assert f"(measured on {VERSION}, settings changed since) t/s average" in entry["fullDescription"]
 
 
 def test_bump_notes_say_a_cited_figure_went_stale() -> None:
@@ -195,13 +199,13 @@ def test_a_record_never_half_writes_the_spec(project: Path, server: FakeServer) 
     """A spec whose newest entry is not its version, or whose changelog is in flow style, is refused and left as
     it was."""
     spec_file = project / "apps" / "gemma4-dflash.yaml"
-    ahead = spec_file.read_text(encoding="utf-8").replace("version: 1.1.0\nhardware", "version: 1.1.1\nhardware")
+    original = spec_file.read_text(encoding="utf-8")
+    ahead = original.replace(f"version: {VERSION}\nhardware", "version: 99.0.0\nhardware")
     spec_file.write_text(ahead, encoding="utf-8")
     code, out = _record(project, server)
-    assert code == 1 and "changelog[0].version: the newest changelog entry is 1.1.0" in out
+    assert code == 1 and f"changelog[0].version: the newest changelog entry is {VERSION}" in out
     assert spec_file.read_text(encoding="utf-8") == ahead
-    text = spec_file.read_text(encoding="utf-8").replace("version: 1.1.1\nhardware", "version: 1.1.0\nhardware")
-    flow = text[:text.index("changelog:")] + 'changelog: [{version: 1.1.0, note: "First."}]\n'
+    flow = original[:original.index("changelog:")] + f'changelog: [{{version: {VERSION}, note: "First."}}]\n'
     spec_file.write_text(flow, encoding="utf-8")
     code, out = _record(project, server)
     assert code == 1 and "changelog[0].bench: the spec's layout defeats an in-place edit" in out, out
