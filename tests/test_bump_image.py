@@ -45,6 +45,8 @@ def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
     assert data["version"] == AUDIO_MINOR and data["changelog"][0]["note"].startswith(note)
     assert '- "--mlock"' not in deployment(repo, AUDIO)
     assert '- "--load-mode"\n            - "mmap+mlock"' in deployment(repo, AUDIO)
+    # b11434 prints the buffer sizes calibrate reads only at verbosity 4 (libllama's info lines at trace level)
+    assert '- "--log-verbosity"\n            - "4"' in deployment(repo, AUDIO)
     assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == AUDIO_MINOR
     assert run("build", "--check")[0] == 0
     git(repo, "commit", "-qam", "audio on b11434")
@@ -52,6 +54,7 @@ def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
     assert code == 0, err
     assert "llama.cpp b11434 -> b9101: memory locking is now --mlock" in out
     assert '- "--mlock"' in deployment(repo, AUDIO) and "--load-mode" not in deployment(repo, AUDIO)
+    assert "--log-verbosity" not in deployment(repo, AUDIO)
 
 
 def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> None:

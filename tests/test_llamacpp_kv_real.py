@@ -34,6 +34,7 @@ from olarespack.engines import read_boot_log
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit
+from olarespack.engines.llamacpp.flags import log_verbosity
 from olarespack.engines.llamacpp.kv import llamacpp_compute_bytes
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.models.add import Described, gguf_data, parse_text, render
@@ -98,9 +99,10 @@ def fit_of(info: ModelInfo, path: Path, ctx: int, parallel: int | None, flash_at
 
 
 def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file: Path,
-             extra: tuple[str, ...] = ()) -> Measured:
+             extra: tuple[str, ...] = (), verbosity: tuple[str, ...] = ("-v",)) -> Measured:
     """Boot until the server listens, then stop it; its buffer lines as calibrate reads them."""
-    argv = [str(binary), "-m", str(model), "-c", str(ctx), "-v", "--host", "127.0.0.1", "--port", str(free_port())]
+    argv = [str(binary), "-m", str(model), "-c", str(ctx), *verbosity, "--host", "127.0.0.1",
+            "--port", str(free_port())]
     argv += (["-np", str(parallel)] if parallel else []) + list(extra)
     started = time.monotonic()
     with log_file.open("wb") as out:
@@ -184,6 +186,27 @@ def test_without_flash_attention_the_v_cache_is_as_wide_as_the_widest_layer(
     assert report.kv_cache_needed_bytes > with_flash.kv_cache_needed_bytes  # the arithmetic tells them apart
     log = boot_log(servers[build], path, 16384, 1, tmp_path / "server.log", extra=("-fa", "off")).log
     assert sum(log.kv_buffer_mib.values()) == round(report.kv_cache_needed_bytes / MIB, 2)
+
+
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_the_charts_verbosity_prints_what_calibrate_reads(
+    build: int, servers: dict[int, Path], models: dict[str, tuple[Path, ModelInfo]], tmp_path: Path,
+) -> None:  # fmt: skip
+    """The verbosity the chart sets for the build (none for b9101; --log-verbosity 4 for b11434, whose default
+    hides libllama's info lines) prints the buffer lines calibrate reads, and fit's KV equals them."""
+    if build not in servers:
+        pytest.skip(f"no b{build} llama-server among the built ones ({sorted(servers)}); `make test` builds it")
+    path, info = models["gemma4"]
+    engine = LlamaCppEngine.model_validate({
+        "kind": "llamacpp", "image": f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}", "alias": "tiny",
+        "model": {"repo": info.repo, "file": path.name}, "ctx_size": 4096,
+    })  # fmt: skip
+    level = log_verbosity(engine)
+    assert level == (None if build == 9101 else 4)
+    log = boot_log(servers[build], path, 4096, None, tmp_path / "server.log",
+                   verbosity=("--log-verbosity", str(level)) if level else ()).log
+    assert log.calibrated and log.model_buffer_mib and log.compute_buffer_mib
+    assert sum(log.kv_buffer_mib.values()) == round(fit_of(info, path, 4096, None).kv_cache_needed_bytes / MIB, 2)
 
 
 def test_the_tiny_families_are_what_llama_cpp_reads(models: dict[str, tuple[Path, ModelInfo]]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from llamacpp_argcpp import ArgCppError, parse_arg_cpp, spec_type_names
 from llamacpp_pypi import DEFAULT_CACHE, PACKAGE, Sdist, SdistError, fetch_sdist, list_sdists, read_members
 
 ARG_CPP = "llama.cpp/common/arg.cpp"
+LOG_CPP, LOG_H = "llama.cpp/common/log.cpp", "llama.cpp/common/log.h"
 # where common_speculative_type_from_name_map has lived; the first one holding it is cited
 SPEC_TABLE_CANDIDATES = (
     "llama.cpp/common/speculative.cpp",
@@ -40,13 +42,13 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "src" / "olarespack" / "engi
 
 def surface_of(sdist: Sdist, archive: Path, sha256: str) -> dict[str, Any]:
     """The JSON document for one build, from the sdist file at `archive`."""
-    texts = read_members(archive, [ARG_CPP, *SPEC_TABLE_CANDIDATES])
+    texts = read_members(archive, [ARG_CPP, LOG_CPP, LOG_H, *SPEC_TABLE_CANDIDATES])
     if ARG_CPP not in texts:
         raise SdistError(f"{archive}: no {ARG_CPP} inside")
     spec_source = next((p for p in SPEC_TABLE_CANDIDATES if p in texts and spec_type_names(texts[p])), None)
     surface = parse_arg_cpp(texts[ARG_CPP], texts[spec_source] if spec_source else "")
     options = surface.options
-    sources = {"arg_cpp": ARG_CPP}
+    sources = {"arg_cpp": ARG_CPP, "log": LOG_CPP}
     if spec_source:
         sources["spec_type_table"] = spec_source
     return {
@@ -66,10 +68,29 @@ def surface_of(sdist: Sdist, archive: Path, sha256: str) -> dict[str, Any]:
             "server_options": len(options),
             "server_removed_stubs": sum(1 for o in options if "removed" in o),
         },
+        "log": log_levels(texts.get(LOG_CPP, ""), texts.get(LOG_H, "")),
         "server_filter_read": surface.filter_read,
         "server_options": options,
         "spec_type_table": spec_type_names(texts[spec_source]) if spec_source else [],
     }
+
+
+def log_levels(log_cpp: str, log_h: str) -> dict[str, int]:
+    """At which verbosity llama-server prints libllama's own info lines (its buffer sizes among them), and its
+    default verbosity: the level common/log.cpp's callback maps GGML_LOG_LEVEL_INFO to, and the threshold
+    it starts with, as log.h numbers them."""
+    levels = {name: int(value) for name, value in re.findall(r"#define\s+(LOG_LEVEL_[A-Z]+)\s+(\d+)", log_h)}
+    named = re.findall(r"#define\s+(LOG_DEFAULT_[A-Z]+)\s+(LOG_LEVEL_[A-Z]+)", log_h)
+    defaults = {name: levels[value] for name, value in named if value in levels}
+    info = re.search(r"case GGML_LOG_LEVEL_INFO:\s*return (LOG_LEVEL_[A-Z]+);", log_cpp)
+    threshold = re.search(r"int common_log_verbosity_thold = (\w+);", log_cpp)
+    if not info or info[1] not in levels or not threshold:
+        raise SdistError(f"{LOG_CPP}: cannot find how libllama's info lines are filtered")
+    start = threshold[1]
+    default = levels.get(start, defaults.get(start))
+    if default is None:
+        raise SdistError(f"{LOG_CPP}: unknown starting verbosity {start}")
+    return {"default_verbosity": default, "llama_info_verbosity": levels[info[1]]}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -116,6 +137,10 @@ BOUNDARIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
     "draft_mtp": (
         "--spec-type accepts draft-mtp",
         lambda d: "draft-mtp" in _spec_choices(d),
+    ),
+    "llama_info_hidden": (
+        "libllama's info lines (buffer sizes) are printed only above the default verbosity (--log-verbosity 4)",
+        lambda d: d["log"]["llama_info_verbosity"] > d["log"]["default_verbosity"],
     ),
 }
 

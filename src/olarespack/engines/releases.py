@@ -51,6 +51,7 @@ class ReleaseFacts:
     env: frozenset[str] = field(default=frozenset(), repr=False)  # env vars the release reads
     env_prefixes: tuple[str, ...] = ()  # prefixes of env names only this engine reads (checked against `env`)
     sets: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)  # further facts (speculative keys)
+    numbers: Mapping[str, int] = field(default_factory=dict, repr=False)  # further facts (log verbosity levels)
     normalize: Callable[[str], str] = field(default=lambda option: option, repr=False)  # how it reads a spelling
 
     def option(self, option: str) -> OptionFacts | None:

@@ -74,7 +74,8 @@ class LlamaCppLog(EngineLog):
         return bool(self.model_buffer_mib or self.kv_buffer_mib or self.compute_buffer_mib)
 
     def missing_lines(self) -> tuple[str, str] | None:
-        return ("no buffer size line found: llama-server prints its model, KV and compute buffer sizes only at -v "
-                "from about b10000 (b9101 prints them by default)",
-                'boot the app once with "-v" added to engine.extra_args and calibrate from that log '
-                "(kubectl logs POD > boot.log), then take -v out again")
+        return ("no buffer size line found: llama-server prints its model, KV and compute buffer sizes at its "
+                "default verbosity up to b9113, and from b9246 only at --log-verbosity 4 (which the charts olarespack "
+                "renders for those builds set) or -v",
+                "boot the app from a chart olarespack rendered for its build, or once with \"-v\" added to "
+                "engine.extra_args, and calibrate from that log (kubectl logs POD > boot.log)")

@@ -46,6 +46,23 @@ def load_mode(engine: LlamaCppEngine) -> str | None:
     return MLOCK_LOAD_MODE if values and MLOCK_LOAD_MODE in values else None
 
 
+# the spellings that set llama-server's verbosity: a spec that sets it in extra_args keeps its own
+VERBOSITY_FLAGS = ("-v", "--verbose", "--log-verbose", "-lv", "--verbosity", "--log-verbosity")
+
+
+def log_verbosity(engine: LlamaCppEngine) -> int | None:
+    """--log-verbosity where the build prints libllama's info lines (the model, KV and compute buffer sizes that
+    `olarespack calibrate` reads from a boot log) only above its default verbosity: from b9246, where
+    common/log.cpp files them at trace level. None where the default prints them, or where extra_args sets the
+    verbosity itself."""
+    if any(arg.split("=", 1)[0] in VERBOSITY_FLAGS for arg in engine.extra_args):
+        return None
+    facts = build_facts(engine)
+    info = facts.numbers.get("llama_info_verbosity") if facts else None
+    default = facts.numbers.get("default_verbosity") if facts else None
+    return info if info is not None and default is not None and info > default else None
+
+
 def spec_type(engine: LlamaCppEngine) -> str | None:
     """The speculative type as the build names it: its current name where the build has it, else an older name
     the build has, else the spec's name unchanged (the rules refuse it; nothing is invented)."""
@@ -86,6 +103,7 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--load-mode", "engine.mlock", load_mode, "given", aliases=("-lm",)),
     Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
     Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
+    Flag("--log-verbosity", "chart", log_verbosity, "given", aliases=("-lv", "--verbosity")),
     Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
     Flag("--chat-template-file", "engine.chat_template",
          lambda e: e.chat_template.path if e.chat_template else None, "given"),

@@ -43,7 +43,8 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
     return ReleaseFacts(
         kind="llamacpp", release=release,
         source=f"{artifact.get('file', 'llama.cpp ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
-        options=options, env=frozenset(env), env_prefixes=("LLAMA_ARG_",), sets={"spec_types": spec_types})
+        options=options, env=frozenset(env), env_prefixes=("LLAMA_ARG_",), sets={"spec_types": spec_types},
+        numbers={key: int(value) for key, value in raw.get("log", {}).items()})
 
 
 # the typed speculative type has its own rule (llamacpp-spec-type), which knows the family's first build for it
