@@ -17,7 +17,6 @@ import yaml
 
 from conftest import run_cli, spec_version
 from olarespack.bench.record import STALE_MARK, newest_record, settings_hash, stale_bench
-from olarespack.core.rule_catalog import RULES
 from olarespack.engines import engine_for
 from olarespack.market.catalog import MarketApp, detail_entry
 from olarespack.release.diff import AppDiff, ResourceChange
@@ -183,8 +182,6 @@ def test_bump_notes_say_a_cited_figure_went_stale() -> None:
     assert "re-measure them with `olarespack bench SPEC --url URL --record`" in note
 
 
-@pytest.mark.skipif("bench-stale" not in RULES, reason="lint reports a stale record once the lead registers the "
-                    "bench-stale rule (core/rule_catalog.py) and calls bench.record.stale_bench in project.check_app")
 def test_lint_and_build_warn_about_a_stale_record(project: Path, server: FakeServer) -> None:
     spec_file = project / "apps" / "gemma4-dflash.yaml"
     assert _record(project, server)[0] == 0

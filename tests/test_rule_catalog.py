@@ -42,6 +42,7 @@ FIRED_ELSEWHERE = {
     "engine-release-table": "test_release_rules.py",
     "host-memory": "test_fit.py",
     "plan": "test_plan_write.py",
+    "bench-stale": "test_bench_record.py",
 }
 
 

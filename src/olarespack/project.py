@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from olarespack.bench.record import stale_bench
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.core.yamlfile import load_spec_data
@@ -23,7 +24,16 @@ def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
     per app: spec-level findings once, chart-level findings once per generation rendered."""
-    return engine_problems(file, spec) + [problem for chart in charts for problem in chart_problems(chart)]
+    return (engine_problems(file, spec) + _bench_problems(file, spec)
+            + [problem for chart in charts for problem in chart_problems(chart)])
+
+
+def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
+    """A recorded bench whose speed settings are no longer the spec's: its cited figures print marked stale."""
+    stale = stale_bench(spec)
+    if stale is None:
+        return []
+    return [Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
 
 
 def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:

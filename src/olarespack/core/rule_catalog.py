@@ -212,6 +212,8 @@ RULES: dict[str, Rule] = {
     "version-gate": Rule("release", "a chart whose rendered content changed carries a higher version than at the "
                          "base", "beclab/market never offers a changed chart under the same version"),
     "bump": Rule("release", "a bump only edits a valid spec whose chart has no hand edits", OWN),
+    "bench-stale": Rule("release", "warning: cited bench figures were measured with the spec's current speed "
+                        "settings", OWN),
     "plan": Rule("release", "plan --write books the shares in the specs only when every app fits, each in an "
                  "in-place edit of resources.gpu_memory", OWN),
     "published-version": Rule("release", "a published version never changes content",
