@@ -376,3 +376,28 @@ def test_the_chart_sets_the_verbosity_at_which_the_build_prints_its_buffer_sizes
     assert log_verbosity(engine(9246, [])) == 4 and log_verbosity(engine(11434, [])) == 4
     for own in (["-v"], ["--log-verbosity=5"], ["-lv", "3"]):  # the spec's own verbosity is kept
         assert log_verbosity(engine(11434, own)) is None
+
+
+@pytest.mark.parametrize(("image", "names"), [
+    ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", ("--spec-draft-n-max", "--spec-draft-n-min")),
+    ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", ("--spec-draft-n-max", "--spec-draft-n-min")),
+    ("aamsellem/llamacpp-atomic-mtp:latest", ("--draft-max", "--draft-min")),  # a fork without a table
+])
+def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, names: tuple[str, str],
+                                                                 tmp_path: Path) -> None:
+    """Every mainline build from b9101 refuses --draft-max / --draft-min ("the argument has been removed. use
+    --spec-draft-n-max"): the chart writes the new names there, once each, and the release rules find nothing."""
+    from olarespack.engines import engine_for, engine_problems
+    from olarespack.spec.load import load_spec
+    from specs import app_data, write_spec
+
+    data = app_data("gemma4-audio")
+    data["engine"]["image"] = image
+    data["engine"]["mlock"] = False
+    data["engine"]["speculative"] = {"type": "draft", "draft_max": 8, "draft_min": 2,
+                                     "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "d.gguf"}}
+    spec = load_spec(write_spec(tmp_path, data))
+    items = [item for arg in engine_for(spec.engine).args() for item in arg.container_items()]
+    assert items[items.index(names[0]) + 1] == "8" and items[items.index(names[1]) + 1] == "2"
+    assert not {"--draft-max", "--draft-min", "--spec-draft-n-max", "--spec-draft-n-min"} - set(names) & set(items)
+    assert [p for p in engine_problems("app.yaml", spec) if p.rule.startswith("engine-release")] == []

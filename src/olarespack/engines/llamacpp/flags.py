@@ -84,6 +84,25 @@ def _speculative(engine: LlamaCppEngine, read: Callable[[LlamaSpeculative], obje
     return read(engine.speculative) if engine.speculative else None
 
 
+# the draft bounds were renamed: every mainline build from b9101 refuses --draft-max / --draft-min ("the
+# argument has been removed. use --spec-draft-n-max"); forks and builds without a table keep the old names
+DRAFT_BOUNDS = {"--draft-max": "--spec-draft-n-max", "--draft-min": "--spec-draft-n-min"}
+
+
+def _renamed(engine: LlamaCppEngine) -> bool:
+    facts = build_facts(engine) if engine.speculative else None
+    return facts is not None and all(facts.accepts(new) for new in DRAFT_BOUNDS.values())
+
+
+def _bound(engine: LlamaCppEngine, flag: str) -> object:
+    """A draft bound, written under `flag` only when that is the name the build reads (the `--spec-draft-n-*`
+    row where the build has it, the old row otherwise), so one setting is never written twice."""
+    old = next(name for name, new in DRAFT_BOUNDS.items() if flag in (name, new))
+    if (flag == DRAFT_BOUNDS[old]) != _renamed(engine):
+        return None
+    return _speculative(engine, lambda s: s.draft_max if old == "--draft-max" else s.draft_min)
+
+
 FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--host", "chart", lambda e: "0.0.0.0"),
     Flag("--port", "chart", lambda e: e.port or PORT),
@@ -108,9 +127,11 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--chat-template-file", "engine.chat_template",
          lambda e: e.chat_template.path if e.chat_template else None, "given"),
     Flag("--spec-type", "engine.speculative.type", spec_type, "given"),
-    Flag("--draft-max", "engine.speculative.draft_max", lambda e: _speculative(e, lambda s: s.draft_max),
+    Flag("--spec-draft-n-max", "engine.speculative.draft_max", lambda e: _bound(e, "--spec-draft-n-max"), "given"),
+    Flag("--draft-max", "engine.speculative.draft_max", lambda e: _bound(e, "--draft-max"),
          "given", aliases=("--draft", "--draft-n")),
-    Flag("--draft-min", "engine.speculative.draft_min", lambda e: _speculative(e, lambda s: s.draft_min),
+    Flag("--spec-draft-n-min", "engine.speculative.draft_min", lambda e: _bound(e, "--spec-draft-n-min"), "given"),
+    Flag("--draft-min", "engine.speculative.draft_min", lambda e: _bound(e, "--draft-min"),
          "given", aliases=("--draft-n-min",)),
     Flag("--n-gpu-layers-draft", "engine.speculative.n_gpu_layers",
          lambda e: _speculative(e, lambda s: s.n_gpu_layers), "given", aliases=("-ngld", "--gpu-layers-draft")),

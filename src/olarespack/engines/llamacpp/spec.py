@@ -69,8 +69,8 @@ class LlamaSpeculative(StrictModel):
 
     type: SpecTypeName | None = Field(None, description="--spec-type (draft, draft-mtp; forks: mtp, dflash).")
     drafter: DrafterFile | None = Field(None, description="The drafter GGUF (an MTP head or a draft model).")
-    draft_max: int | None = Field(None, ge=0, le=1_024, description="--draft-max.")
-    draft_min: int | None = Field(None, ge=0, le=1_024, description="--draft-min.")
+    draft_max: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-max (--draft-max on forks).")
+    draft_min: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-min (--draft-min on forks).")
     n_gpu_layers: int | None = Field(None, ge=0, le=10_000, description="-ngld / --n-gpu-layers-draft.")
     cache_type_k: CacheType | None = Field(None, description="-ctkd / --cache-type-k-draft.")
     cache_type_v: CacheType | None = Field(None, description="-ctvd / --cache-type-v-draft.")
