@@ -378,6 +378,25 @@ def test_the_chart_sets_the_verbosity_at_which_the_build_prints_its_buffer_sizes
         assert log_verbosity(engine(11434, own)) is None
 
 
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_a_specs_own_verbosity_is_kept_and_written_once(build: int, tmp_path: Path) -> None:
+    from olarespack.engines import engine_for, engine_problems
+    from olarespack.spec.load import load_spec
+    from specs import app_data, write_spec
+
+    data = app_data("gemma4-audio")
+    data["engine"]["image"] = f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}"
+    data["engine"]["mlock"] = False
+    for own in ([], ["-lv", "2"]):
+        data["engine"]["extra_args"] = own
+        spec = load_spec(write_spec(tmp_path, data))
+        items = [item for arg in engine_for(spec.engine).args() for item in arg.container_items()]
+        verbosity = [i for i, item in enumerate(items) if item in ("-lv", "--log-verbosity")]
+        expected = own[1:] if own else ([] if build == 9101 else ["4"])
+        assert [items[i + 1] for i in verbosity] == expected
+        assert [p for p in engine_problems("app.yaml", spec) if p.severity == "error"] == []
+
+
 @pytest.mark.parametrize(("image", "names"), [
     ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", ("--spec-draft-n-max", "--spec-draft-n-min")),
     ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", ("--spec-draft-n-max", "--spec-draft-n-min")),

@@ -16,7 +16,7 @@ from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
-from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag
+from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag, log_verbosity
 from olarespack.engines.llamacpp.importer import import_llamacpp
 from olarespack.engines.llamacpp.rules import rules
 from olarespack.engines.llamacpp.spec import (
@@ -48,12 +48,16 @@ class LlamaCpp(Engine[LlamaCppEngine]):
     flags = FLAGS
 
     def args(self, engine: LlamaCppEngine) -> list[Arg]:
-        """The flag table, the drafter file under the flag its image family reads, then the extra args."""
+        """The flag table, the drafter file under the flag its image family reads, the verbosity at which the
+        build prints its buffer sizes, then the extra args."""
         table = [arg for flag in self.flags for arg in flag.args(engine)]
         flag = drafter_flag(engine)
         drafter = engine.speculative.drafter if engine.speculative else None
         if flag is not None and drafter is not None:
             table.append(Arg(flag, f"{gguf_dir(engine)}/{engine.model.local(drafter.file)}"))
+        verbosity = log_verbosity(engine)
+        if verbosity is not None:
+            table.append(Arg("--log-verbosity", str(verbosity)))
         return table + [Arg(value=extra) for extra in engine.extra_args]
 
     def typed_flags(self) -> dict[str, str]:

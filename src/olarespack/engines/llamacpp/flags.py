@@ -46,7 +46,8 @@ def load_mode(engine: LlamaCppEngine) -> str | None:
     return MLOCK_LOAD_MODE if values and MLOCK_LOAD_MODE in values else None
 
 
-# the spellings that set llama-server's verbosity: a spec that sets it in extra_args keeps its own
+# the spellings that set llama-server's verbosity: a spec that sets it in extra_args keeps its own (so this is
+# no row of the flag table, whose spellings extra_args may not repeat)
 VERBOSITY_FLAGS = ("-v", "--verbose", "--log-verbose", "-lv", "--verbosity", "--log-verbosity")
 
 
@@ -122,7 +123,6 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--load-mode", "engine.mlock", load_mode, "given", aliases=("-lm",)),
     Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
     Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
-    Flag("--log-verbosity", "chart", log_verbosity, "given", aliases=("-lv", "--verbosity")),
     Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
     Flag("--chat-template-file", "engine.chat_template",
          lambda e: e.chat_template.path if e.chat_template else None, "given"),
