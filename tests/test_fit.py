@@ -476,18 +476,43 @@ def test_the_container_memory_must_hold_what_llama_cpp_keeps_on_the_host(tmp_pat
     assert fit_report(load_app("gemma4-vision")).host_memory_bytes is None  # vLLM: not modelled
 
 
-def test_the_largest_llama_cpp_context_counts_its_own_compute_buffer(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flash", "share"), [("on", "6000Mi"), ("off", "7000Mi")])
+def test_the_largest_llama_cpp_context_counts_its_own_compute_buffer(tmp_path: Path, flash: str, share: str) -> None:
     data = app_data("gemma4-audio")
     data["engine"]["ctx_size"] = 131072
-    data["resources"]["gpu_memory"] = {"request": "6000Mi", "limit": "6000Mi"}
+    data["engine"]["flash_attn"] = flash
+    data["resources"]["gpu_memory"] = {"request": share, "limit": share}
     report = fit_report(load_spec(write_spec(tmp_path, data)))
-    assert not report.fits and 32768 < report.max_model_len_fit < 131072
+    # without flash attention the asked context's compute buffer alone passes the budget: still searched
+    assert not report.fits and 16384 < report.max_model_len_fit < 131072
+    assert report.max_model_len_limit == report.max_model_len_fit
     fixed = report.total_bytes - report.weights_bytes - llamacpp_kv.LLAMACPP_RUNTIME_BYTES \
         - llamacpp_kv.MMPROJ_COMPUTE_BYTES
 
-    def needs(n: int) -> int:  # KV and the compute buffer at n tokens (-ub 512, flash attention)
+    def needs(n: int) -> int:  # KV and the compute buffer at n tokens (-ub 512)
         ctx = llamacpp_context(n, ubatch_size=512, batch_size=512)
-        return (llamacpp_kv_bytes(e4b(), n, ubatch_size=512, batch_size=512)
-                + llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, ctx.n_ctx, flash_attn=True))
+        return (llamacpp_kv_bytes(e4b(), n, ubatch_size=512, batch_size=512, flash_attn=flash == "on")
+                + llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, ctx.n_ctx, flash_attn=flash == "on"))
 
     assert needs(report.max_model_len_fit) <= fixed < needs(report.max_model_len_fit + 256)
+
+
+def test_a_llama_cpp_calibration_at_a_smaller_context_grows_its_compute_buffer(tmp_path: Path) -> None:
+    """A boot measured at 32K gives that context's compute buffer; at 128K the mask grows, which the estimate
+    adds (a calibration never shrinks what a larger context needs)."""
+    data = app_data("gemma4-audio")
+    engine = data["engine"]
+    engine["calibration"] = {
+        "model": engine["model"]["repo"], "image": engine["image"], "hardware": data["hardware"], "n_ctx": 32768,
+        "model_buffer_mib": {"CUDA0": 2975.79, "CPU_Mapped": 2037.0}, "kv_buffer_mib": {"CUDA0": 552.0},
+        "compute_buffer_mib": {"CUDA0": 134.02, "CUDA_Host": 79.03}}  # the H200 boot of measured.md
+    at_32k = fit_report(load_spec(write_spec(tmp_path, data)))
+    engine["ctx_size"] = 131072
+    at_128k = fit_report(load_spec(write_spec(tmp_path, data)))
+    assert at_32k.overhead_source == at_128k.overhead_source == "calibrated"
+    assert at_32k.overhead_bytes == llamacpp_kv.LLAMACPP_RUNTIME_BYTES + round(134.02 * 2**20)
+    growth = (llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, 131072, flash_attn=True)
+              - llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, 32768, flash_attn=True))
+    assert at_128k.overhead_bytes == at_32k.overhead_bytes + growth
+    # the real 128K boot's buffer (230.02 MiB) is covered
+    assert at_128k.overhead_bytes >= llamacpp_kv.LLAMACPP_RUNTIME_BYTES + 230.02 * 2**20

@@ -114,6 +114,10 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         exact, source = True, "calibrated"
         notes.append("weights and compute buffers calibrated from a boot"
                      + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else ""))
+        if measured.n_ctx and measured.n_ctx < ctx.n_ctx:
+            # the compute buffer grows with the context: a boot at a smaller one is topped up by the estimate
+            overhead += compute_at(length) - compute_at(measured.n_ctx)
+            notes.append(f"compute buffer grown by the estimate from n_ctx {measured.n_ctx} to {ctx.n_ctx}")
     if request.kv_available_bytes is not None:
         available, source = request.kv_available_bytes, "given"
         overhead = request.total - weights - available
@@ -126,7 +130,10 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     def fits_at(n: int) -> bool:
         return kv_at(n) + (compute_at(n) - compute_at(length) if grows else 0) <= available
 
-    fit_len = length if fits else (largest_fitting(length, fits_at) if available > 0 else 0)
+    # with the estimate, a smaller context also frees compute buffer: search even when the asked one leaves
+    # nothing (without flash attention a 128K context's buffer alone can pass the budget)
+    searchable = available > 0 or grows
+    fit_len = length if fits else (largest_fitting(length, fits_at) if searchable else 0)
     ceiling = max(length, arch.max_position_embeddings or length)
     fit_ctx = llamacpp_context(fit_len, **options) if fit_len else None
     return FitReport(
@@ -135,7 +142,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         weights_bytes=weights, drafter_weights_bytes=0, overhead_bytes=overhead, overhead_source=source,
         kv_cache_needed_bytes=needed, drafter_kv_bytes=0, kv_cache_available_bytes=available,
         headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
-        max_model_len_limit=largest_fitting(ceiling, fits_at) if available > 0 else 0,
+        max_model_len_limit=largest_fitting(ceiling, fits_at) if searchable else 0,
         concurrency=float(fit_ctx.n_ctx // fit_ctx.n_ctx_seq) if fit_ctx else 0.0,
         fits=fits, utilization_needed=share_needed(request.total, weights + overhead + needed),
         kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
