@@ -75,6 +75,35 @@ def test_the_header_alone_gives_the_whole_files_facts(tmp_path: Path) -> None:
     assert full.notes == ()
 
 
+def test_the_header_alone_counts_the_padding_after_the_last_tensor(tmp_path: Path) -> None:
+    """Writers pad every tensor's data to the alignment, the last one too: a last tensor of 12 bytes still
+    ends the file on a 32-byte boundary, and a download cut inside the padding before the data hashes the same
+    header."""
+    whole = tmp_path / "odd.gguf"
+    writer = gguf.GGUFWriter(str(whole), "llama")
+    writer.add_block_count(1)
+    writer.add_embedding_length(32)
+    writer.add_head_count(2)
+    writer.add_token_list([f"t{i}" for i in range(100)])
+    writer.add_tensor("token_embd.weight", np.zeros((100, 32), dtype=np.float16))
+    writer.add_tensor("output_norm.weight", np.zeros(3, dtype=np.float32))  # 12 bytes
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    data = whole.read_bytes()
+    full = read_gguf(whole)
+    offset = gguf.GGUFReader(str(whole)).data_offset
+    index_end = offset - 1  # the padding before the data is at least this byte long here, or the cut is exact
+    while index_end > 0 and data[index_end - 1] == 0:
+        index_end -= 1
+    for cut in {offset, max(index_end, offset - 8)}:
+        part = tmp_path / "head.gguf"
+        part.write_bytes(data[:cut])
+        header = read_gguf(part)
+        assert (header.bytes, header.sha256) == (len(data), full.sha256), cut
+
+
 def test_a_download_that_stops_inside_the_tensor_index_is_refused(tmp_path: Path) -> None:
     whole = tiny_gguf.write_dense(tmp_path / "tiny-llama.gguf", n_embd=256)
     offset = gguf.GGUFReader(str(whole)).data_offset

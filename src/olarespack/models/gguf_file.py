@@ -158,9 +158,11 @@ def _prescan(buf: mmap.mmap) -> _Layout:
             raise _Bad("the tensor index runs past the end of the file: a download of the header alone must "
                        "reach the end of its tensor index")
     data_offset = -(-offset // alignment) * alignment
-    if data_offset + end > MAX_FILE_BYTES:
-        raise _Bad(f"the tensor index describes a file of {data_offset + end} bytes, more than any model file")
-    return _Layout(data_offset, data_offset + end)
+    # writers pad every tensor's data to the alignment, the last one too (gguf-py, ggml's gguf_write)
+    full = data_offset + -(-end // alignment) * alignment
+    if full > MAX_FILE_BYTES:
+        raise _Bad(f"the tensor index describes a file of {full} bytes, more than any model file")
+    return _Layout(data_offset, full)
 
 
 def read_gguf(path: Path) -> GgufHeader:
@@ -187,7 +189,8 @@ def _read_gguf(path: Path, stack: contextlib.ExitStack) -> GgufHeader:
                                  "the .gguf file saved on disk")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             layout = _prescan(buf)
-            header = bytes(buf[:layout.data_offset])
+            # a download cut inside the padding before the data: the padding is zeros, as the whole file has it
+            header = bytes(buf[:layout.data_offset]).ljust(layout.data_offset, b"\0")
         if size < layout.full_bytes:  # the header alone: its tensors' data read as zeros from a sparse copy
             whole = stack.enter_context(tempfile.TemporaryFile(prefix="olarespack-gguf-"))  # noqa: SIM115 (the stack closes it)
             whole.write(header)
