@@ -235,6 +235,33 @@ def test_a_password_in_the_url_is_never_printed() -> None:
     assert "hunter2secret" not in out
 
 
+@pytest.mark.parametrize("secret_url", ["http://bench:s3cretpw#x@127.0.0.1:9", "http://bench:s3cret/pw@127.0.0.1:9",
+                                        "http://bench:s3cret?pw@127.0.0.1:9", "http://127.0.0.1:99999"])
+def test_a_url_whose_port_does_not_parse_is_a_usage_error_that_shows_no_password(secret_url: str) -> None:
+    """With `#`, `?` or `/` in a password the URL splits inside it, and its tail reads as the port."""
+    code, out, _ = bench("--url", secret_url)
+    assert code == 2, out
+    assert "the port is not a number from 0 to 65535" in out
+    assert "s3cret" not in out and "internal error" not in out and "Traceback" not in out
+
+
+def test_an_error_page_that_never_ends_is_not_read_past_its_start(fake: Callable[..., FakeServer]) -> None:
+    def endless_error(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
+        handler.send_response(500)
+        handler.send_header("Content-Type", "text/plain")
+        handler.end_headers()
+        try:
+            while True:
+                handler.wfile.write(b"overloaded " * 1000)
+        except OSError:
+            pass  # the client hung up: what the test wants
+
+    server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": endless_error})
+    code, out, seconds = bench("--url", server.url, "--max-tokens", "10", "--warmups", "0", "--run-timeout", "5")
+    assert code == 1 and "HTTP 500" in out and "overloaded" in out
+    assert seconds < 15
+
+
 def test_a_server_that_is_not_openai_compatible(fake: Callable[..., FakeServer]) -> None:
     html = fake({"GET /v1/models": lambda h, _: send(h, 200, b"<html>Olares login</html>", "text/html")})
     code, out, _ = bench("--url", html.url)
@@ -368,3 +395,18 @@ def test_limits_scale_with_max_tokens() -> None:
     assert small.max_events == 84 and large.max_events == 4064
     assert large.max_bytes > small.max_bytes >= 256 << 10
     assert Limits(max_tokens=10, run_s=3).read_s == 3  # silence never outlasts the run's deadline
+
+
+def test_a_measurement_of_another_model_is_not_recorded(fake: Callable[..., FakeServer], tmp_path: Path) -> None:
+    """A server serving one other model is benched (with a note), but its speed is never recorded under this
+    spec's settings."""
+    counts = {"drafted": 0, "accepted": 0}
+    server = fake({"GET /v1/models": models("someone/another-model"),
+                   "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)})
+    spec = tmp_path / "vision.yaml"
+    spec.write_bytes(VISION.read_bytes())
+    code, out = run_cli(None, "bench", str(spec), "--url", server.url, "--runs", "1", "--warmups", "0",
+                        "--max-tokens", "20", "--record")
+    assert code == 1
+    assert f"measured 'someone/another-model', not the spec's own model '{SERVED}': nothing recorded" in out
+    assert spec.read_bytes() == VISION.read_bytes()

@@ -5,6 +5,7 @@ line; both run the same shell loop, which is run here for real (sh and curl agai
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -175,3 +176,23 @@ def test_another_prompt_is_sent_and_named_by_its_hash(tmp_path: Path) -> None:
     prompt.write_bytes(b"x" * (64 * 1024 + 1))
     code, out = run_cli(None, "bench", str(VISION), "--job", "--user", "a", "--prompt-file", str(prompt))
     assert code == 2 and "at most 64 KiB" in out
+
+
+def test_a_line_separator_inside_an_answer_is_part_of_its_json(tmp_path: Path) -> None:
+    """U+2028, U+2029 and U+0085 are text inside a JSON string (json.dumps keeps them with ensure_ascii off),
+    not the end of the answer's line."""
+    body = json.dumps({"choices": [{"index": 0, "message": {"content": "a\u2028b\u2029c\x85d"}}],
+                       "usage": {"completion_tokens": 10}}, ensure_ascii=False)
+    path = tmp_path / "bench.log"
+    path.write_text(_log([body]), encoding="utf-8")
+    code, out = run_cli(None, "bench", str(VISION), "--responses", str(path))
+    assert code == 0, out
+
+
+def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    pipe = tmp_path / "bench.log"
+    os.mkfifo(pipe)
+    for option in ("--responses", "--prompt-file"):
+        code, out = run_cli(None, "bench", str(VISION), option, str(pipe), *(("--url", "http://127.0.0.1:9")
+                                                                             if option == "--prompt-file" else ()))
+        assert code == 2 and "not a regular file" in out, out

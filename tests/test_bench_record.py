@@ -222,3 +222,23 @@ def test_record_values_round_and_validate() -> None:
     assert values["series"] == [250.12, 248.0, 253.46] and values["tps_peak"] == 253.46
     assert values["acceptance"] == 86.4 and values["ttft_ms"] == 90.0
     assert json.dumps(values, default=str)  # plain data
+
+
+def test_the_settings_hash_leaves_unset_fields_out() -> None:
+    """A field olarespack adds later, unset (None) in old specs, must not mark their records stale: no None is
+    hashed inside the speed settings (a top-level field the spec leaves unset reads as None either way)."""
+    from olarespack.engines import engine_for
+    from olarespack.spec.load import load_spec
+
+    def nones(value: object) -> bool:
+        if isinstance(value, dict):
+            return any(v is None or nones(v) for v in value.values())
+        if isinstance(value, list):
+            return any(v is None or nones(v) for v in value)
+        return False
+
+    apps = Path(__file__).resolve().parents[1] / "apps"
+    for name in ("gemma4-audio", "gemma4-vision", "gemma4-dflash"):
+        settings = engine_for(load_spec(apps / f"{name}.yaml").engine).speed_settings()
+        nested = [value for value in settings.values() if isinstance(value, (dict, list))]
+        assert nested and not any(nones(value) for value in nested), name

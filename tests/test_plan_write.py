@@ -123,3 +123,30 @@ def test_a_layout_the_edit_cannot_keep_is_refused(layout: str) -> None:
         set_gpu_memory(Path("a.yaml"), text[:start] + layout + text[end:], 4669, "why")
     (problem,) = refused.value.problems
     assert problem.rule == "plan" and problem.path == "resources.gpu_memory"
+
+
+def test_write_books_shares_only_for_the_hardware_the_specs_target(project: Path) -> None:
+    box_file = box(project, "gemma4-audio.yaml", hardware="rtx5090")  # the spec targets rtx5090-laptop
+    before = tree_bytes(project / "apps")
+    code, out = run_cli(project, "plan", "--box", str(box_file), "--write")
+    assert code == 2 and "targets rtx5090-laptop, the plan rtx5090" in out
+    assert tree_bytes(project / "apps") == before
+
+
+def test_a_linked_spec_is_refused_before_any_spec_is_written(project: Path) -> None:
+    second = second_llamacpp_app(project)
+    link = project / "apps" / "linked.yaml"
+    link.symlink_to(second)
+    box_file = box(project, "gemma4-audio.yaml", "linked.yaml")
+    before = tree_bytes(project / "apps")
+    code, out = run_cli(project, "plan", "--box", str(box_file), "--write")
+    assert code == 1 and "not a regular file: its share cannot be written in place" in out
+    assert tree_bytes(project / "apps") == before
+
+
+def test_the_plans_name_in_the_comment_does_not_depend_on_how_its_path_was_typed(project: Path) -> None:
+    box(project, "gemma4-audio.yaml")
+    code, out = run_cli(project, "plan", "--box", "./boxes/box.yaml", "--write")
+    assert code == 0 and "updated" in out
+    code, out = run_cli(project, "plan", "--box", "boxes/box.yaml", "--write")
+    assert code == 0 and "unchanged" in out

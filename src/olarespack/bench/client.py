@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from olarespack.core.errors import OlaresPackError, UsageError
 
@@ -30,12 +30,42 @@ class BenchError(OlaresPackError):
     """The server could not be measured: unreachable, not OpenAI-compatible, or answering what cannot be."""
 
 
+def _first_bytes(pieces: Iterator[bytes], limit: int = 300) -> bytes:
+    """At most `limit` bytes of a body, read no further (an error page may never end)."""
+    data = b""
+    for piece in pieces:
+        data += piece[:limit - len(data)]
+        if len(data) >= limit:
+            break
+    return data
+
+
+def _port(parts: SplitResult) -> int | None:
+    """The URL's port, None when it has none or it is not one (a password with `#`, `?` or `/` in it splits the
+    URL elsewhere, and its tail would be read as the port)."""
+    try:
+        return parts.port
+    except ValueError:
+        return None
+
+
+def _bad_port(parts: SplitResult) -> bool:
+    """A port that is not one: with `#`, `?` or `/` in a password the URL splits inside it, and the password's
+    tail reads as the port."""
+    host_port = parts.netloc.rsplit("@", 1)[-1].rsplit("]", 1)[-1]  # past any user and any IPv6 literal
+    return ":" in host_port and _port(parts) is None
+
+
 def shown_url(url: str) -> str:
-    """The URL as messages print it: without user and password."""
+    """The URL as messages print it: scheme, host, port and path, never a user or password."""
     parts = urlsplit(url)
+    if _bad_port(parts):
+        return f"{parts.scheme}://(an address that does not parse)"
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
-    return urlunsplit((parts.scheme, netloc + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+    port = _port(parts)
+    path = "" if "@" in parts.path else parts.path  # a password with `/` in it splits into the path
+    return urlunsplit((parts.scheme, netloc + (f":{port}" if port else ""), path, "", ""))
 
 
 def base_url(url: str) -> str:
@@ -43,6 +73,9 @@ def base_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--url {shown_url(url)!r}: give the server's http(s) address, e.g. http://127.0.0.1:8000")
+    if _bad_port(parts):
+        raise UsageError(f"--url {shown_url(url)!r}: the port is not a number from 0 to 65535 (a password with "
+                         "`#`, `?`, `/` or `@` in it must be percent-encoded, or given with --api-key)")
     if parts.query or parts.fragment:
         raise UsageError(f"--url {shown_url(url)}: give the server's address without a query or fragment")
     path = parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
@@ -222,8 +255,8 @@ class Server:
         stream = bool(body.get("stream"))
         try:
             with self._http.stream("POST", COMPLETIONS, json=body) as answer:
-                if answer.status_code != 200:
-                    raise self._status("POST", COMPLETIONS, answer.status_code, answer.read()[:300])
+                if answer.status_code != 200:  # the start of its body says why; the rest is never read
+                    raise self._status("POST", COMPLETIONS, answer.status_code, _first_bytes(answer.iter_bytes()))
                 pieces = self._bounded(answer.iter_bytes(), start)
                 reply = self._read_stream(pieces, start) if stream else self._read_whole(pieces, start)
         except httpx.HTTPError as exc:

@@ -122,7 +122,7 @@ def job_yaml(document: dict[str, Any]) -> str:
 
 def _sections(text: str, where: str) -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: U+2028 and friends may sit inside a JSON answer
         if line.startswith(MARK):
             found.append((line[len(MARK):].strip(), []))
         elif found:

@@ -60,13 +60,24 @@ def _loaded(path: Path) -> AppSpec:
     return spec
 
 
+def _read_given(path: Path, option: str, what: str, limit: int) -> bytes:
+    """A file an option names, read once: regular files only (a named pipe is refused, not waited on), at most
+    limit + 1 bytes, so the caller says what is too long."""
+    from olarespack.core.errors import ModelDataError
+    from olarespack.models.localfile import read_local_file
+
+    try:
+        return read_local_file(path, what, limit + 1)
+    except ModelDataError as exc:
+        raise UsageError(f"{option} {exc}") from None
+
+
 def _prompt(prompt_file: Path | None) -> tuple[str, str]:
     from olarespack.bench.run import PROMPT, shipped_prompt
 
     if prompt_file is None:
         return shipped_prompt(), PROMPT
-    with prompt_file.open("rb") as given:
-        data = given.read(MAX_PROMPT + 1)
+    data = _read_given(prompt_file, "--prompt-file", "a prompt text", MAX_PROMPT)
     if len(data) > MAX_PROMPT or not data.strip():
         raise UsageError(f"--prompt-file {prompt_file}: give a non-empty text of at most {MAX_PROMPT >> 10} KiB")
     try:
@@ -196,7 +207,7 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
     the output says which. Acceptance comes from the engine's drafting counters. --job / --exec print how to run
     the same bench in the box, next to the pod; --responses reads their log. Exits 1 when the server cannot be
     measured (unreachable, not OpenAI-compatible, impossible answers)."""
-    from olarespack.bench.client import Limits
+    from olarespack.bench.client import BenchError, Limits
     from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
 
@@ -222,6 +233,10 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
         _in_box(spec, as_job, namespace or f"{spec.name}-{user}", settings, limits)
         return
     result = _measured(url, log_file, api_key, model, served, settings, limits, engine.engine.bench())
+    own = engine.engine.bench().served_name(spec.engine) or spec.name
+    if record and result.settings.model != own:
+        raise BenchError(f"{result.url}: measured {result.settings.model!r}, not the spec's own model {own!r}: "
+                         "nothing recorded (bench the app's own server, or leave out --record)")
     values = _record(path, spec, result) if record else None
     if plot_file is not None:
         from olarespack.bench.plot import plot_png
@@ -247,8 +262,7 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
     from olarespack.bench.live import bench_live, pick_model
 
     if log_file is not None:
-        with log_file.open("rb") as log:
-            data = log.read(MAX_LOG + 1)
+        data = _read_given(log_file, "--responses", "a bench log", MAX_LOG)
         if len(data) > MAX_LOG:
             raise UsageError(f"--responses {log_file}: over {MAX_LOG >> 20} MiB; give one bench's log")
         return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench)

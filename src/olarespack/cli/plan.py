@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -26,7 +27,7 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
 
     Exits 0 when every app fits, 1 when one does not (with its shortfall and the largest context that fits;
     --write then writes nothing), 5 when a model has no data."""
-    from olarespack.plan.box import load_apps, read_box, write_shares
+    from olarespack.plan.box import check_writable, load_apps, read_box, write_shares
     from olarespack.plan.shares import plan as make_plan
 
     files, keep = list(spec_files), None
@@ -36,10 +37,14 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
         hardware = hardware or box.hardware
     if not files:
         raise UsageError("give app spec files or --box FILE")
+    if write:
+        check_writable(files, hardware)
     profile, apps = load_apps(files, hardware)
     result = make_plan(profile, apps, keep)
     if write and result.fits:
-        source = f"--box {box_file}" if box_file is not None else " ".join(str(f) for f in files)
+        # the comment names the plan the same way however its path was typed (./boxes/x.yaml, boxes/x.yaml)
+        source = f"--box {os.path.normpath(box_file)}" if box_file is not None else \
+            " ".join(os.path.normpath(f) for f in files)
         for file, status in write_shares(result, f"olarespack plan {source}"):
             click.echo(f"{file}: {status}", err=True)
     elif write:

@@ -201,8 +201,9 @@ class EngineBench:
     counter_source: str = ""  # how a report names where the drafting counts came from
 
     def speed_settings(self, engine: EngineSpec) -> dict[str, object]:
-        """The values of the fields that change speed, as JSON data."""
-        dumped = engine.model_dump(mode="json")
+        """The values of the fields that change speed, as JSON data; unset (None) values are left out at every
+        depth, so a field olarespack adds later, unset in old specs, leaves their hash as it was."""
+        dumped = engine.model_dump(mode="json", exclude_none=True)
         return {name: dumped.get(name) for name in self.speed_fields}
 
     def served_name(self, engine: EngineSpec) -> str | None:

@@ -129,5 +129,20 @@ def write_shares(plan: Plan, source: str) -> list[tuple[str, Status]]:
     edits = []
     for app in plan.apps:
         path = Path(app.file)
+        if path.is_symlink() or not path.is_file():  # write_file refuses these: refused before anything is written
+            raise _refuse(app.file, "", "not a regular file: its share cannot be written in place",
+                          "give the spec file itself, not a link to it", "plan")
         edits.append((path, set_gpu_memory(path, path.read_text(encoding="utf-8"), app.gpu_memory_bytes // MIB, why)))
     return [(str(path), write_file(path, text.encode("utf-8"))) for path, text in edits]
+
+
+def check_writable(files: list[Path], hardware: str | None) -> None:
+    """--write books shares for the card the plan was made for: every spec must target it (a share planned on
+    another card, written into a spec for this one, would hold nothing)."""
+    if hardware is None:
+        return
+    for file in files:
+        target = load_spec(file).hardware
+        if target != hardware:
+            raise UsageError(f"{file} targets {target}, the plan {hardware}: --write books shares only for the "
+                             "hardware the specs target (leave out --hardware, or change the spec's hardware)")
