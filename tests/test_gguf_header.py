@@ -17,6 +17,23 @@ from olarespack.models.gguf_file import read_gguf
 F32 = 4
 
 
+def write_llama(path: Path, tensors: dict[str, np.ndarray], tokens: int = 100) -> Path:
+    """A one-layer llama GGUF holding these tensors (and a vocabulary of `tokens` names, none when 0)."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_embedding_length(32)
+    writer.add_head_count(2)
+    if tokens:
+        writer.add_token_list([f"t{i}" for i in range(tokens)])
+    for name, data in tensors.items():
+        writer.add_tensor(name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 def test_gemma4_header_gives_the_per_layer_width_and_the_host_tensors(tmp_path: Path) -> None:
     path = tiny_gguf.write_gemma4(tmp_path / "tiny-gemma4.gguf", n_layer=6, n_embd=64, n_embd_per_layer=16)
     header = read_gguf(path)
@@ -41,18 +58,8 @@ def test_a_file_without_per_layer_inputs_keeps_only_token_embd_on_the_host(tmp_p
 
 
 def test_an_untied_output_leaves_token_embd_on_the_host_alone(tmp_path: Path) -> None:
-    path = tmp_path / "untied.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(32)
-    writer.add_head_count(2)
-    writer.add_token_list([f"t{i}" for i in range(100)])
-    writer.add_tensor("token_embd.weight", np.zeros((100, 32), dtype=np.float16))
-    writer.add_tensor("output.weight", np.zeros((100, 32), dtype=np.float16))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = write_llama(tmp_path / "untied.gguf", {"token_embd.weight": np.zeros((100, 32), dtype=np.float16),
+                                                   "output.weight": np.zeros((100, 32), dtype=np.float16)})
     header = read_gguf(path)
     assert header.host_bytes == 100 * 32 * 2 and header.gpu_copy_bytes == 0
 
@@ -79,25 +86,15 @@ def test_the_header_alone_counts_the_padding_after_the_last_tensor(tmp_path: Pat
     """Writers pad every tensor's data to the alignment, the last one too: a last tensor of 12 bytes still
     ends the file on a 32-byte boundary, and a download cut inside the padding before the data hashes the same
     header."""
-    whole = tmp_path / "odd.gguf"
-    writer = gguf.GGUFWriter(str(whole), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(32)
-    writer.add_head_count(2)
-    writer.add_token_list([f"t{i}" for i in range(100)])
-    writer.add_tensor("token_embd.weight", np.zeros((100, 32), dtype=np.float16))
-    writer.add_tensor("output_norm.weight", np.zeros(3, dtype=np.float32))  # 12 bytes
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    whole = write_llama(tmp_path / "odd.gguf", {"token_embd.weight": np.zeros((100, 32), dtype=np.float16),
+                                                 "output_norm.weight": np.zeros(3, dtype=np.float32)})  # 12 bytes
     data = whole.read_bytes()
     full = read_gguf(whole)
-    offset = gguf.GGUFReader(str(whole)).data_offset
-    index_end = offset - 1  # the padding before the data is at least this byte long here, or the cut is exact
-    while index_end > 0 and data[index_end - 1] == 0:
-        index_end -= 1
-    for cut in {offset, max(index_end, offset - 8)}:
+    reader = gguf.GGUFReader(str(whole))
+    last = reader.tensors[-1].field  # the tensor index ends with the last tensor's entry, then zero padding
+    index_end = last.offset + sum(part.nbytes for part in last.parts)
+    assert index_end < reader.data_offset  # there is padding to cut inside
+    for cut in (reader.data_offset, index_end):
         part = tmp_path / "head.gguf"
         part.write_bytes(data[:cut])
         header = read_gguf(part)
@@ -115,16 +112,8 @@ def test_a_download_that_stops_inside_the_tensor_index_is_refused(tmp_path: Path
 
 def test_an_index_that_describes_an_impossible_file_is_refused(tmp_path: Path) -> None:
     """A crafted tensor offset cannot make olarespack create or map a file of that size."""
-    path = tmp_path / "crafted.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(32)
-    writer.add_head_count(2)
-    writer.add_tensor("token_embd.weight", np.zeros((100, 32), dtype=np.float16))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    path = write_llama(tmp_path / "crafted.gguf", {"token_embd.weight": np.zeros((100, 32), dtype=np.float16)},
+                       tokens=0)
     data = bytearray(path.read_bytes())
     reader = gguf.GGUFReader(str(path))
     (tensor,) = reader.tensors

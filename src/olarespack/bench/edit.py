@@ -4,45 +4,19 @@ calibrate); the edit is checked on the data, everything else must load back equa
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from olarespack.core.errors import Problem, ProblemsError
+from olarespack.core.yamledit import last_content_line, scalar
 
 BY_HAND = "write the entry in block style (- version: ..., then date:, note: lines) or add bench: by hand"
 
 
 def _refuse(file: str, path: str, message: str, fix: str = BY_HAND) -> ProblemsError:
     return ProblemsError([Problem(file, path, message, fix, rule="bump")])
-
-
-def scalar(value: Any) -> str:
-    """A YAML scalar that reads back as the value: numbers as they are, text plain when safe, else quoted."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, list):
-        return "[" + ", ".join(scalar(item) for item in value) + "]"
-    text = str(value)
-    loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
-    return text if loaded == {"k": text} else json.dumps(text, ensure_ascii=False)
-
-
-def _last_content_line(lines: list[str], start: int, stop: int) -> int:
-    """The index after the last line in [start, stop) that is neither blank nor a comment."""
-    end = start
-    for index in range(start, stop):
-        stripped = lines[index].strip()
-        if stripped and not stripped.startswith("#"):
-            end = index + 1
-    return end
 
 
 def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, bool]:
@@ -76,9 +50,9 @@ def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, boo
         position = keys.index("bench")
         start = entry.lc.key("bench")[0]
         end = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else stop
-        lines[start:_last_content_line(lines, start, end)] = block
+        lines[start:last_content_line(lines, start, end)] = block
     else:
-        at = _last_content_line(lines, first_line, stop)
+        at = last_content_line(lines, first_line, stop)
         lines[at:at] = block
     new_text = "".join(lines)
     safe = YAML(typ="safe", pure=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,18 +130,12 @@ def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, An
 
 def _record(path: Path, spec: AppSpec, result: Result) -> dict[str, Any]:
     from olarespack.bench.edit import record_bench
-    from olarespack.spec.load import load_spec
+    from olarespack.spec.load import load_edited_spec
     from olarespack.write import write_file
 
     values = record_values(spec, result, dt.date.today())
     text, replaced = record_bench(str(path), path.read_text(encoding="utf-8"), values)
-    with tempfile.TemporaryDirectory(prefix="olarespack-bench-") as tmp:
-        candidate = Path(tmp) / path.name
-        candidate.write_text(text, encoding="utf-8")
-        try:
-            load_spec(candidate)  # the edited spec must still load before it replaces the old one
-        except ProblemsError as exc:
-            raise ProblemsError([replace(p, file=str(path)) for p in exc.problems]) from None
+    load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
     write_file(path, text.encode("utf-8"))
     click.echo(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for {spec.version} "
                f"({values['tps_avg']} t/s average, settings {values['settings_hash']}); `olarespack build` renders "

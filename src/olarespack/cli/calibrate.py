@@ -6,9 +6,6 @@ back equal), the new spec must load, and it replaces the old one in one rename (
 
 from __future__ import annotations
 
-import json
-import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +15,12 @@ from ruamel.yaml import YAML
 
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.hardware import profiles
+from olarespack.core.yamledit import last_content_line, scalar
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
 from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.spec import LlamaCppCalibration
-from olarespack.spec.load import load_spec
+from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec
 from olarespack.write import write_file
 
@@ -33,36 +31,15 @@ def _refuse(file: str, path: str, message: str, fix: str) -> ProblemsError:
     return ProblemsError([Problem(file, path, message, fix, rule="calibration-log")])
 
 
-def _scalar(value: Any) -> str:
-    """A YAML scalar that reads back as the value (plain when safe, JSON-quoted otherwise)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return repr(value)
-    text = str(value)
-    loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
-    return text if loaded == {"k": text} else json.dumps(text, ensure_ascii=False)
-
-
 def _block(values: dict[str, Any], indent: str, step: str) -> list[str]:
     lines = [f"{indent}calibration:\n"]
     for key, value in values.items():
         if isinstance(value, dict):
-            inner = ", ".join(f"{_scalar(k)}: {_scalar(v)}" for k, v in value.items())
+            inner = ", ".join(f"{scalar(k)}: {scalar(v)}" for k, v in value.items())
             lines.append(f"{indent}{step}{key}: {{{inner}}}\n")
         else:
-            lines.append(f"{indent}{step}{key}: {_scalar(value)}\n")
+            lines.append(f"{indent}{step}{key}: {scalar(value)}\n")
     return lines
-
-
-def _last_content_line(lines: list[str], start: int, stop: int) -> int:
-    """The index after the last line in [start, stop) that is neither blank nor a comment."""
-    end = start
-    for index in range(start, stop):
-        stripped = lines[index].strip()
-        if stripped and not stripped.startswith("#"):
-            end = index + 1
-    return end
 
 
 def edit_calibration(file: str, text: str, values: dict[str, Any]) -> str:
@@ -88,9 +65,9 @@ def edit_calibration(file: str, text: str, values: dict[str, Any]) -> str:
         position = keys.index("calibration")
         start = engine.lc.key("calibration")[0]
         stop = engine.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else engine_stop
-        lines[start:_last_content_line(lines, start, stop)] = block
+        lines[start:last_content_line(lines, start, stop)] = block
     else:
-        at = _last_content_line(lines, first_line, engine_stop)
+        at = last_content_line(lines, first_line, engine_stop)
         lines[at:at] = block
     new_text = "".join(lines)
     safe = YAML(typ="safe", pure=True)
@@ -212,13 +189,7 @@ def calibrate(spec_file: str, log_file: str) -> None:
     values = calibration_values(spec_file, spec, log)
     text = path.read_text(encoding="utf-8")
     new_text = edit_calibration(spec_file, text, values)
-    with tempfile.TemporaryDirectory(prefix="olarespack-calibrate-") as tmp:
-        candidate = Path(tmp) / path.name
-        candidate.write_text(new_text, encoding="utf-8")
-        try:
-            load_spec(candidate)  # the edited spec must still load before it replaces the old one
-        except ProblemsError as exc:
-            raise ProblemsError([replace(p, file=spec_file) for p in exc.problems]) from None
+    load_edited_spec(new_text, spec_file)  # the edited spec must still load before it replaces the old one
     status = write_file(path, new_text.encode("utf-8"))
     shown = ", ".join(f"{key} {value}" for key, value in values.items() if key not in ("model", "image", "hardware"))
     click.echo(f"ok {spec_file}: engine.calibration {status} ({shown}; measured on {values['model']}, "

@@ -17,7 +17,7 @@ from olarespack.fit.budget import fit_report, spec_calibration
 from olarespack.models.arch import models_for
 from olarespack.plan.shares import Plan, PlanApp
 from olarespack.release.edit import set_gpu_memory
-from olarespack.spec.load import load_spec
+from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec, ByteRange
 from olarespack.write import Status, write_file
 
@@ -132,7 +132,9 @@ def write_shares(plan: Plan, source: str) -> list[tuple[str, Status]]:
         if path.is_symlink() or not path.is_file():  # write_file refuses these: refused before anything is written
             raise _refuse(app.file, "", "not a regular file: its share cannot be written in place",
                           "give the spec file itself, not a link to it", "plan")
-        edits.append((path, set_gpu_memory(path, path.read_text(encoding="utf-8"), app.gpu_memory_bytes // MIB, why)))
+        text = set_gpu_memory(path, path.read_text(encoding="utf-8"), app.gpu_memory_bytes // MIB, why)
+        load_edited_spec(text, app.file)  # every edited spec loads before any is written
+        edits.append((path, text))
     return [(str(path), write_file(path, text.encode("utf-8"))) for path, text in edits]
 
 

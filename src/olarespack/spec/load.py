@@ -3,11 +3,13 @@ and fix. The file is read bounded (core/yamlfile.py), every string guarded (spec
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from olarespack.core.errors import Problem, SpecError
+from olarespack.core.errors import Problem, ProblemsError, SpecError
 from olarespack.core.yamlfile import load_spec_data
 from olarespack.spec.guard import string_problems
 from olarespack.spec.models import AppSpec
@@ -44,3 +46,15 @@ def load_spec(path: Path) -> AppSpec:
     return spec
 
 
+
+
+def load_edited_spec(text: str, file: str) -> AppSpec:
+    """An edited spec's text, loaded as a spec before it replaces `file` (from a copy, so nothing is written
+    where it lives until it loads); the problems name `file`."""
+    with tempfile.TemporaryDirectory(prefix="olarespack-edit-") as tmp:
+        candidate = Path(tmp) / Path(file).name
+        candidate.write_text(text, encoding="utf-8")
+        try:
+            return load_spec(candidate)
+        except ProblemsError as exc:
+            raise ProblemsError([replace(p, file=file) for p in exc.problems]) from None
