@@ -418,5 +418,9 @@ def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, na
     spec = load_spec(write_spec(tmp_path, data))
     items = [item for arg in engine_for(spec.engine).args() for item in arg.container_items()]
     assert items[items.index(names[0]) + 1] == "8" and items[items.index(names[1]) + 1] == "2"
+    # the draft model's type: b9101's --spec-type names only speculation without a draft model (the real
+    # server refuses "draft"), the model alone selects it; b9246 on name it draft-simple
+    typed = items[items.index("--spec-type") + 1] if "--spec-type" in items else None
+    assert typed == {"b9101": None, "b11434": "draft-simple"}.get(image.rsplit("-", 1)[-1], "draft")
     assert not {"--draft-max", "--draft-min", "--spec-draft-n-max", "--spec-draft-n-min"} - set(names) & set(items)
     assert [p for p in engine_problems("app.yaml", spec) if p.rule.startswith("engine-release")] == []

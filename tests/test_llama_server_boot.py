@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 import tiny_gguf
-from conftest import APP_FILES, run_cli
+from conftest import APP_FILES, APPS, run_cli
 from olarespack.check.inputs import classify
 from olarespack.cli.group import helm_binary
 from olarespack.importer import _containers, _documents
@@ -357,3 +357,22 @@ def test_chart_moved_to_the_newest_build_boots(
     if "mmap+mlock" in argv:
         assert "failed to mlock" in result.log
     print(f"{spec_file.stem} moved to b{newest}: /health in {result.seconds:.1f}s")
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_a_chart_with_draft_bounds_boots(build: int, servers: dict[int, Path], tiny: Tiny, tmp_path: Path) -> None:
+    """Speculative decoding with a draft model and its bounds, rendered for each build: --spec-type as the build
+    names it, --spec-draft-n-max / --spec-draft-n-min (every mainline build from b9101 refuses --draft-max)."""
+    binary = server_of(servers, build)
+    data = yaml.safe_load((APPS / "gemma4-audio.yaml").read_text(encoding="utf-8"))
+    data["engine"]["image"] = f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}"
+    data["engine"]["mlock"] = False
+    data["engine"]["speculative"] = {"type": "draft", "draft_max": 4, "draft_min": 1,
+                                     "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "drafter.gguf"}}
+    spec_file = tmp_path / "drafted.yaml"
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    argv, env = pod_argv(spec_file, tmp_path)
+    assert argv[argv.index("--spec-draft-n-max") + 1] == "4" and argv[argv.index("--spec-draft-n-min") + 1] == "1"
+    result = boot(local_argv(argv, binary, tiny, free_port()), env, tmp_path / "server.log")
+    assert_served(result)

@@ -66,13 +66,19 @@ def log_verbosity(engine: LlamaCppEngine) -> int | None:
 
 def spec_type(engine: LlamaCppEngine) -> str | None:
     """The speculative type as the build names it: its current name where the build has it, else an older name
-    the build has, else the spec's name unchanged (the rules refuse it; nothing is invented)."""
+    the build has; nothing for the draft-model type on a build whose --spec-type only names speculation without
+    a draft model (b9101: the draft model alone selects it); else the spec's name unchanged (the rules refuse
+    it; nothing is invented)."""
     typed = engine.speculative.type if engine.speculative else None
     facts = build_facts(engine) if typed else None
     values = facts.values("--spec-type") if facts else None
     if typed is None or values is None:
         return typed
-    return next((name for name in spec_type_names(typed) if name in values), typed)
+    names = spec_type_names(typed)
+    found = next((name for name in names if name in values), None)
+    if found is None and names == SPEC_TYPE_NAMES[0] and engine.speculative and engine.speculative.drafter:
+        return None
+    return found or typed
 
 
 def spec_type_names(typed: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@ tools/engine_releases/llamacpp_surface.py from each build's common/arg.cpp) read
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,6 @@ SPEC_TYPE = "--spec-type"
 
 def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
     artifact = raw.get("artifact", {})
-    # --spec-type's help lists only some names in older builds; the server reads the speculative type table
     spec_types = frozenset(raw.get("spec_type_table", ()))
     options: dict[str, OptionFacts] = {}
     env: set[str] = set()
@@ -29,8 +29,10 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         spellings = (*names, *row.get("negative", ()))
         choices = row.get("choices")
         values = frozenset(choices) if choices else None
-        if names and SPEC_TYPE in names:
-            values = (values or frozenset()) | spec_types
+        if SPEC_TYPE in names and values is None:
+            # b9101's --spec-type is an if-chain over the names its hint lists, for speculation without a draft
+            # model (a real b9101 refuses "draft", which its type table lists: the draft model selects that type)
+            values = frozenset(re.findall(r"[a-z0-9-]+", str(row.get("value_hint", "")))) or spec_types
         removed = bool(row.get("removed"))
         option = OptionFacts(
             names=spellings, takes_value=bool(row.get("takes_value")), values=values,
