@@ -289,3 +289,44 @@ def test_a_positional_llama_server_does_not_know_passes_through_as_itself() -> N
     imported = import_llamacpp(["llama-server", "stray", "--jinja", "--foo", "1"],
                                "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {})
     assert imported.data["extra_args"] == ["stray", "--foo", "1"]
+
+
+@pytest.mark.helm
+def test_a_downloader_that_builds_its_url_from_configmap_variables_names_its_repository(tmp_path: Path) -> None:
+    """A downloader may run `curl "https://huggingface.co/${TARGET_MODEL}/resolve/main/${TARGET_FILE}"` with
+    both variables in the chart's ConfigMap (and a `${VAR:-default}` beside them): the script's variables are
+    read, so the spec names the same repository file as the chart with the literal URL."""
+    original = shared("reference/author-market/llamacppqwen35a3bone")
+    chart = tmp_path / "llamacppqwen35a3bone"
+    shutil.copytree(original, chart)
+    deployment = chart / "templates" / "deployment.yaml"
+    text = deployment.read_text()
+    literal = '  MODEL_URL: "https://huggingface.co/unsloth/Qwen3.5-35B-A3B-GGUF/resolve/main/Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf"\n'
+    assert literal in text
+    text = text.replace(literal, '  TARGET_MODEL: "unsloth/Qwen3.5-35B-A3B-GGUF"\n')
+    fetch = 'wget -O "$MODEL_PATH.tmp" "$MODEL_URL"'
+    assert fetch in text
+    text = text.replace(fetch, 'BASE="https://huggingface.co"\n                curl -fL -o "$MODEL_PATH.tmp" '
+                               '"${BASE}/${TARGET_MODEL}/resolve/${REVISION:-main}/${TARGET_FILE:-$MODEL_FILE}"')
+    deployment.write_text(text)
+    assert "resolve/main" not in deployment.read_text()
+
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 0 and "not carried" not in out, out
+    code, expected = run_import(str(original), "--apps-dir", str(tmp_path / "expected"))
+    assert code == 0, expected
+    got = yaml.safe_load((tmp_path / "apps" / "llamacppqwen35a3bone.yaml").read_text())
+    want = yaml.safe_load((tmp_path / "expected" / "llamacppqwen35a3bone.yaml").read_text())
+    assert got["engine"] == want["engine"]
+
+
+def test_a_download_url_with_a_value_known_only_in_the_pod_is_not_guessed() -> None:
+    from olarespack.importer.downloads import script_urls
+
+    container = {"command": ["sh", "-c"], "args": [
+        'F=$(ls /models | head -1)\ncurl -o /m/x "https://huggingface.co/${REPO}/resolve/main/$F"\n'
+        'curl -o /m/y "https://huggingface.co/${REPO}/resolve/main/${FILE:-y.gguf}"']}
+    lines = script_urls(container, ContainerEnv(values={"REPO": "org/model"}), {}, "w")
+    files = remote_files(lines)
+    assert set(files) == {"y.gguf"}
+    assert files["y.gguf"].repo == "org/model"
