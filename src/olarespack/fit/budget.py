@@ -90,10 +90,12 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
             fix += f", or {engine.engine.memory_fraction} {report.utilization_needed:g}"
         if engine.engine.accepts_auto_context:
             fix += f", or {engine.context_field}: auto"
+        why = "".join(f" ({reason})" for reason, _ in report.context_fixes)
+        fix += "".join(f", or {keep}" for _, keep in report.context_fixes)
         problems.append(Problem(
             file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
-            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}",
-            fix, rule="context-fit"))
+            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}"
+            + why, fix, rule="context-fit"))
     return spec, problems
 
 
