@@ -46,6 +46,9 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
         return [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
 
     targets = list(paths) or [str(p) for p in spec_files((), apps_dir)]
+    if not targets:
+        click.echo(f"no apps: {apps_dir}/ holds no spec, nothing to lint; write {apps_dir}/<app>.yaml or "
+                   "`olarespack import CHART`", err=True)
     report = run_lint(targets, helms, jobs)
     specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
     if not paths:

@@ -95,6 +95,9 @@ RULES: dict[str, Rule] = {
                         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)"),
     "context-window": Rule("engine", "the context stays within the model's positions (warning: past its trained "
                            "window)", "vLLM refuses a max_model_len past max_position_embeddings"),
+    "gpu-booking-unused": Rule("engine", "an engine that allocates only what its context needs does not book most of "
+                               "the card (the rest stays booked and unused; `plan --write` books the share)",
+                               f"{OWN}: Olares refuses the next install (app-service installCapacityFits)"),
     "host-memory": Rule("engine", "the container's memory holds what the engine keeps in host memory (llama.cpp: "
                         "the input embeddings and pinned compute buffers; warning: only the request is below)",
                         "the pod is killed for memory at boot (cgroup OOM)"),
