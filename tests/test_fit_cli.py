@@ -106,3 +106,18 @@ def test_a_context_async_scheduling_takes_says_why_and_the_setting_that_keeps_it
                                  "  enable_prefix_caching: true\n  async_scheduling: false\n"), encoding="utf-8")
     code, out = run_cli(project, "build", "apps/gemma4-vision.yaml")
     assert code == 0, out
+
+
+def test_a_llama_cpp_app_booking_the_whole_card_is_pointed_to_plan_write(project: Path) -> None:
+    """llama.cpp takes only what its context needs: a spec that books the default (most of the card) is told
+    that the rest stays unused and how to book its share; the shipped audio app, which books its share, is not."""
+    code, out = run_cli(project, "build", "apps/gemma4-audio.yaml")
+    assert code == 0 and "gpu-booking-unused" not in out, out
+    spec = project / "apps" / "gemma4-audio.yaml"
+    text = spec.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines(keepends=True) if "gpu_memory:" not in line]
+    text = "".join(lines).replace("It books [[ resources.gpu_memory.request ]] of GPU memory, what", "It books what")
+    spec.write_text(text, encoding="utf-8")
+    code, out = run_cli(project, "build", "apps/gemma4-audio.yaml")
+    assert code == 0, out
+    assert "[gpu-booking-unused]" in out and "olarespack plan --write apps/gemma4-audio.yaml" in out, out

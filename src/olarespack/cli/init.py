@@ -104,9 +104,8 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
         market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
         if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
         icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
-    from olarespack.render.jinja import template_dir
-
     from olarespack.cli.build import app_spec_schema
+    from olarespack.render.jinja import template_dir
 
     workflow = (template_dir() / "init" / "olarespack-pr.yml").read_text(encoding="utf-8")
     return {

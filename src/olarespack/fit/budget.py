@@ -113,8 +113,9 @@ def _unused_booking(file: str, spec: AppSpec, report: FitReport) -> list[Problem
         return []
     return [Problem(file, "resources.gpu_memory",
                     f"books {gib(booked):.2f} GiB of GPU memory for {report.engine_title}, which takes only the "
-                    f"{gib(need):.2f} GiB its context needs: the rest stays booked and unused, and Olares refuses "
-                    "other GPU apps' installs for it", f"run `olarespack plan --write {file}` to book its share",
+                    f"{gib(need):.2f} GiB its context needs: the rest stays booked and unused, and Olares counts it "
+                    "as taken when the next GPU app installs",
+                    f"run `olarespack plan --write {file}` to book its share",
                     rule="gpu-booking-unused", severity="warning")]
 
 
