@@ -25,6 +25,8 @@ from olarespack.engines.importing import remote_files
 from olarespack.importer import server_command_line
 from olarespack.importer.argv import ContainerEnv, container_env, resolve
 from olarespack.importer.compare import argv_differences
+from olarespack.importer.facts import next_release
+from olarespack.release.version import is_higher
 from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
@@ -151,7 +153,8 @@ def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
     assert engine.speculative.drafter.repo == "example/Qwen3-8B-DFlash-GGUF"
     assert engine.model.saved_as == {"Qwen3-8B-DFlash-Q8_0.gguf": "Qwen3-8B-DFlash-v2-Q8_0.gguf"}
     assert engine.scratch == ["/cache"] and engine.env == {"GGML_CUDA_GRAPH_OPT": "1"}
-    assert [(e.version, e.note) for e in spec.changelog] == [
+    assert spec.version == "2.3.2" and spec.changelog[0].version == "2.3.2"  # above the installed 2.3.1
+    assert [(e.version, e.note) for e in spec.changelog][1:] == [
         ("2.3.1", "context 64K -> 96K."), ("2.3.0", "DFlash drafter v2,\nsaved under a new name."),
         ("2.2.0", "initial release.")]
     chart_kind, chart_argv = chart_server_argv(FIXTURE)
@@ -220,8 +223,11 @@ def test_reference_charts_round_trip(relative: str, tmp_path: Path) -> None:
         assert encoded and built.read_bytes() == base64.b64decode(encoded[1])
     data = yaml.safe_load(spec_file.read_text())
     manifest = yaml.safe_load((chart / "OlaresManifest.yaml").read_text())
-    assert data["version"] == str(manifest["metadata"]["version"])
-    assert data["changelog"][0]["version"] == data["version"]
+    # one patch above the installed chart, so a box that has it sees the upgrade however the user goes on
+    installed = str(manifest["metadata"]["version"])
+    assert is_higher(data["version"], installed) and data["version"] == next_release(installed)
+    assert data["changelog"][0]["version"] == data["version"] and installed in data["changelog"][0]["note"]
+    assert data["changelog"][1]["version"] == installed
     assert data["metadata"]["icon"] == manifest["metadata"]["icon"]
 
 

@@ -267,6 +267,10 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
     version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
                   (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
     meta = facts.metadata(chart, result.notes, result.unexpressed)
+    installed = version
+    # the spec's chart is not the hand-written one (manifest, pod, templates): it ships as an upgrade above it,
+    # so a box that installed the hand-written chart sees it, whatever order import, commit and bump run in
+    version = facts.next_release(installed)
     data: dict[str, Any] = {"name": chart.name, "version": version, "hardware": hardware, "metadata": meta}
     entrance = facts.entrance(manifest, meta["title"], result.notes, result.unexpressed)
     if entrance:
@@ -276,7 +280,8 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
     minutes = facts.startup_minutes(engine.spec, result.notes)
     if minutes:
         data["startup_timeout_minutes"] = minutes
-    data["changelog"] = facts.changelog(manifest, version, result.notes)
-    result.notes.append(f"version {version} is the installed chart's: bump it (olarespack bump) before publishing, "
-                        "or boxes see no upgrade")
+    data["changelog"] = [{"version": version, "note": facts.upgrade_note(installed)},
+                         *facts.changelog(manifest, installed, result.notes)]
+    result.notes.append(f"version {version}: one patch above the installed chart's {installed}, so boxes see the "
+                        "upgrade (`olarespack bump` raises it further)")
     return data
