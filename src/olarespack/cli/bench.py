@@ -188,8 +188,6 @@ def _plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
     through a link), and a place a file can be written, checked before the first request."""
     from olarespack.cli.group import output_folder
 
-    if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
-        raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
     for given in inputs:
         if given is None:
             continue
@@ -197,6 +195,8 @@ def _plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
         if same or plot_file.resolve() == given.resolve():
             raise UsageError(f"--plot {plot_file}: that is {given}, which bench reads (or records into); give "
                              "another file for the picture, e.g. bench.png")
+    if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
+        raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
     output_folder(plot_file.parent, "--plot")
 
 
