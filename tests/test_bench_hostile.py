@@ -160,7 +160,7 @@ def test_a_record_the_spec_would_refuse_is_refused_before_the_first_request(fake
     spec = _copy(tmp_path)
     text = spec.read_text(encoding="utf-8")
     version = yaml.safe_load(text)["version"]
-    flow = text[:text.index("changelog:")] + f'changelog: [{{version: "{version}", note: "First."}}]\n'""
+    flow = text[:text.index("changelog:")] + f'changelog: [{{version: "{version}", note: "First."}}]\n'
     spec.write_text(flow, encoding="utf-8")
     server = _vllm(fake)
     code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
@@ -327,3 +327,21 @@ def test_a_metrics_text_past_the_bound_says_so(fake: Callable[..., FakeServer]) 
     assert result["summary"]["acceptance"] is None
     assert any("GET /metrics: over 100000 lines" in note and "read only in part: no speculative acceptance" in note
                for note in result["notes"]), result["notes"]
+
+
+def test_the_bound_is_not_guessed_where_the_drafting_is_not_typed() -> None:
+    from olarespack.bench.bound import DecodeBound, decode_bound
+    from olarespack.engines import engine_for
+    from olarespack.spec.load import load_spec
+
+    spec = load_spec(DFLASH)
+    bench = engine_for(spec.engine).engine.bench()
+    assert bench.draft_tokens(spec.engine) == 8
+    bound = decode_bound(spec, "rtx5090-laptop", 8)
+    # 17.5 GB of weights, 8 of 128 experts a token: 1.09 GB; 896 GB/s over it, 9 tokens a step, margin 2
+    assert isinstance(bound, DecodeBound) and bound.bytes_per_token == 1_093_750_000
+    assert bound.tps == pytest.approx(2 * 896e9 / 1_093_750_000 * 9)
+    untyped = spec.engine.model_copy(update={"extra_args": ["--speculative-config", '{"num_speculative_tokens": 64}']})
+    assert bench.draft_tokens(untyped) is None
+    said = decode_bound(spec, "rtx5090-laptop", None)
+    assert isinstance(said, str) and "drafting outside its typed fields" in said
