@@ -44,6 +44,7 @@ FIRED_ELSEWHERE = {
     "gpu-booking-unused": "test_fit_cli.py",
     "plan": "test_plan_write.py",
     "bench-stale": "test_bench_record.py",
+    "bench-impossible": "test_bench_hostile.py",
 }
 
 

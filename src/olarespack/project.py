@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.bench.record import stale_bench
+from olarespack.bench.record import impossible_bench, stale_bench
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.core.yamlfile import load_spec_data
@@ -29,11 +29,12 @@ def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
 
 
 def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
-    """A recorded bench whose speed settings are no longer the spec's: its cited figures print marked stale."""
-    stale = stale_bench(spec)
-    if stale is None:
-        return []
-    return [Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
+    """A recorded bench whose speed settings are no longer the spec's (its cited figures print marked stale), or
+    whose figures cannot be."""
+    stale, impossible = stale_bench(spec), impossible_bench(spec)
+    return ([Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
+            if stale else []) + ([Problem(file, impossible.path, impossible.message, impossible.fix,
+                                          rule="bench-impossible")] if impossible else [])
 
 
 def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:

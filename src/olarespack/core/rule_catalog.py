@@ -217,6 +217,9 @@ RULES: dict[str, Rule] = {
     "bump": Rule("release", "a bump only edits a valid spec whose chart has no hand edits", OWN),
     "bench-stale": Rule("release", "warning: cited bench figures were measured with the spec's current speed "
                         "settings", OWN),
+    "bench-impossible": Rule("release", "a recorded bench is within what its hardware can decode (memory bandwidth "
+                             "over the bytes a token reads, times the tokens a step yields, times 2) and its "
+                             "drafting counters are consistent", OWN),
     "plan": Rule("release", "plan --write books the shares in the specs only when every app fits, each in an "
                  "in-place edit of resources.gpu_memory", OWN),
     "published-version": Rule("release", "a published version never changes content",
