@@ -19,7 +19,6 @@ from olarespack.core.errors import Problem
 from olarespack.core.hardware import OlaresDriver
 
 REFRESH = "python tools/engine_releases/cuda_images.py {kind}"
-RULE = "image-cuda"
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def check(file: str, found: ImageCuda, driver: OlaresDriver, kind: str, title: s
             if "refresh with" in found.note
             else f"use an image whose tag names its CUDA, or check that its NVIDIA_REQUIRE_CUDA asks for CUDA "
             f"{driver.cuda} or older",
-            rule=RULE,
+            rule="image-cuda",
             severity="warning",
         )
     if not newer(found.cuda, driver.cuda):
@@ -105,7 +104,7 @@ def check(file: str, found: ImageCuda, driver: OlaresDriver, kind: str, title: s
         f"{box}: the container does not start there (NVIDIA's prestart hook refuses it, "
         f"`unsatisfied condition: cuda>={needs}`, or a GeForce card falls back to the CPU)",
         fix,
-        rule=RULE,
+        rule="image-cuda",
         severity="warning" if driver.assumed_from else "error",
     )
 
