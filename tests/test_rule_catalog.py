@@ -45,6 +45,7 @@ FIRED_ELSEWHERE = {
     "plan": "test_plan_write.py",
     "bench-stale": "test_bench_record.py",
     "bench-impossible": "test_bench_hostile.py",
+    "image-cuda": "test_image_cuda.py",
 }
 
 

@@ -10,11 +10,14 @@ from pathlib import Path
 from olarespack.bench.record import impossible_bench, stale_bench
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
+from olarespack.core.hardware import OlaresDriver, driver_for, olares_drivers
 from olarespack.core.yamlfile import load_spec_data
-from olarespack.engines import engine_problems
+from olarespack.engines import engine_for, engine_problems
+from olarespack.engines.cuda import check as cuda_check
 from olarespack.fit.budget import resolve_context
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GenerationName, app_id
+from olarespack.olares.versions import lowest_admitted
 from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
 from olarespack.spec.models import AppSpec
@@ -24,8 +27,26 @@ def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
     per app: spec-level findings once, chart-level findings once per generation rendered."""
-    return (engine_problems(file, spec) + _bench_problems(file, spec)
+    return (engine_problems(file, spec) + _bench_problems(file, spec) + _cuda_problems(file, spec, charts)
             + [problem for chart in charts for problem in chart_problems(chart)])
+
+
+def lowest_driver(charts: list[Chart]) -> OlaresDriver | None:
+    """The driver of the oldest Olares release the charts' manifests admit: a chart the market installs there
+    must start there (lint and publish render both generations, so that is 1.12.3 for every spec)."""
+    lowest = lowest_admitted([chart.manifest for chart in charts], list(olares_drivers()))
+    return driver_for(lowest) if lowest else None
+
+
+def _cuda_problems(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
+    """The image's CUDA against the driver of the oldest Olares its charts install on."""
+    driver = lowest_driver(charts)
+    if driver is None:
+        return []
+    bound = engine_for(spec.engine)
+    found = cuda_check(file, bound.engine.image_cuda(spec.engine.image), driver, bound.kind, bound.title,
+                       ", the oldest Olares the app's charts install on")
+    return [found] if found else []
 
 
 def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:

@@ -93,8 +93,11 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
     """Will the model, its context and its drafter fit the GPU? vLLM's own KV-cache arithmetic.
 
     The models come from the project's models/ folder (beside the spec's folder), then the shipped data.
-    Exits 0 when it fits, 1 when it does not, 5 when a model has no data (the message says how to add it)."""
+    Also says whether the image starts: its CUDA against the NVIDIA driver of the oldest Olares the market
+    installs on. Exits 0 when it fits and starts, 1 when it does not, 5 when a model has no data (the message
+    says how to add it)."""
     from olarespack.fit.budget import fit_report, spec_calibration
+    from olarespack.fit.starts import WithStarts, market_driver, starts
     from olarespack.models import arch
     from olarespack.spec.load import load_spec
 
@@ -109,7 +112,8 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
         local = _local_model(spec, config_file, weights_bytes, gguf_files)
         found["registry"] = {**found["registry"], local.repo: local}
     report = fit_report(spec, **found)
-    echo_verdict(report, as_json)
+    driver = market_driver()
+    echo_verdict(WithStarts(report, (starts(spec.name, spec.engine, driver),) if driver else ()), as_json)
 
 
 def _local_model(spec: AppSpec, config_file: Path | None, weights_bytes: int,

@@ -78,6 +78,11 @@ RULES: dict[str, Rule] = {
     "engine-release-table": Rule("engine", "warning: the image's release has no table of its own (the nearest "
                                  "older one is used; past the newest, refresh the tables)",
                                  "the engine's release tables"),
+    "image-cuda": Rule("engine", "the image's CUDA is not newer than the driver of the oldest Olares its charts "
+                       "install on (a warning when the image's CUDA or that release's driver is not known)",
+                       "llama.cpp's docker.yml and vLLM's Dockerfile and -cuNNN tags (engines/*/releases/"
+                       "cuda-images.json); Olares' driver pins (data/olares-drivers.yaml); NVIDIA's prestart hook "
+                       "(`unsatisfied condition: cuda>=13.3`)"),
     "spec-draft-model": Rule("engine", "MTP, DFlash and EAGLE name their draft model",
                              "vLLM drafts with the target itself without one"),
     "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
