@@ -66,8 +66,12 @@ def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> N
     git(repo, "commit", "-qam", "vision at 64K")
     code, out, err = run("bump", "apps/gemma4-vision.yaml", "--image", "vllm/vllm-openai:v0.33.0")
     assert code == 0, err
-    # the chart writes mtp on 0.21 already (vLLM's own name for gemma4_mtp): the move changes no setting
-    assert "vLLM 0.21.0 -> 0.33.0: every setting is written as before." in out
+    # the note says what boxes get since the released chart (the context cut before the move is part of this
+    # release), in their words, and no internal flag
+    assert "vLLM 0.21.0 -> 0.33.0: Context 128K -> 64K. Upgrading restarts the app" in out, out
+    assert "is now" not in out and "engine." not in out.split("changelog")[0]
+    # the description's "250 t/s at 128K context" now reads "at 64K", beside a figure measured at 128K
+    assert "250 t/s stays beside a changed setting (128K -> 64K)" in err, err
     assert "engine.calibration was measured on vllm/vllm-openai:v0.21.0-cu129: commented out as stale" in err
     text = (repo / "apps/gemma4-vision.yaml").read_text(encoding="utf-8")
     assert "calibration" not in yaml.safe_load(text)["engine"]

@@ -46,7 +46,7 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
     files = spec_files(specs, apps_dir)
     skipped: list[str] = []
     if image is not None:
-        bumps = plan_moves(repo, files, image, cast(Part, part or "minor"), note, dt.date.today())
+        bumps = plan_moves(helm_binary("helm"), repo, files, image, cast(Part, part or "minor"), note, dt.date.today())
     else:
         bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
                                     dt.date.today())

@@ -14,16 +14,18 @@ from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
 from olarespack.engines.images import engine_of_image
 from olarespack.fit.budget import resolve_context
+from olarespack.helm import Helm
 from olarespack.olares.generations import GENERATION_NAMES
 from olarespack.project import App, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
+from olarespack.release.diff import diff_apps
 from olarespack.release.edit import edit_spec, move_image
-from olarespack.release.notes import release_note
+from olarespack.release.notes import box_changes, release_note, stale_figures
 from olarespack.release.version import Part
 from olarespack.spec.load import load_spec
 
 
-def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str | None,
+def plan_moves(helm: Helm, repo: Repo, files: list[Path], given: str, part: Part, note: str | None,
                today: dt.date) -> list[Bump]:
     """Every move edited, rendered and checked in memory; raises one ProblemsError naming every refusal."""
     bumps: list[Bump] = []
@@ -32,7 +34,7 @@ def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str 
         try:
             # the spec as it is need only load: a move may be what makes it run
             spec, _ = resolve_context(str(path), load_spec(path))
-            bumps.append(_move(repo, App(str(path), spec, {}), path, given, part, note, today))
+            bumps.append(_move(helm, repo, App(str(path), spec, {}), path, given, part, note, today))
         except ProblemsError as exc:
             problems += exc.problems
     if problems:
@@ -40,7 +42,8 @@ def plan_moves(repo: Repo, files: list[Path], given: str, part: Part, note: str 
     return bumps
 
 
-def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | None, today: dt.date) -> Bump:
+def _move(helm: Helm, repo: Repo, app: App, path: Path, given: str, part: Part, note: str | None,
+          today: dt.date) -> Bump:
     dirty = hand_edited(repo, app)
     if dirty:
         raise ProblemsError([dirty])
@@ -65,13 +68,19 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
     # checked as lint and publish check it, in both generations: the market installs it on either's boxes
     after = _render_text(app.file, moved.text, checked=True)
     old, new = engine_for(app.spec.engine), engine_for(after.spec.engine)
+    # what a box gets is measured from the released chart (the base's), not from the spec as it is now: a
+    # context cut before the move is part of this release too
+    base = repo.base_chart(app.spec.name)
+    [diff] = diff_apps(helm, [(app.file, after.spec.version, dict(after.chart))], {app.spec.name: base})
+    seen = box_changes(diff, named_only=True) if diff.base_version is not None else None
     text = note or release_note(old.title, old.version() or _tag(moved.old_image),
                                 new.version() or _tag(moved.new_image), _items(old.args(), old.typed_flags()),
-                                _items(new.args(), new.typed_flags()))
+                                _items(new.args(), new.typed_flags()), seen)
     edit = edit_spec(path, moved.text, part, text, today)
     chart = _render_text(app.file, edit.text).chart
     # what the tables cannot vouch for (a release newer than every table, an image whose CUDA is not known)
     warnings = [str(problem) for problem in after.warnings if problem.rule in _UNVOUCHED]
+    warnings += stale_figures(diff)  # "250 t/s at 128K" left beside a context that changed
     if moved.stale_calibration:
         warnings.append(f"{app.file}: engine.calibration was measured on {moved.stale_calibration}: commented out "
                         f"as stale; fit uses its estimates until `olarespack calibrate {app.file} --log boot.log` "

@@ -61,9 +61,12 @@ _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def _tokens(value: str) -> str:
-    """131072 -> 128K: contexts are powers of two people say in K."""
-    if value.isdigit() and int(value) >= 1024 and int(value) % 1024 == 0:
-        return f"{int(value) // 1024}K"
+    """131072 -> 128K: contexts are powers of two people say in K; another length is said to the nearest K
+    with its exact count (80224 -> 78K (80224))."""
+    if value.isdigit() and int(value) >= 1024:
+        if int(value) % 1024 == 0:
+            return f"{int(value) // 1024}K"
+        return f"{round(int(value) / 1024)}K ({value})"
     return value
 
 
@@ -135,6 +138,14 @@ def upgrade_note(diff: AppDiff) -> str:
     """The default changelog entry: the settings that changed, then what a box sees when it upgrades."""
     if diff.base_version is None:
         return FIRST_RELEASE
+    settings, box = box_changes(diff)
+    return ". ".join(["; ".join(settings) or "No change a box would see", *box]) + "."
+
+
+def box_changes(diff: AppDiff, named_only: bool = False) -> tuple[list[str], list[str]]:
+    """What a box gets from the base's chart to this one, in people's words: the settings that changed
+    ("Context 128K -> 78K"), then what upgrading does ("Upgrading restarts the app; ..."). `named_only`
+    leaves out the flags people have no name for (an engine release writing its own flags differently)."""
     settings: list[str] = []
     told: set[str] = set()
     restarts = downloads = False
@@ -151,6 +162,8 @@ def upgrade_note(diff: AppDiff) -> str:
                 continue
             if flag in MODEL_FLAGS:
                 downloads = True
+            if named_only and flag not in LABELS:
+                continue
             label = LABELS.get(flag, (f"`{flag}`", "text"))[0]
             if label in told:
                 continue
@@ -180,27 +193,31 @@ def upgrade_note(diff: AppDiff) -> str:
         box.append("Upgrading restarts the app" + (
             "; the new model files download on its first start" if downloads else
             "; the downloaded model files are kept"))
-    return ". ".join(["; ".join(settings) or "No change a box would see", *box]) + "."
+    return settings, box
 
 
-def release_note(title: str, old: str, new: str, before: dict[str, list[str]], after: dict[str, list[str]]) -> str:
-    """The entry of a move to another engine release: each spec field the new release writes differently, in
-    the words of the people who install the app ("llama.cpp b9101 -> b11434: memory locking is now
-    --load-mode mmap+mlock"), then what their box sees. `before` and `after` map a spec field to its args."""
-    changes: list[str] = []
+def release_note(title: str, old: str, new: str, before: dict[str, list[str]], after: dict[str, list[str]],
+                 seen: tuple[list[str], list[str]] | None = None) -> str:
+    """The entry of a move to another engine release, for the people who install the app: what their box gets
+    since the released chart (`seen`, from box_changes: "Context 128K -> 78K", "Upgrading restarts the app"),
+    and each setting people know that the new release writes differently ("llama.cpp b9101 -> b11434: memory
+    locking is now --load-mode mmap+mlock"). `before` and `after` map a spec field to its args; a field people
+    do not set by name (an internal flag the engine adds) is left to the rendered diff."""
+    settings, box = seen if seen is not None else ([], [KEPT.rstrip(".")])
+    changes = [line for line in settings if not line.startswith("Engine image ")]
     for field in sorted(set(before) | set(after), key=lambda f: (f not in FIELD_LABELS, f)):
         was, now = before.get(field, []), after.get(field, [])
-        if was == now:
+        if was == now or field not in FIELD_LABELS:
             continue
-        label = FIELD_LABELS.get(field, field)
+        label = FIELD_LABELS[field]
         if len(was) == len(now) == 2 and LABELS.get(was[0], ("", ""))[1] == "speculative":
             changes.append(f"{label}: {_speculative_change(was[1], now[1])}")
         elif now:
             changes.append(f"{label} is now {' '.join(now)}")
         else:
             changes.append(f"{label}: {' '.join(was)} is no longer written")
-    said = "; ".join(changes) or "every setting is written as before"
-    return f"{title} {old} -> {new}: {said}. {KEPT}"
+    said = "; ".join(changes) or "no setting a box would see changes"
+    return f"{title} {old} -> {new}: {said}. " + ". ".join(box) + "."
 
 
 # a measured figure as descriptions state them: "250 t/s", "AVG 223.90 t/s", "+53%", "71 ms"
