@@ -108,3 +108,15 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     os.chdir(tmp_path)
     yield tmp_path
     os.chdir(old)
+
+
+# Modules that boot real engine servers (seconds to minutes each): they run after every quick test, so a
+# mistake the quick tests catch is reported before the boots start.
+ENGINE_BOOTS = ("test_llama_server_boot", "test_llamacpp_kv_real", "test_bench_llama_server", "test_smoke")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def boots(item: pytest.Item) -> bool:
+        return any(item.nodeid.startswith(f"tests/{name}") or f"/{name}" in item.nodeid for name in ENGINE_BOOTS)
+
+    items.sort(key=boots)  # stable: the order within each group is kept
