@@ -406,7 +406,7 @@ def test_a_measurement_of_another_model_is_not_recorded(fake: Callable[..., Fake
     spec = tmp_path / "vision.yaml"
     spec.write_bytes(VISION.read_bytes())
     code, out = run_cli(None, "bench", str(spec), "--url", server.url, "--runs", "1", "--warmups", "0",
-                        "--max-tokens", "20", "--record")
+                        "--max-tokens", "20", "--record", "--hardware", "rtx5090-laptop")
     assert code == 1
     assert f"measured 'someone/another-model', not the spec's own model '{SERVED}': nothing recorded" in out
     assert spec.read_bytes() == VISION.read_bytes()

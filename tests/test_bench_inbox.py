@@ -96,7 +96,8 @@ def test_the_jobs_loop_runs_and_its_log_gives_the_figures(server: FakeServer, tm
     assert log.read_text(encoding="utf-8").splitlines()[-1] == "### end"
     spec = tmp_path / "vision.yaml"
     shutil.copy(VISION, spec)
-    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--json", "--record")
+    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--json", "--record",
+                        "--hardware", "rtx5090-laptop")
     assert code == 0, out
     result = json.loads(out[out.index("{"):out.rindex("}") + 1])
     assert [run["tokens"] for run in result["runs"]] == [30, 30, 30] and len(result["warmups"]) == 1

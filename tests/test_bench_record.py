@@ -55,7 +55,7 @@ def _description(project: Path) -> str:
 
 def _record(project: Path, server: FakeServer, *more: str) -> tuple[int, str]:
     return run_cli(project, "bench", "vllmgemma4dflashone", "--url", server.url, "--runs", "3", "--warmups", "1",
-                   "--max-tokens", "30", "--record", *more)
+                   "--max-tokens", "30", "--record", "--hardware", "rtx5090-laptop", *more)
 
 
 def test_record_round_trip(project: Path, server: FakeServer) -> None:

@@ -16,6 +16,7 @@ from olarespack.cli import main
 pytestmark = pytest.mark.helm
 AUDIO, VISION = "llamacppgemma4audione", "vllmgemma426ba4bvisionone"
 LLAMA = "ghcr.io/ggml-org/llama.cpp:server-cuda13-b{}"
+LLAMA12 = "ghcr.io/ggml-org/llama.cpp:server-cuda12-b{}"  # CUDA 12.8.1: starts on every Olares driver
 V_AUDIO = spec_version("gemma4-audio")
 AUDIO_MINOR = str(semver.Version.parse(V_AUDIO).bump_minor())
 
@@ -33,12 +34,12 @@ def deployment(repo: Path, name: str) -> str:
 def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
     spec = repo / "apps/gemma4-audio.yaml"
     before = spec.read_text(encoding="utf-8")
-    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA.format(11434))
+    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA12.format(11434))
     assert code == 0, err
     note = "llama.cpp b9101 -> b11434: memory locking is now --load-mode mmap+mlock"
     assert f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_MINOR}: {note}" in out
     after = spec.read_text(encoding="utf-8")
-    assert after.replace(LLAMA.format(11434), LLAMA.format(9101)).startswith(
+    assert after.replace(LLAMA12.format(11434), LLAMA.format(9101)).startswith(
         before.split("changelog:")[0].replace(f"version: {V_AUDIO}", f"version: {AUDIO_MINOR}"))
     assert "# where the installed 1.0.0 chart saved the files" in after and "mlock: true" in after
     data = yaml.safe_load(after)

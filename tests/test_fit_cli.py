@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import APP_FILES, APPS
+from conftest import APP_FILES, APPS, run_cli
 from olarespack.cli import main
 from olarespack.fit.budget import fit_report, resolve_context
 from olarespack.render.plan import plan_chart
@@ -90,3 +90,34 @@ def test_an_unknown_model_with_a_fixed_context_only_warns(tmp_path: Path) -> Non
     spec, problems = resolve_context("app.yaml", load_spec(write_spec(tmp_path, data)))
     assert [(p.rule, p.severity) for p in problems] == [("context-fit", "warning")]
     assert spec.engine.max_model_len == 131072  # type: ignore[union-attr]
+
+
+def test_a_context_async_scheduling_takes_says_why_and_the_setting_that_keeps_it(project: Path) -> None:
+    """On vLLM 0.33 async scheduling keeps two batches in flight in the sliding-window cache, and the vision
+    app's 131072 tokens no longer fit: the refusal says so and names engine.async_scheduling: false, which
+    keeps the context (the build then passes at 131072)."""
+    spec = project / "apps" / "gemma4-vision.yaml"
+    text = spec.read_text(encoding="utf-8").replace("vllm/vllm-openai:v0.21.0-cu129", "vllm/vllm-openai:v0.33.0-cu129")
+    spec.write_text(text, encoding="utf-8")
+    code, out = run_cli(project, "build", "apps/gemma4-vision.yaml")
+    assert code == 1, out
+    assert "async scheduling" in out and "engine.async_scheduling: false keeps the context" in out, out
+    spec.write_text(text.replace("  enable_prefix_caching: true\n",
+                                 "  enable_prefix_caching: true\n  async_scheduling: false\n"), encoding="utf-8")
+    code, out = run_cli(project, "build", "apps/gemma4-vision.yaml")
+    assert code == 0, out
+
+
+def test_a_llama_cpp_app_booking_the_whole_card_is_pointed_to_plan_write(project: Path) -> None:
+    """llama.cpp takes only what its context needs: a spec that books the default (most of the card) is told
+    that the rest stays unused and how to book its share; the shipped audio app, which books its share, is not."""
+    code, out = run_cli(project, "build", "apps/gemma4-audio.yaml")
+    assert code == 0 and "gpu-booking-unused" not in out, out
+    spec = project / "apps" / "gemma4-audio.yaml"
+    text = spec.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines(keepends=True) if "gpu_memory:" not in line]
+    text = "".join(lines).replace("It books [[ resources.gpu_memory.request ]] of GPU memory, what", "It books what")
+    spec.write_text(text, encoding="utf-8")
+    code, out = run_cli(project, "build", "apps/gemma4-audio.yaml")
+    assert code == 0, out
+    assert "[gpu-booking-unused]" in out and "olarespack plan --write apps/gemma4-audio.yaml" in out, out

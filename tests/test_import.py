@@ -25,6 +25,8 @@ from olarespack.engines.importing import remote_files
 from olarespack.importer import server_command_line
 from olarespack.importer.argv import ContainerEnv, container_env, resolve
 from olarespack.importer.compare import argv_differences
+from olarespack.importer.facts import next_release
+from olarespack.release.version import is_higher
 from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
@@ -151,7 +153,8 @@ def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
     assert engine.speculative.drafter.repo == "example/Qwen3-8B-DFlash-GGUF"
     assert engine.model.saved_as == {"Qwen3-8B-DFlash-Q8_0.gguf": "Qwen3-8B-DFlash-v2-Q8_0.gguf"}
     assert engine.scratch == ["/cache"] and engine.env == {"GGML_CUDA_GRAPH_OPT": "1"}
-    assert [(e.version, e.note) for e in spec.changelog] == [
+    assert spec.version == "2.3.2" and spec.changelog[0].version == "2.3.2"  # above the installed 2.3.1
+    assert [(e.version, e.note) for e in spec.changelog][1:] == [
         ("2.3.1", "context 64K -> 96K."), ("2.3.0", "DFlash drafter v2,\nsaved under a new name."),
         ("2.2.0", "initial release.")]
     chart_kind, chart_argv = chart_server_argv(FIXTURE)
@@ -220,8 +223,11 @@ def test_reference_charts_round_trip(relative: str, tmp_path: Path) -> None:
         assert encoded and built.read_bytes() == base64.b64decode(encoded[1])
     data = yaml.safe_load(spec_file.read_text())
     manifest = yaml.safe_load((chart / "OlaresManifest.yaml").read_text())
-    assert data["version"] == str(manifest["metadata"]["version"])
-    assert data["changelog"][0]["version"] == data["version"]
+    # one patch above the installed chart, so a box that has it sees the upgrade however the user goes on
+    installed = str(manifest["metadata"]["version"])
+    assert is_higher(data["version"], installed) and data["version"] == next_release(installed)
+    assert data["changelog"][0]["version"] == data["version"] and installed in data["changelog"][0]["note"]
+    assert data["changelog"][1]["version"] == installed
     assert data["metadata"]["icon"] == manifest["metadata"]["icon"]
 
 
@@ -289,3 +295,44 @@ def test_a_positional_llama_server_does_not_know_passes_through_as_itself() -> N
     imported = import_llamacpp(["llama-server", "stray", "--jinja", "--foo", "1"],
                                "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {})
     assert imported.data["extra_args"] == ["stray", "--foo", "1"]
+
+
+@pytest.mark.helm
+def test_a_downloader_that_builds_its_url_from_configmap_variables_names_its_repository(tmp_path: Path) -> None:
+    """A downloader may run `curl "https://huggingface.co/${TARGET_MODEL}/resolve/main/${TARGET_FILE}"` with
+    both variables in the chart's ConfigMap (and a `${VAR:-default}` beside them): the script's variables are
+    read, so the spec names the same repository file as the chart with the literal URL."""
+    original = shared("reference/author-market/llamacppqwen35a3bone")
+    chart = tmp_path / "llamacppqwen35a3bone"
+    shutil.copytree(original, chart)
+    deployment = chart / "templates" / "deployment.yaml"
+    text = deployment.read_text()
+    literal = '  MODEL_URL: "https://huggingface.co/unsloth/Qwen3.5-35B-A3B-GGUF/resolve/main/Qwen3.5-35B-A3B-UD-Q4_K_XL.gguf"\n'
+    assert literal in text
+    text = text.replace(literal, '  TARGET_MODEL: "unsloth/Qwen3.5-35B-A3B-GGUF"\n')
+    fetch = 'wget -O "$MODEL_PATH.tmp" "$MODEL_URL"'
+    assert fetch in text
+    text = text.replace(fetch, 'BASE="https://huggingface.co"\n                curl -fL -o "$MODEL_PATH.tmp" '
+                               '"${BASE}/${TARGET_MODEL}/resolve/${REVISION:-main}/${TARGET_FILE:-$MODEL_FILE}"')
+    deployment.write_text(text)
+    assert "resolve/main" not in deployment.read_text()
+
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
+    assert code == 0 and "not carried" not in out, out
+    code, expected = run_import(str(original), "--apps-dir", str(tmp_path / "expected"))
+    assert code == 0, expected
+    got = yaml.safe_load((tmp_path / "apps" / "llamacppqwen35a3bone.yaml").read_text())
+    want = yaml.safe_load((tmp_path / "expected" / "llamacppqwen35a3bone.yaml").read_text())
+    assert got["engine"] == want["engine"]
+
+
+def test_a_download_url_with_a_value_known_only_in_the_pod_is_not_guessed() -> None:
+    from olarespack.importer.downloads import script_urls
+
+    container = {"command": ["sh", "-c"], "args": [
+        'F=$(ls /models | head -1)\ncurl -o /m/x "https://huggingface.co/${REPO}/resolve/main/$F"\n'
+        'curl -o /m/y "https://huggingface.co/${REPO}/resolve/main/${FILE:-y.gguf}"']}
+    lines = script_urls(container, ContainerEnv(values={"REPO": "org/model"}), {}, "w")
+    files = remote_files(lines)
+    assert set(files) == {"y.gguf"}
+    assert files["y.gguf"].repo == "org/model"

@@ -193,3 +193,27 @@ def test_install_helm_keeps_only_the_pinned_bytes(tmp_path: Path) -> None:
     impostor = tmp_path / "impostor"
     impostor.write_text(f"#!/bin/sh\necho {version}\n")
     assert file_sha256(impostor) != binary_sha256
+
+
+def test_a_newcomers_repository_has_its_schema_serves_the_network_and_says_what_is_missing(tmp_path: Path) -> None:
+    code, output = run_cli(tmp_path, "init", "market-repo")
+    assert code == 0, output
+    repo = tmp_path / "market-repo"
+    # the default install is not on PyPI: the next step says how to give one instead of a bare `make build`
+    assert "make build OLARESPACK=" in output
+    # the specs' `$schema` line (../schemas/app-spec.schema.json) points to a file that is there and current
+    assert (repo / "schemas" / "app-spec.schema.json").is_file()
+    code, output = run_cli(repo, "schema", "--check")
+    assert code == 0, output
+    makefile = (repo / "Makefile").read_text()
+    assert "serve --host $(HOST)" in makefile and "HOST       ?= 0.0.0.0" in makefile
+    assert "schema --check" in makefile
+    for command in (["build"], ["build", "--check"]):
+        code, output = run_cli(repo, *command)
+        assert code == 0 and "no apps: apps/ holds no spec" in output, output
+
+
+def test_lint_with_no_apps_says_so(tmp_path: Path) -> None:
+    repo = init(tmp_path)
+    code, output = run_cli(repo, "lint")
+    assert code == 0 and "nothing to lint" in output, output

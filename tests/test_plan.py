@@ -72,11 +72,17 @@ def test_no_seed_pair_fits_the_laptop_and_the_second_app_is_named_with_its_short
     first, second = data["apps"]
     assert first["fits"] is True and second["fits"] is False
     left = data["gpu_memory_bytes"] - data["kept_bytes"] - first["gpu_memory_bytes"]
-    assert second["gpu_memory_bytes"] == left
+    # what does not fit books nothing: it is shown in what was left for it, never counted as booked
+    assert second["gpu_memory_bytes"] == 0 and second["left_bytes"] == left
+    assert data["booked_bytes"] == first["gpu_memory_bytes"]
     assert second["shortfall_bytes"] == second["need_bytes"] - left
     assert second["context_fit"] == 0  # neither 26B app's weights fit in what the other leaves
+    assert second["kv_cache_available_bytes"] >= 0
+    assert second["fits_alone"] is True and data["fit_together"] == [first["name"]]
     code, out, _ = invoke(*pair)
     assert code == 1 and "DOES NOT FIT" in out and f"short of {second['shortfall_bytes'] / 2**30:.2f} GiB" in out
+    assert f"these fit together: {first['name']}; leave out {second['name']}" in out
+    assert f"fits the card alone: {second['name']}" in out
 
 
 def test_the_vllm_needs_are_fits_total_over_the_utilization() -> None:
@@ -101,9 +107,10 @@ def test_the_trio_does_not_fit_the_laptop_and_the_json_adds_up() -> None:
     for app in apps:
         assert {"name", "gpu_memory_bytes", "context", "fits"} <= app.keys()
     booked = sum(app["gpu_memory_bytes"] for app in apps)
-    assert booked == data["booked_bytes"]
+    assert booked == data["booked_bytes"] == apps[0]["gpu_memory_bytes"]
     assert booked + data["kept_bytes"] + data["free_bytes"] == data["gpu_memory_bytes"]
-    assert data["free_bytes"] == 0
+    assert all(app["kv_cache_available_bytes"] >= 0 for app in apps)
+    assert data["fit_together"] == [apps[0]["name"]]
 
 
 def test_a_pair_fits_the_desktop_card_and_leaves_the_rest_free() -> None:
@@ -171,3 +178,12 @@ def test_nothing_to_plan_is_a_usage_error() -> None:
 def test_an_app_listed_twice_is_refused() -> None:
     code, out, err = invoke(AUDIO, AUDIO)
     assert code == 1 and "llamacppgemma4audione is already in the plan" in out + err
+
+
+def test_the_set_that_fits_together_has_the_most_apps_not_the_first_that_fit() -> None:
+    from olarespack.plan.shares import _fitting_set
+
+    # greedy in order would take the 10 alone; the 6 and the 5 fit together
+    assert _fitting_set([10, 6, 5], 11) == (1, 2)
+    assert _fitting_set([4, None, 4, 4], 8) == (0, 2)  # ties: the earliest apps
+    assert _fitting_set([12, 13], 11) == ()

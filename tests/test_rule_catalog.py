@@ -42,8 +42,11 @@ FIRED_ELSEWHERE = {
     "engine-release-conflict": "test_release_rules.py",
     "engine-release-table": "test_release_rules.py",
     "host-memory": "test_fit.py",
+    "gpu-booking-unused": "test_fit_cli.py",
     "plan": "test_plan_write.py",
     "bench-stale": "test_bench_record.py",
+    "bench-impossible": "test_bench_hostile.py",
+    "image-cuda": "test_image_cuda.py",
 }
 
 

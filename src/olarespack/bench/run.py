@@ -176,7 +176,7 @@ class Result:
             lines.append(f"speculative acceptance {summary['acceptance']:.1f}% ({self.counts.accepted} accepted of "
                          f"{self.counts.drafted} drafted, from {self.counter_source})")
         lines.append(f"t/s: {DEFINITIONS[self.source]}")
-        return lines + [f"note: {note}" for note in self.notes]
+        return lines + [note if note.startswith("warning: ") else f"note: {note}" for note in self.notes]
 
 
 Progress = Callable[[Run], None]  # told of each run as soon as it is measured

@@ -17,12 +17,14 @@ import click
 from pydantic import ValidationError
 
 from olarespack.cli import options
-from olarespack.core.errors import ProblemsError, UsageError
+from olarespack.core.errors import OlaresPackError, ProblemsError, UsageError
 from olarespack.spec.models import AppSpec
 
 if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the command runs
+    from olarespack.bench.bound import Findings
     from olarespack.bench.client import Limits
     from olarespack.bench.run import Progress, Result, Run, Settings
+    from olarespack.bench.shown import Shown
     from olarespack.engines.base import EngineBench
 
 MAX_PROMPT = 64 << 10
@@ -95,8 +97,10 @@ def _progress(settings: Settings) -> Progress:
     return told
 
 
-def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, Any]:
-    """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord)."""
+def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str | None = None,
+                  uneven: bool = False) -> dict[str, Any]:
+    """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord), for
+    the hardware it ran on (the spec's, unless told)."""
     from olarespack.bench.client import BenchError
     from olarespack.bench.record import settings_hash
     from olarespack.engines import engine_for
@@ -118,8 +122,8 @@ def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, An
         "acceptance": round(summary["acceptance"], 1) if summary["acceptance"] is not None else None,
         "drafted": summary["drafted"], "accepted": summary["accepted"],
         "engine_release": engine.version() or spec.engine.image.rsplit(":", 1)[-1],
-        "hardware": spec.hardware, "context": engine.context_length(), "settings_hash": settings_hash(spec),
-        "date": today}
+        "hardware": hardware or spec.hardware, "context": engine.context_length(),
+        "settings_hash": settings_hash(spec), "date": today, "uneven": True if uneven else None}
     try:
         BenchRecord.model_validate(values)
     except ValidationError as exc:  # measure() bounds every figure; this guards what the spec would refuse
@@ -128,18 +132,35 @@ def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, An
     return values
 
 
-def _record(path: Path, spec: AppSpec, result: Result) -> dict[str, Any]:
+def _recorded_text(path: Path, values: dict[str, Any]) -> tuple[str, bool]:
     from olarespack.bench.edit import record_bench
     from olarespack.spec.load import load_edited_spec
-    from olarespack.write import write_file
 
-    values = record_values(spec, result, dt.date.today())
     text, replaced = record_bench(str(path), path.read_text(encoding="utf-8"), values)
     load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
+    return text, replaced
+
+
+def _try_record(path: Path, spec: AppSpec, settings: Settings, hardware: str) -> None:
+    """The record a bench with these settings would write, tried on the spec's text before the first request
+    (figures stand-ins): what the spec, the prompt's name or the edit would refuse is said before the bench runs,
+    not after it."""
+    from olarespack.bench.run import Result, Run
+
+    stand_in = Result("", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0)
+                                     for i in range(1, settings.runs + 1)])
+    _recorded_text(path, record_values(spec, stand_in, dt.date.today(), hardware))
+
+
+def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bool, shown: Shown) -> dict[str, Any]:
+    from olarespack.write import write_file
+
+    values: dict[str, Any] = shown.data(record_values(spec, result, dt.date.today(), hardware, uneven))
+    text, replaced = _recorded_text(path, values)
     write_file(path, text.encode("utf-8"))
-    click.echo(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for {spec.version} "
-               f"({values['tps_avg']} t/s average, settings {values['settings_hash']}); `olarespack build` renders "
-               "the descriptions that cite it", err=True)
+    click.echo(shown.text(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
+                          f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "
+                          "`olarespack build` renders the descriptions that cite it"), err=True)
     return values
 
 
@@ -160,6 +181,42 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
         click.echo(exec_command(spec.name, namespace, engine.engine.container_name, engine.server_port(), settings,
                                 bench, limits))
     click.echo(f"# and: olarespack bench {spec.name} --responses bench.log [--record]", err=True)
+
+
+def _plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
+    """--plot names a new PNG: never the spec it may record into nor any file bench reads (however spelled, or
+    through a link), and a place a file can be written, checked before the first request."""
+    from olarespack.cli.group import output_folder
+
+    for given in inputs:
+        if given is None:
+            continue
+        same = plot_file.exists() and given.exists() and plot_file.samefile(given)
+        if same or plot_file.resolve() == given.resolve():
+            raise UsageError(f"--plot {plot_file}: that is {given}, which bench reads (or records into); give "
+                             "another file for the picture, e.g. bench.png")
+    if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
+        raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
+    output_folder(plot_file.parent, "--plot")
+
+
+def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
+    """The hardware the server runs on: told with --hardware (a data/hardware.yaml profile). Neither a vLLM nor a
+    llama.cpp server says which GPU it runs on (llama.cpp's /props gives its build and model, not its device),
+    so a record needs it said, and for the spec's own hardware (its figures are cited as that app's speed)."""
+    from olarespack.core.hardware import profiles
+
+    known = ", ".join(sorted(profiles()))
+    if given is not None and given not in profiles():
+        raise UsageError(f"--hardware {given!r}: not a hardware profile (one of {known}, from data/hardware.yaml)")
+    if record and given is None:
+        raise UsageError(f"--record needs --hardware NAME, the hardware the server runs on ({known}): a server does "
+                         f"not say it, and a figure is recorded for where it was measured (the spec targets "
+                         f"{spec.hardware})")
+    if record and given != spec.hardware:
+        raise UsageError(f"--hardware {given}: the spec targets {spec.hardware}, and its record is cited as that "
+                         "app's speed; bench on that hardware, or leave out --record")
+    return given
 
 
 @click.command()
@@ -184,6 +241,7 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
               help="Seconds one request may take in all.")
 @click.option("--api-key", envvar="OLARESPACK_API_KEY", show_envvar=True,
               help="Bearer key the server wants (never printed).")
+@click.option("--hardware", help="The hardware profile the server runs on (data/hardware.yaml); --record needs it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON object.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw the runs' tokens per second into this PNG file.")
@@ -192,15 +250,37 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
 def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool, namespace: str | None,
           user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int, temperature: float,
           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, api_key: str | None,
-          as_json: bool, plot_file: Path | None, record: bool, apps_dir: Path) -> None:
+          hardware: str | None, as_json: bool, plot_file: Path | None, record: bool, apps_dir: Path) -> None:
     """Measure an app's tokens per second against its server: the standard prompt, warm-ups, then N runs.
 
     A run's rate is the server's own decode timing where it gives one (llama.cpp), else the streamed decode
     rate (completion tokens - 1 over first to last token, as vLLM's bench), else tokens over the whole request;
     the output says which. Acceptance comes from the engine's drafting counters. --job / --exec print how to run
-    the same bench in the box, next to the pod; --responses reads their log. Exits 1 when the server cannot be
-    measured (unreachable, not OpenAI-compatible, impossible answers)."""
-    from olarespack.bench.client import BenchError, Limits
+    the same bench in the box, next to the pod; --responses reads their log. With --hardware the figures are
+    checked against what that GPU can decode; --record needs it. Exits 1 when the server cannot be measured
+    (unreachable, not OpenAI-compatible, impossible answers), after printing what was measured."""
+    from olarespack.bench.shown import Shown
+
+    shown = Shown(api_key)
+    try:
+        _bench(shown, app, url, log_file, as_job, as_exec, namespace, user, model, runs, warmups, max_tokens,
+               temperature, top_p, prompt_file, no_stream, run_timeout, api_key, hardware, as_json, plot_file,
+               record, apps_dir)
+    except ProblemsError as exc:
+        exc.problems = [replace(p, path=shown.masked(p.path), message=shown.masked(p.message),
+                                fix=shown.masked(p.fix)) for p in exc.problems]
+        raise
+    except OlaresPackError as exc:
+        exc.args = (shown.text(str(exc)),)
+        raise
+
+
+def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool,
+           namespace: str | None, user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int,
+           temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float,
+           api_key: str | None, hardware: str | None, as_json: bool, plot_file: Path | None, record: bool,
+           apps_dir: Path) -> None:
+    from olarespack.bench.client import BenchError, Limits, base_url
     from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
 
@@ -211,41 +291,74 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
                                                                             if modes else ""))
     if record and modes[0] not in ("--url", "--responses"):
         raise UsageError("--record writes a measurement: give --url or --responses")
+    if url is not None:
+        base_url(url)  # a usage error before anything else is read
     path = _spec_file(app, apps_dir)
     spec = _loaded(path)
+    hardware = _hardware(hardware, spec, record)
     engine = engine_for(spec.engine)
     limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
     prompt, prompt_name = _prompt(prompt_file)
     served = model or engine.engine.bench().served_name(spec.engine)
     settings = Settings(model=served or spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
                         temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream)
+    if plot_file is not None:
+        _plot_target(plot_file, [path, prompt_file, log_file])
     if as_job or as_exec:
         if not namespace and not user:
             raise UsageError("--job and --exec need the app's namespace: --user NAME (namespace APP-NAME) or "
                              "--namespace")
         _in_box(spec, as_job, namespace or f"{spec.name}-{user}", settings, limits)
         return
+    if record and hardware is not None:
+        _try_record(path, spec, settings, hardware)
     result = _measured(url, log_file, api_key, model, served, settings, limits, engine.engine.bench())
+    found = _checked(result, spec, hardware)
+    failure: OlaresPackError | None = BenchError(f"{result.url}: {found.errors[0]}: the figures cannot be, nothing "
+                                                 "recorded") if found.errors else None
+    values = None
     own = engine.engine.bench().served_name(spec.engine) or spec.name
-    if record and result.settings.model != own:
-        raise BenchError(f"{result.url}: measured {result.settings.model!r}, not the spec's own model {own!r}: "
-                         "nothing recorded (bench the app's own server, or leave out --record)")
-    values = _record(path, spec, result) if record else None
+    if record and failure is None and hardware is not None:
+        try:
+            if result.settings.model != own:
+                raise BenchError(f"{result.url}: measured {result.settings.model!r}, not the spec's own model "
+                                 f"{own!r}: nothing recorded (bench the app's own server, or leave out --record)")
+            values = _record(path, spec, result, hardware, found.uneven, shown)
+        except OlaresPackError as exc:  # the measurement is printed first, then the refusal
+            failure = exc
     if plot_file is not None:
         from olarespack.bench.plot import plot_png
         from olarespack.write import write_file
 
         title = f"{spec.name} {spec.version}: {result.settings.model}, {settings.prompt_name}, {max_tokens} tokens"
-        write_file(plot_file, plot_png(result, title))
+        write_file(plot_file, plot_png(result, shown.text(title)))
         click.echo(f"ok {plot_file}: the runs drawn", err=True)
+    _print(result, spec, values, found, as_json, shown)
+    if failure is not None:
+        raise failure
+
+
+def _checked(result: Result, spec: AppSpec, hardware: str | None) -> Findings:
+    """The result's own checks (bench/bound.py); its warnings join the notes it prints."""
+    from olarespack.bench.bound import findings
+    from olarespack.engines import engine_for
+
+    found = findings(result, spec, hardware, engine_for(spec.engine).engine.bench())
+    result.notes.extend(f"warning: {warning}" for warning in found.warnings)
+    return found
+
+
+def _print(result: Result, spec: AppSpec, values: dict[str, Any] | None, found: Findings, as_json: bool,
+           shown: Shown) -> None:
     if as_json:
         import json
 
-        click.echo(json.dumps({"app": spec.name, "version": spec.version, **result.as_dict(), "record": values},
+        summary = {**result.as_dict(), "uneven": found.uneven, "errors": found.errors}
+        click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, **summary, "record": values}),
                               indent=2, sort_keys=True, default=str))
     else:
         for line in result.table():
-            click.echo(line)
+            click.echo(shown.text(line))
 
 
 def _measured(url: str | None, log_file: Path | None, api_key: str | None, model: str | None, served: str | None,

@@ -31,6 +31,9 @@ def build(specs: tuple[str, ...], check: bool, charts_dir: Path, apps_dir: Path,
     """Render charts/<app>/ from each SPEC (default: every apps/*.yaml)."""
     output_folder(charts_dir, "--charts-dir")
     files = spec_files(specs, apps_dir)
+    if not files:
+        click.echo(f"no apps: {apps_dir}/ holds no spec; write {apps_dir}/<app>.yaml or bring a chart in with "
+                   "`olarespack import CHART`", err=True)
     others = sibling_names(apps_dir, files) if specs else None
     apps = render_apps(files, [generation] if generation else None, others)
     for app in apps:

@@ -46,6 +46,9 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
         return [helm_binary("helm")] + ([helm_binary("helm4")] if helm4 else [])
 
     targets = list(paths) or [str(p) for p in spec_files((), apps_dir)]
+    if not targets:
+        click.echo(f"no apps: {apps_dir}/ holds no spec, nothing to lint; write {apps_dir}/<app>.yaml or "
+                   "`olarespack import CHART`", err=True)
     report = run_lint(targets, helms, jobs)
     specs = [Path(t) for t in targets if t.endswith((".yaml", ".yml")) and Path(t).is_file()]
     if not paths:
@@ -90,8 +93,11 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
     """Will the model, its context and its drafter fit the GPU? vLLM's own KV-cache arithmetic.
 
     The models come from the project's models/ folder (beside the spec's folder), then the shipped data.
-    Exits 0 when it fits, 1 when it does not, 5 when a model has no data (the message says how to add it)."""
+    Also says whether the image starts: its CUDA against the NVIDIA driver of the oldest Olares the market
+    installs on. Exits 0 when it fits and starts, 1 when it does not, 5 when a model has no data (the message
+    says how to add it)."""
     from olarespack.fit.budget import fit_report, spec_calibration
+    from olarespack.fit.starts import WithStarts, market_driver, starts
     from olarespack.models import arch
     from olarespack.spec.load import load_spec
 
@@ -106,7 +112,8 @@ def fit(spec_file: str, max_model_len: int | None, gpu_memory_utilization: float
         local = _local_model(spec, config_file, weights_bytes, gguf_files)
         found["registry"] = {**found["registry"], local.repo: local}
     report = fit_report(spec, **found)
-    echo_verdict(report, as_json)
+    driver = market_driver()
+    echo_verdict(WithStarts(report, (starts(spec.name, spec.engine, driver),) if driver else ()), as_json)
 
 
 def _local_model(spec: AppSpec, config_file: Path | None, weights_bytes: int,

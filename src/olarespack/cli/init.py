@@ -23,19 +23,24 @@ hardware: {hardware}  # the GPU profile `olarespack import` targets
 MAKEFILE = """\
 # make build: a virtualenv with olarespack and its pinned helm, then every app in apps/ rendered into charts/.
 # make test:  what a pull request must pass: charts/ is what apps/ renders, and every app lints.
-# make publish / make serve: the market folder, and a server for it on this machine.
+# make publish / make serve: the market folder, and a server for it on this machine that the boxes on your
+# network reach (HOST=127.0.0.1 keeps it to this machine; PORT picks another port).
 PYTHON     ?= python3
 OLARESPACK ?= {requirement}
 VENV       := .venv
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.installed
+HOST       ?= 0.0.0.0
+PORT       ?= 8787
 
 .PHONY: build test publish serve clean
 
 build: $(BIN)/helm
+\t$(BIN)/olarespack schema
 \t$(BIN)/olarespack build
 
 test: $(BIN)/helm
+\t$(BIN)/olarespack schema --check
 \t$(BIN)/olarespack build --check
 \t$(BIN)/olarespack lint
 
@@ -43,7 +48,7 @@ publish: $(BIN)/helm
 \t$(BIN)/olarespack publish
 
 serve: $(STAMP)
-\t$(BIN)/olarespack serve
+\t$(BIN)/olarespack serve --host $(HOST) --port $(PORT)
 
 $(STAMP): Makefile
 \t$(PYTHON) -m venv $(VENV)
@@ -81,7 +86,12 @@ make test    # charts/ matches apps/, and every app passes Olares' checks
 - A model olarespack does not know: `.venv/bin/olarespack model add OWNER/REPO --config config.json
   --weights-bytes N` (vLLM) or `--gguf FILE.gguf` (llama.cpp) writes `models/<name>.yaml`.
 - Release: `.venv/bin/olarespack bump --minor` raises the versions and writes the upgrade note.
-- Publish: `make publish` writes `market/`; `make serve` serves it to boxes on your network.
+- Publish: `make publish` writes `market/`; `make serve` serves it to boxes on your network (on every
+  address of this machine, port 8787; `make serve HOST=127.0.0.1` keeps it to this machine).
+- Share one GPU between apps: `.venv/bin/olarespack plan --write apps/*.yaml` books each app the GPU memory its
+  context needs instead of the whole card (a llama.cpp app needs a fraction of it).
+- `schemas/app-spec.schema.json` is the specs' JSON Schema (their `$schema` line points to it, so editors
+  complete fields); `make build` writes it for the olarespack installed, `make test` checks it.
 
 Settings (folders, GPU profile, market URL) are in `olarespack.yaml`.
 """
@@ -94,10 +104,12 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
         market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
         if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
         icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
+    from olarespack.cli.build import app_spec_schema
     from olarespack.render.jinja import template_dir
 
     workflow = (template_dir() / "init" / "olarespack-pr.yml").read_text(encoding="utf-8")
     return {
+        "schemas/app-spec.schema.json": app_spec_schema(),
         "olarespack.yaml": config,
         ".github/workflows/olarespack-pr.yml": workflow,
         "Makefile": MAKEFILE.format(requirement=requirement),
@@ -129,6 +141,7 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     from olarespack.config import ProjectConfig
     from olarespack.write import write_file
 
+    unpublished = requirement is None
     if requirement is None:
         requirement = f"olarespack=={__version__}"
         click.echo(f"note: the Makefile installs {requirement}, which is not on PyPI yet: give --olarespack "
@@ -149,8 +162,9 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     for name, text in files.items():
         write_file(folder / name, text.encode("utf-8"))
         click.echo(f"created {folder / name}")
-    click.echo(f"next: cd {folder} && make build && make test (then add apps: olarespack import CHART, or "
-               "write apps/<app>.yaml)")
+    install = (" OLARESPACK='<a git URL pinned to a commit, or a wheel file>'" if unpublished else "")
+    click.echo(f"next: cd {folder} && make build{install} && make test{install} (then add apps: olarespack import "
+               "CHART, or write apps/<app>.yaml)")
 
 
 @click.command("install-helm")

@@ -25,15 +25,19 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
     the shares plus what the box keeps must fit the card's registered memory. With --write, each spec books its
     share (request = limit), so its chart carries the plan: then `olarespack build` and `bump`.
 
-    Exits 0 when every app fits, 1 when one does not (with its shortfall and the largest context that fits;
-    --write then writes nothing), 5 when a model has no data."""
-    from olarespack.plan.box import check_writable, load_apps, read_box, write_shares
+    Each app's image is also checked against the NVIDIA driver of the box's Olares (the box file's `olares`,
+    else the oldest Olares the market installs on): an image built on a newer CUDA does not start.
+
+    Exits 0 when every app fits and starts, 1 when one does not (with its shortfall and the largest context that
+    fits; --write then writes nothing when one does not fit), 5 when a model has no data."""
+    from olarespack.fit.starts import WithStarts
+    from olarespack.plan.box import app_starts, check_writable, load_apps, read_box, write_shares
     from olarespack.plan.shares import plan as make_plan
 
-    files, keep = list(spec_files), None
+    files, keep, driver = list(spec_files), None, None
     if box_file is not None:
         box = read_box(box_file)
-        files, keep = [*box.apps, *files], box.keep_mib
+        files, keep, driver = [*box.apps, *files], box.keep_mib, box.driver
         hardware = hardware or box.hardware
     if not files:
         raise UsageError("give app spec files or --box FILE")
@@ -49,4 +53,4 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
             click.echo(f"{file}: {status}", err=True)
     elif write:
         click.echo("the plan does not fit: no spec written", err=True)
-    echo_verdict(result, as_json)
+    echo_verdict(WithStarts(result, app_starts(files, driver)), as_json)

@@ -78,6 +78,11 @@ RULES: dict[str, Rule] = {
     "engine-release-table": Rule("engine", "warning: the image's release has no table of its own (the nearest "
                                  "older one is used; past the newest, refresh the tables)",
                                  "the engine's release tables"),
+    "image-cuda": Rule("engine", "the image's CUDA is not newer than the driver of the oldest Olares its charts "
+                       "install on (a warning when the image's CUDA or that release's driver is not known)",
+                       "llama.cpp's docker.yml and vLLM's Dockerfile and -cuNNN tags (engines/*/releases/"
+                       "cuda-images.json); Olares' driver pins (data/olares-drivers.yaml); NVIDIA's prestart hook "
+                       "(`unsatisfied condition: cuda>=13.3`)"),
     "spec-draft-model": Rule("engine", "MTP, DFlash and EAGLE name their draft model",
                              "vLLM drafts with the target itself without one"),
     "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
@@ -95,6 +100,9 @@ RULES: dict[str, Rule] = {
                         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)"),
     "context-window": Rule("engine", "the context stays within the model's positions (warning: past its trained "
                            "window)", "vLLM refuses a max_model_len past max_position_embeddings"),
+    "gpu-booking-unused": Rule("engine", "an engine that allocates only what its context needs does not book most of "
+                               "the card (the rest stays booked and unused; `plan --write` books the share)",
+                               f"{OWN}: Olares refuses the next install (app-service installCapacityFits)"),
     "host-memory": Rule("engine", "the container's memory holds what the engine keeps in host memory (llama.cpp: "
                         "the input embeddings and pinned compute buffers; warning: only the request is below)",
                         "the pod is killed for memory at boot (cgroup OOM)"),
@@ -217,6 +225,9 @@ RULES: dict[str, Rule] = {
     "bump": Rule("release", "a bump only edits a valid spec whose chart has no hand edits", OWN),
     "bench-stale": Rule("release", "warning: cited bench figures were measured with the spec's current speed "
                         "settings", OWN),
+    "bench-impossible": Rule("release", "a recorded bench is within what its hardware can decode (memory bandwidth "
+                             "over the bytes a token reads, times the tokens a step yields, times 2) and its "
+                             "drafting counters are consistent", OWN),
     "plan": Rule("release", "plan --write books the shares in the specs only when every app fits, each in an "
                  "in-place edit of resources.gpu_memory", OWN),
     "published-version": Rule("release", "a published version never changes content",

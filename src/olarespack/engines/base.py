@@ -190,6 +190,10 @@ class DraftCounts:
         return DraftCounts(self.drafted - before.drafted, self.accepted - before.accepted)
 
 
+class TruncatedMetrics(ValueError):
+    """Counters longer than what is read of them: those past the cut would be missing from the sums."""
+
+
 class EngineBench:
     """What `olarespack bench` asks of an engine: which spec fields change its speed (so a recorded figure goes
     stale when one of them does), where its server reports its own timings and its drafting counters. Each engine
@@ -199,6 +203,12 @@ class EngineBench:
     served_name_field: str = ""  # the engine field holding the model name clients send
     metrics_path: str | None = None  # the server's Prometheus counters, when drafting is counted there
     counter_source: str = ""  # how a report names where the drafting counts came from
+    max_draft_tokens: int = 0  # the most tokens one step may draft on this engine, whatever a spec says
+
+    def draft_tokens(self, engine: EngineSpec) -> int | None:
+        """The most tokens one decode step drafts with these settings (0: no drafting), so a step yields at
+        most this + 1 tokens; None when the spec does not say (drafting set in extra_args or a command)."""
+        return 0
 
     def speed_settings(self, engine: EngineSpec) -> dict[str, object]:
         """The values of the fields that change speed, as JSON data; unset (None) values are left out at every
@@ -217,5 +227,6 @@ class EngineBench:
         return None
 
     def draft_counts(self, metrics: str) -> DraftCounts | None:
-        """The drafting counters in the text of metrics_path; None when it has none (no speculative decoding)."""
+        """The drafting counters in the text of metrics_path; None when it has none (no speculative decoding).
+        ValueError for counters that cannot be; TruncatedMetrics for a text too long to read whole."""
         return None

@@ -65,6 +65,8 @@ class FitReport:
     # host memory the engine's process holds beyond its code (llama.cpp: the input embeddings it maps and its
     # pinned compute buffer), where the engine's arithmetic knows it; the container's memory must hold it
     host_memory_bytes: int | None = None
+    # when the asked context does not fit: (why, the spec change that keeps it) from the engine's own settings
+    context_fixes: tuple[tuple[str, str], ...] = ()
 
     @property
     def total_needed_bytes(self) -> int:
@@ -72,7 +74,7 @@ class FitReport:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        del data["engine_title"], data["memory_fraction"]
+        del data["engine_title"], data["memory_fraction"], data["context_fixes"]
         data["notes"] = list(self.notes)
         data["total_needed_bytes"] = self.total_needed_bytes
         return data

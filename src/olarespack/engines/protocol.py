@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 from olarespack.engines.base import Arg, ContainerResources, EngineBench, EngineSpec, Flag, Option
 from olarespack.engines.bootlog import BootLog, EngineLog
 from olarespack.engines.calibration import MeasuredOn
+from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.importing import EngineImport, ImportSource
 
 if TYPE_CHECKING:
@@ -106,6 +107,10 @@ class EngineBase(ABC):
     @abstractmethod
     def bind(self, spec: EngineSpec) -> Bound[EngineSpec] | None:
         """This engine bound to a spec of its model; None for another engine's spec."""
+
+    def image_cuda(self, image: str) -> ImageCuda:
+        """Which CUDA an image of this engine is built on (engines/cuda.py); not known unless the engine says."""
+        return ImageCuda(image, None, note=f"no table says which CUDA {self.title} images are built on")
 
     def bench(self) -> EngineBench:
         """What bench reads of this engine (engines/base.py EngineBench): the BENCH of the engine package's bench

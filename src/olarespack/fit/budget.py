@@ -83,18 +83,40 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
         resolved = engine.with_context(report.max_model_len_fit)
         return (spec.model_copy(update={"engine": resolved}),
                 _window_problems(file, path, spec, report.max_model_len_fit, registry))
-    problems = _window_problems(file, path, spec, report.max_model_len, registry) + _host_problems(file, spec, report)
+    problems = (_window_problems(file, path, spec, report.max_model_len, registry) + _host_problems(file, spec, report)
+                + _unused_booking(file, spec, report))
     if not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
             fix += f", or {engine.engine.memory_fraction} {report.utilization_needed:g}"
         if engine.engine.accepts_auto_context:
             fix += f", or {engine.context_field}: auto"
+        why = "".join(f" ({reason})" for reason, _ in report.context_fixes)
+        fix += "".join(f", or {keep}" for _, keep in report.context_fixes)
         problems.append(Problem(
             file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
-            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}",
-            fix, rule="context-fit"))
+            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}"
+            + why, fix, rule="context-fit"))
     return spec, problems
+
+
+UNUSED_BOOKING_FRACTION = 0.5  # booked memory an engine that takes only what it needs leaves unused, at most
+
+
+def _unused_booking(file: str, spec: AppSpec, report: FitReport) -> list[Problem]:
+    """An engine with no memory fraction (llama.cpp) allocates what its context needs whatever it is given: a
+    booking far above that stays unused, and Olares counts it as taken when the next app installs."""
+    if report.memory_fraction is not None or not report.fits:
+        return []
+    need, booked = report.total_needed_bytes, report.total_bytes
+    if booked - need <= booked * UNUSED_BOOKING_FRACTION:
+        return []
+    return [Problem(file, "resources.gpu_memory",
+                    f"books {gib(booked):.2f} GiB of GPU memory for {report.engine_title}, which takes only the "
+                    f"{gib(need):.2f} GiB its context needs: the rest stays booked and unused, and Olares counts it "
+                    "as taken when the next GPU app installs",
+                    f"run `olarespack plan --write {file}` to book its share",
+                    rule="gpu-booking-unused", severity="warning")]
 
 
 def _host_problems(file: str, spec: AppSpec, report: FitReport) -> list[Problem]:

@@ -29,6 +29,7 @@ from olarespack.engines.protocol import EngineBase
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
 from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve
+from olarespack.importer.downloads import script_urls
 from olarespack.importer.tokens import is_secret, without_tokens
 from olarespack.importer.verify import verify
 from olarespack.olares.versions import render_modes
@@ -98,6 +99,16 @@ def _documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
 def _name(document: dict[str, Any]) -> str:
     metadata = document.get("metadata")
     return str(metadata.get("name")) if isinstance(metadata, dict) else "?"
+
+
+def downloads(containers: list[_Container], configmaps: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The download lines of every container's script (init containers included), variables filled in."""
+    found: dict[str, str] = {}
+    for index, container in enumerate(containers):
+        files = mounted_files(container.spec, container.volumes, configmaps)
+        name = str(container.spec.get("name") or index)
+        found.update(script_urls(container.spec, container.env, files, f"{container.workload}/{name}"))
+    return found
 
 
 def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict[str, dict[str, str]]]:
@@ -215,7 +226,7 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
     documents = _documents(target, helm)
-    containers, _ = _containers(documents)
+    containers, configmaps = _containers(documents)
     server, engine = _server(chart.label, containers)
     result = ImportResult(chart.label, chart.name, "")
     # the command line compared is the chart's without its secrets: the token becomes the spec's Secret
@@ -225,6 +236,7 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     for other in {c.workload for c in containers} - {engine.workload}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
     values = {k: v for c in containers for k, v in c.env.values.items()}
+    values.update(downloads(containers, configmaps))
     imported = server.import_argv(engine.resolved.argv, str(engine.spec.get("image") or ""),
                                   ImportSource(remote_files(values), written_files(chart, containers)))
     result.unexpressed += imported.unexpressed
@@ -255,6 +267,10 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
     version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
                   (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
     meta = facts.metadata(chart, result.notes, result.unexpressed)
+    installed = version
+    # the spec's chart is not the hand-written one (manifest, pod, templates): it ships as an upgrade above it,
+    # so a box that installed the hand-written chart sees it, whatever order import, commit and bump run in
+    version = facts.next_release(installed)
     data: dict[str, Any] = {"name": chart.name, "version": version, "hardware": hardware, "metadata": meta}
     entrance = facts.entrance(manifest, meta["title"], result.notes, result.unexpressed)
     if entrance:
@@ -264,7 +280,8 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
     minutes = facts.startup_minutes(engine.spec, result.notes)
     if minutes:
         data["startup_timeout_minutes"] = minutes
-    data["changelog"] = facts.changelog(manifest, version, result.notes)
-    result.notes.append(f"version {version} is the installed chart's: bump it (olarespack bump) before publishing, "
-                        "or boxes see no upgrade")
+    data["changelog"] = [{"version": version, "note": facts.upgrade_note(installed)},
+                         *facts.changelog(manifest, installed, result.notes)]
+    result.notes.append(f"version {version}: one patch above the installed chart's {installed}, so boxes see the "
+                        "upgrade (`olarespack bump` raises it further)")
     return data

@@ -132,19 +132,28 @@ def _resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str
                                          "decided by the image, which olarespack does not know: give the "
                                          "container its command"])
         items = [*family.entrypoint, *items]
-    if items and items[0].rsplit("/", 1)[-1] in SHELLS:
-        # the script follows -c, alone or in a cluster of short options (-ec), never a long one (--norc)
-        flags = [i for i, item in enumerate(items[1:], 1) if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", item)]
-        if flags and flags[0] + 1 < len(items):
-            return _from_script(items[flags[0] + 1], env)
-        scripts = [item for item in items[1:] if not item.startswith("-")]
-        if scripts:
-            text = (files or {}).get(scripts[0])
-            if text is None:
-                return Resolved([], "shell", [f"the wrapper script {scripts[0]} is not in the chart (an image "
-                                              "file olarespack cannot read)"])
-            return _from_script(text, env)
-    return Resolved(items, "args")
+    script, unreadable = script_of(items, files)
+    if unreadable:
+        return Resolved([], "shell", [unreadable])
+    return Resolved(items, "args") if script is None else _from_script(script, env)
+
+
+def script_of(items: list[str], files: Mapping[str, str] | None) -> tuple[str | None, str | None]:
+    """The shell script a container's command runs (its -c text, or a script file the chart mounts), or
+    None when it runs no shell; the second item names a script the chart does not carry."""
+    if not items or items[0].rsplit("/", 1)[-1] not in SHELLS:
+        return None, None
+    # the script follows -c, alone or in a cluster of short options (-ec), never a long one (--norc)
+    flags = [i for i, item in enumerate(items[1:], 1) if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", item)]
+    if flags and flags[0] + 1 < len(items):
+        return items[flags[0] + 1], None
+    scripts = [item for item in items[1:] if not item.startswith("-")]
+    if not scripts:
+        return None, None
+    text = (files or {}).get(scripts[0])
+    if text is None:
+        return None, f"the wrapper script {scripts[0]} is not in the chart (an image file olarespack cannot read)"
+    return text, None
 
 
 def _unwrapped(resolved: Resolved) -> Resolved:

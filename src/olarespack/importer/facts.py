@@ -148,6 +148,16 @@ def startup_minutes(container: Mapping[str, Any], notes: list[str]) -> int | Non
     return min(minutes, 240)
 
 
+def next_release(installed: str) -> str:
+    """The first version of an imported app: one patch above the installed chart's."""
+    return str(semver.Version.parse(installed).bump_patch())
+
+
+def upgrade_note(installed: str) -> str:
+    return (f"The app as olarespack builds it from its spec, after the hand-written chart {installed}. Upgrading "
+            "restarts the app.")
+
+
 def changelog(manifest: Mapping[str, Any], version: str, notes: list[str]) -> list[dict[str, Any]]:
     """Release notes from upgradeDescription: lines starting `vX.Y.Z:` open an entry; text without any
     becomes the note of the chart's own version."""

@@ -38,7 +38,7 @@ CONFIG_FIELDS = (
     "num_global_key_value_heads", "global_head_dim", "sliding_window", "layer_types", "sliding_window_pattern",
     "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "max_position_embeddings", "vocab_size",
     "intermediate_size", "moe_intermediate_size", "num_experts_per_tok", "top_k_experts", "torch_dtype", "dtype",
-    "hidden_size_per_layer_input",
+    "hidden_size_per_layer_input", "num_experts", "num_local_experts", "n_routed_experts",
 )
 
 

@@ -21,7 +21,8 @@ Hugging Face config.json fields understood (everything else is ignored):
 - `num_kv_shared_layers`: the last N layers reuse earlier layers' KV and own none (Gemma 3n / 4 E-models);
 - `max_position_embeddings`, `vocab_size`, `intermediate_size` (an int or a per-layer list),
   `moe_intermediate_size`, `num_experts_per_tok` / `top_k_experts`, `torch_dtype` / `dtype`, for the
-  activation and compute-buffer estimates.
+  activation and compute-buffer estimates; `num_experts` / `num_local_experts` / `n_routed_experts`, for the
+  share of an MoE's weights one token reads (bench's bound).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class ModelArch:
     intermediate_size: int | None = None
     moe_intermediate_size: int | None = None
     experts_per_token: int | None = None
+    num_experts: int | None = None  # routed experts per MoE layer (bench's bound on the bytes a token reads)
     vocab_size: int | None = None
     dtype_bytes: int = 2
     per_layer_input_size: int | None = None  # Gemma 3n / 4 E models: hidden_size_per_layer_input
@@ -205,6 +207,7 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
         intermediate_size=_int(cfg, "intermediate_size", positive=True),
         moe_intermediate_size=_int(cfg, "moe_intermediate_size"),
         experts_per_token=_int(cfg, "num_experts_per_tok", _int(cfg, "top_k_experts")),
+        num_experts=_int(cfg, "num_experts", _int(cfg, "num_local_experts", _int(cfg, "n_routed_experts"))),
         vocab_size=_int(cfg, "vocab_size", positive=True),
         dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
         per_layer_input_size=_int(cfg, "hidden_size_per_layer_input", positive=True),

@@ -321,6 +321,7 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
                 "intermediate_size": one("feed_forward_length"),
                 "moe_intermediate_size": one("expert_feed_forward_length"),
                 "num_experts_per_tok": one("expert_used_count"),
+                "num_experts": one("expert_count"),
                 "vocab_size": one("vocab_size") or vocab_tokens,
                 "hidden_size_per_layer_input": one("embedding_length_per_layer_input")}
     config.update({k: v for k, v in optional.items() if v})

@@ -77,3 +77,12 @@ def parse_archive_name(file_name: str) -> tuple[str, str] | None:
     """(app name, version) of an archive file name, or None when it is not one."""
     match = _ARCHIVE.match(file_name)
     return (match.group(1), match.group(2)) if match else None
+
+
+def oldest_market_olares(releases: list[str]) -> str | None:
+    """The oldest of `releases` (oldest first) that some generation's olares dependency admits: the oldest
+    Olares a market of both generations installs an app on."""
+    from olarespack.olares.versions import satisfies
+
+    ranges = [generation.olares_dependency for generation in GENERATIONS.values()]
+    return next((release for release in releases if any(satisfies(release, r) for r in ranges)), None)

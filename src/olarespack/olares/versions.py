@@ -73,3 +73,15 @@ def satisfies(version: str, constraint: str) -> bool | None:
         if ok:
             return True
     return False
+
+
+def lowest_admitted(manifests: list[dict[str, Any]], releases: list[str]) -> str | None:
+    """The oldest of `releases` (oldest first) that some manifest's `olares` system dependency admits: where
+    the market can install the app first. None when no manifest names a range that admits one."""
+    constraints = []
+    for manifest in manifests:
+        options = manifest.get("options")
+        for entry in (options.get("dependencies") or []) if isinstance(options, dict) else []:
+            if isinstance(entry, dict) and entry.get("name") == "olares" and entry.get("type") == "system":
+                constraints.append(str(entry.get("version") or ""))
+    return next((release for release in releases if any(satisfies(release, c) for c in constraints)), None)

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from olarespack.core.errors import Problem, SpecError, UsageError
-from olarespack.core.hardware import HardwareProfile, profiles
+from olarespack.core.hardware import HardwareProfile, OlaresDriver, driver_for, olares_drivers, profiles
 from olarespack.core.yamlfile import load_spec_data
 from olarespack.engines.fit import FitReport
 from olarespack.fit.budget import fit_report, spec_calibration
+from olarespack.fit.starts import Starts, market_driver, starts
 from olarespack.models.arch import models_for
 from olarespack.plan.shares import Plan, PlanApp
 from olarespack.release.edit import set_gpu_memory
@@ -21,20 +22,21 @@ from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec, ByteRange
 from olarespack.write import Status, write_file
 
-BOX_KEYS = ("hardware", "keep_mib", "apps")
+BOX_KEYS = ("hardware", "olares", "keep_mib", "apps")
 MIB = 2**20
 MAX_APPS = 16  # more apps than any one GPU runs; bounds what a stranger's box file makes olarespack compute
 
 
 @dataclass(frozen=True)
 class Box:
-    """A box file: its hardware profile, what the box keeps (None: the profile's default) and the spec files
-    of the apps that should co-run, in priority order."""
+    """A box file: its hardware profile, what the box keeps (None: the profile's default), the spec files
+    of the apps that should co-run, in priority order, and the driver of the Olares it runs (None: not said)."""
 
     file: str
     hardware: str | None
     keep_mib: int | None
     apps: tuple[Path, ...]
+    driver: OlaresDriver | None = None
 
 
 def _refuse(file: str, where: str, message: str, fix: str, rule: str) -> SpecError:
@@ -56,6 +58,15 @@ def read_box(path: Path) -> Box:
     if hardware is not None and (not isinstance(hardware, str) or hardware not in profiles()):
         raise _refuse(shown, "hardware", f"unknown hardware profile {str(hardware)[:60]!r}",
                       f"use one of {', '.join(sorted(profiles()))}", "hardware-profile")
+    olares = data.get("olares")
+    driver = None
+    if olares is not None:
+        known = ", ".join(olares_drivers())
+        driver = driver_for(str(olares)) if isinstance(olares, str) else None
+        if driver is None:
+            raise _refuse(shown, "olares", f"{str(olares)[:40]!r} is not an Olares release the driver table reaches",
+                          f'write the release the box runs as a quoted version, e.g. "1.12.3" (known: {known})',
+                          "spec-format")
     keep = data.get("keep_mib")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
         raise _refuse(shown, "keep_mib", "must be a whole number of MiB, 0 or more",
@@ -76,7 +87,7 @@ def read_box(path: Path) -> Box:
             raise _refuse(shown, f"apps[{index}]", f"no spec file at {file}",
                           "write a path relative to the box file's folder", "file")
         files.append(file)
-    return Box(shown, hardware, keep, tuple(files))
+    return Box(shown, hardware, keep, tuple(files), driver)
 
 
 def profile_for(specs: list[tuple[Path, AppSpec]], hardware: str | None) -> HardwareProfile:
@@ -103,6 +114,14 @@ def load_apps(files: list[Path], hardware: str | None) -> tuple[HardwareProfile,
         seen[spec.name] = file
     profile = profile_for(specs, hardware)
     return profile, [_plan_app(file, spec.model_copy(update={"hardware": profile.name})) for file, spec in specs]
+
+
+def app_starts(files: list[Path], driver: OlaresDriver | None) -> tuple[Starts, ...]:
+    """Each app's image against the box's driver (none said: the oldest Olares the market installs on)."""
+    driver = driver or market_driver()
+    if driver is None:
+        return ()
+    return tuple(starts(spec.name, spec.engine, driver) for spec in (load_spec(file) for file in files))
 
 
 def _plan_app(file: Path, spec: AppSpec) -> PlanApp:

