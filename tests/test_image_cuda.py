@@ -283,7 +283,7 @@ def test_bump_image_to_a_build_no_table_knows_warns_with_the_refresh_commands(au
     warnings = [line for line in out.splitlines() if line.startswith("WARN ")]
     assert any(
         "newer than every llama.cpp release table" in line
-        and "python tools/engine_releases/llamacpp_surface.py 12000" in line
+        and "`olarespack releases refresh --engine llama.cpp 12000`" in line
         for line in warnings
     ), out
     assert any(

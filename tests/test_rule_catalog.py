@@ -31,6 +31,7 @@ FIRED_ELSEWHERE = {
     "llamacpp-cache-type": "test_engine_images.py",
     "llamacpp-spec-type": "test_engine_images.py",
     "llamacpp-image-family": "test_engine_images.py",
+    "llamacpp-release-tag": "test_llamacpp_sources.py",
     "chat-template-path": "test_engine_images.py",
     "parser-unknown": "test_consistency.py",
     "calibration-log": "test_calibrate.py",

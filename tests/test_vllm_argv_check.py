@@ -148,7 +148,8 @@ def test_each_argv_gets_what_the_release_says_of_it(tmp_path: Path) -> None:
 
 
 def test_missing_sources_name_the_command_that_fetches_them(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=r"vllm-0\.99\.0\.sources\.zip is missing: run .*vllm_surface\.py .* 0\.99"):
+    with pytest.raises(SystemExit, match=r"vllm-0\.99\.0\.sources\.zip is missing: "
+                       r"run olarespack releases refresh --engine vllm .* 0\.99"):
         tool.run_release("0.99.0", {"x": ["m"]}, sys.executable, tmp_path)
 
 

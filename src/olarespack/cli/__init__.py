@@ -19,7 +19,20 @@ from pathlib import Path
 import click
 
 from olarespack import __version__
-from olarespack.cli import bench, build, calibrate, check, export, importer, init, market, model, plan, release
+from olarespack.cli import (
+    bench,
+    build,
+    calibrate,
+    check,
+    export,
+    importer,
+    init,
+    market,
+    model,
+    plan,
+    release,
+    releases,
+)
 from olarespack.cli.group import CatchingGroup
 
 
@@ -42,5 +55,5 @@ def main(ctx: click.Context) -> None:
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init, init.install_helm, build.values, plan.plan, bench.bench):
+                init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases):
     main.add_command(command)

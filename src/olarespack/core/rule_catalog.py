@@ -117,6 +117,9 @@ RULES: dict[str, Rule] = {
                                 "llama.cpp (or the fork, data/engine-images.yaml) refuses to start"),
     "llamacpp-spec-type": Rule("engine", "--spec-type is one the image knows, from its build on, with its drafter",
                                "llama.cpp and its forks (data/engine-images.yaml)"),
+    "llamacpp-release-tag": Rule("engine", "a llama.cpp release tag (v0.3.0) runs a build the release tables pin; "
+                                 "else the spec names the build (-b<N>)", "llama.cpp docs/release.md and "
+                                 "make-release.yml: a release re-tags one nightly build's images"),
     "chat-template-path": Rule("engine", "a chat template is mounted on a path of its own",
                                f"{OWN}: mounted over a model file or in a scratch folder, it hides one or the other"),
     "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",

@@ -41,6 +41,7 @@ class ImageFamily:
     command: tuple[str, ...]
     entrypoint: tuple[str, ...] | None = None  # what runs when a container gives no command (None: unknown)
     build: str | None = None  # regex on the tag: llama.cpp build number
+    release: str | None = None  # regex on the tag: a llama.cpp semantic-version release (llamacpp/semver.py)
     version: str | None = None  # regex on the tag: vLLM release
     flags: tuple[str, ...] = ()  # options a fork adds to its base release's (besides its drafter flags)
     based_on: str | None = None  # a fork's upstream release ("b9246", "0.21.0"): the table its flags are checked by
@@ -80,7 +81,8 @@ def families() -> dict[str, tuple[ImageFamily, ...]]:
         found[engine] = tuple(ImageFamily(
             name=entry["name"], engine=engine, patterns=tuple(entry["patterns"]), command=tuple(entry["command"]),
             entrypoint=tuple(entry["entrypoint"]) if entry.get("entrypoint") else None,
-            build=entry.get("build"), version=entry.get("version"), based_on=entry.get("based_on"),
+            build=entry.get("build"), release=entry.get("release"), version=entry.get("version"),
+            based_on=entry.get("based_on"),
             flags=tuple(entry.get("flags") or ()),
             spec_types={k: SpecType(**v) for k, v in (entry.get("spec_types") or {}).items()},
             cache_types={k: CacheType(**v) for k, v in (entry.get("cache_types") or {}).items()},

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,8 @@ class ReleaseFacts:
     sets: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)  # further facts (speculative keys)
     numbers: Mapping[str, int] = field(default_factory=dict, repr=False)  # further facts (log verbosity levels)
     normalize: Callable[[str], str] = field(default=lambda option: option, repr=False)  # how it reads a spelling
+    version: str | None = None  # the engine's own version at this release where it has one besides the release
+    # (llama.cpp's CMakeLists.txt semver, "0.6.0", that its build prints as 0.6.0-dev)
 
     def option(self, option: str) -> OptionFacts | None:
         """The option any spelling names (`--flag=value` included), removed stubs too."""
@@ -115,6 +118,28 @@ def refresh_command(kind: str, release: str) -> str:
     """The command that writes the table of a release (README: Engine releases)."""
     template: str = engine_module(kind).REFRESH
     return template.format(release=release, number=release.lstrip("bv"))
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    """What `olarespack releases refresh` asks an engine's reader (engines/<kind>/surface.py) to write."""
+
+    releases: tuple[str, ...]  # as the engine names them; none: the reader's default set
+    out: Path | None = None  # None: beside the reader, where lint reads the tables
+    cache: Path | None = None  # None: release_files.cache_dir()
+    index: str | None = None  # PyPI's JSON API root (a mirror); None: pypi.org
+    boundaries: tuple[int, int] | None = None  # llama.cpp: bisect the builds between these two
+    wheels: tuple[Path, ...] = ()  # vLLM: read these wheel files instead of downloading
+
+
+def refresh(kind: str, request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+    """Write the release tables asked, from the engine's artifacts (the network is reached here only): the
+    files written and one line per failure."""
+    module = importlib.import_module(f"olarespack.engines.{kind}.surface")
+    written: list[Path]
+    failed: list[str]
+    written, failed = module.refresh_request(request, progress)
+    return written, failed
 
 
 def match_release(engine: EngineBase, asked: str | None) -> ReleaseMatch:

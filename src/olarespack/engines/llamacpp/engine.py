@@ -21,6 +21,7 @@ from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
 from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag, log_verbosity
 from olarespack.engines.llamacpp.importer import import_llamacpp
 from olarespack.engines.llamacpp.rules import rules
+from olarespack.engines.llamacpp.semver import image_build
 from olarespack.engines.llamacpp.spec import (
     DOWNLOADER,
     PORT,
@@ -103,6 +104,10 @@ class LlamaCpp(Engine[LlamaCppEngine]):
         return engine.model.repo
 
     def version(self, engine: LlamaCppEngine) -> str | None:
+        """The build the tag names, or the one its release tag (`-v0.3.0`) is known to run (semver.py)."""
+        build = image_build(engine.image)
+        if build is not None:
+            return f"b{build}"
         match = re.search(r"-(b\d+)$", image_tag(engine.image) or "")
         return match.group(1) if match else None
 

@@ -1,5 +1,5 @@
-"""llama.cpp's release tables (releases/llamacpp-b<build>.json, written by
-tools/engine_releases/llamacpp_surface.py from each build's common/arg.cpp) read into ReleaseFacts."""
+"""llama.cpp's release tables (releases/llamacpp-b<build>.json, written by `olarespack releases refresh` from
+each build's common/arg.cpp, surface.py) read into ReleaseFacts."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ from typing import Any
 from olarespack.engines.images import ImageFamily
 from olarespack.engines.releases import OptionFacts, ReleaseFacts
 
-REFRESH = "python tools/engine_releases/llamacpp_surface.py {number}"
+REFRESH = "olarespack releases refresh --engine llama.cpp {number}"
 SPEC_TYPE = "--spec-type"
-
-
-
 
 
 def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
@@ -46,7 +43,8 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         kind="llamacpp", release=release,
         source=f"{artifact.get('file', 'llama.cpp ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
         options=options, env=frozenset(env), env_prefixes=("LLAMA_ARG_",), sets={"spec_types": spec_types},
-        numbers={key: int(value) for key, value in raw.get("log", {}).items()})
+        numbers={key: int(value) for key, value in raw.get("log", {}).items()},
+        version=str(raw["llama_version"]) if raw.get("llama_version") else None)
 
 
 # the typed speculative type has its own rule (llamacpp-spec-type), which knows the family's first build for it

@@ -12,6 +12,7 @@ from olarespack.engines.common import is_gemma4
 from olarespack.engines.consistency import drafter_problems
 from olarespack.engines.images import ImageFamily, family_of
 from olarespack.engines.llamacpp.flags import spec_type, spec_type_names
+from olarespack.engines.llamacpp.semver import image_build, semver_build, tag_release
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine, downloaded_files, gguf_path
 from olarespack.engines.releases import image_release
 from olarespack.models.arch import ModelInfo, models_for
@@ -66,6 +67,7 @@ def _family(file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
                       "fine for a custom build; set engine.command if its server is not llama-server on PATH",
                       rule="llamacpp-image-family", severity="warning")
         return
+    yield from _release_tag(file, engine, family)
     types = family.all_cache_types()
     speculative = engine.speculative
     cache_fields = [("engine.cache_type_k", engine.cache_type_k), ("engine.cache_type_v", engine.cache_type_v)]
@@ -81,6 +83,19 @@ def _family(file: str, engine: LlamaCppEngine) -> Iterator[Problem]:
         return
     if speculative.type is not None:
         yield from _spec_type(file, engine, family, speculative.type)
+
+
+def _release_tag(file: str, engine: LlamaCppEngine, family: ImageFamily) -> Iterator[Problem]:
+    """A semantic-version tag (`server-cuda12-v0.3.0`) runs one nightly build that the tag does not name: its
+    flags, KV types and CUDA are that build's, so a tag whose build the tables cannot pin is refused."""
+    release = tag_release(family, engine.image)
+    if release is None:
+        return
+    found = semver_build(release)
+    if found.build is None:
+        yield Problem(file, "engine.image", f"{engine.image} is llama.cpp release {release}, a re-tag of one nightly "
+                      f"build the tag does not name, and the release tables cannot say which ({found.known}), so "
+                      "nothing about its build can be checked", found.fix(engine.image), rule="llamacpp-release-tag")
 
 
 def _spec_type(file: str, engine: LlamaCppEngine, family: ImageFamily, typed: str) -> Iterator[Problem]:
@@ -101,7 +116,7 @@ def _spec_type(file: str, engine: LlamaCppEngine, family: ImageFamily, typed: st
                       f"use one of {', '.join(sorted(values))}, or an image whose build has it",
                       rule="llamacpp-spec-type")
         return
-    build = family.build_number(engine.image)
+    build = image_build(engine.image)
     if known is None and facts is None:
         yield Problem(file, "engine.speculative.type", f"--spec-type {typed} is unknown to "
                       f"{family.name} ({engine.image})",

@@ -1,4 +1,4 @@
-"""vLLM's release tables (releases/vllm-<minor>.json, written by tools/engine_releases/vllm_surface.py) read
+"""vLLM's release tables (releases/vllm-<minor>.json, written by `olarespack releases refresh`, surface.py) read
 into ReleaseFacts, and the checks only vLLM needs: the speculative config's keys and method, and the
 `--spec-*` shorthands that may not repeat a key of --speculative-config."""
 
@@ -12,7 +12,7 @@ from olarespack.core.errors import Problem
 from olarespack.engines.releases import Item, OptionFacts, ReleaseFacts
 from olarespack.engines.vllm.spec import METHOD_SINCE
 
-REFRESH = "python tools/engine_releases/vllm_surface.py {release}"
+REFRESH = "olarespack releases refresh --engine vllm {release}"
 
 # flags whose value is a name from one of the table's registries
 _ENUMERATED = {"--kv-cache-dtype": "kv_cache_dtypes", "--attention-backend": "attention_backends",

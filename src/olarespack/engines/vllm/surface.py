@@ -1,32 +1,35 @@
-"""Write vLLM's option surface per release, read from the `vllm` wheels' Python sources (never imported).
-
-Usage:
-  python tools/engine_releases/vllm_surface.py [--out DIR] [VERSION ...]   # 0.33 (newest patch) or 0.33.0
-  python tools/engine_releases/vllm_surface.py [--out DIR] --wheel FILE.whl  # a wheel already on disk
-
-With no VERSION, every minor from 0.20 to the newest on PyPI. Each release becomes DIR/vllm-<minor>.json.
-Wheels are fetched with `pip download` into the cache (see wheel_cache.py); only their sources are kept.
+"""vLLM's option surface per release, read from the `vllm` wheels' Python sources (never imported) into
+`releases/vllm-<minor>.json`: `olarespack releases refresh --engine vllm [VERSION ...]` (0.33: its newest patch;
+0.33.0; none: every minor from 0.20 on), or `--wheel FILE.whl` for a wheel already on disk. Wheels are fetched
+with `pip download` into the cache (wheels.py); only their sources are kept.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
-import os
 import re
-import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import wheel_cache
-from pysource import SourceError, SourceTree, assignments, class_fields, find_class, literal_values, unique
-from vllm_args import ConfigIndex, deprecations, engine_args, frontend_args, frontend_path
+from olarespack.engines.release_files import cache_dir, write_json, written_by
+from olarespack.engines.releases import RefreshRequest
+from olarespack.engines.vllm import wheels
+from olarespack.engines.vllm.args_source import ConfigIndex, deprecations, engine_args, frontend_args, frontend_path
+from olarespack.engines.vllm.pysource import (
+    SourceError,
+    SourceTree,
+    assignments,
+    class_fields,
+    find_class,
+    literal_values,
+    unique,
+)
 
 FIRST_MINOR = (0, 20)
 # beside the vLLM engine package, where lint reads them
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "src" / "olarespack" / "engines" / "vllm" / "releases"
+DEFAULT_OUT = Path(__file__).resolve().parent / "releases"
 SPECULATIVE = "vllm/config/speculative.py"
 CACHE = "vllm/config/cache.py"
 ATTENTION = "vllm/v1/attention/backends/registry.py"
@@ -143,18 +146,12 @@ def counts(facts: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def release_json(artifact: wheel_cache.Artifact, tree: SourceTree) -> str:
-    document = {"engine": "vllm", "artifact": {"file": artifact.file, "sha256": artifact.sha256,
-                                               "size": artifact.size, "version": artifact.version}}
+def release_doc(artifact: wheels.Artifact, tree: SourceTree, command: str) -> dict[str, Any]:
+    document: dict[str, Any] = {"engine": "vllm", "artifact": {"file": artifact.file, "sha256": artifact.sha256,
+                                                               "size": artifact.size, "version": artifact.version},
+                                "written_by": written_by(command)}
     document.update(extract(tree))
-    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".part", delete=False, encoding="utf-8") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+    return document
 
 
 def minor_of(version: str) -> str:
@@ -165,57 +162,54 @@ def resolve(requested: list[str]) -> list[str]:
     """Exact versions as given; a bare minor (0.33) or nothing (every minor since 0.20) -> newest patch."""
     if requested and all(v.count(".") >= 2 for v in requested):
         return requested
-    newest = wheel_cache.newest_per_minor(wheel_cache.available_versions("vllm"))
+    newest = wheels.newest_per_minor(wheels.available_versions("vllm"))
     if not requested:
-        return sorted((v for m, v in newest.items() if wheel_cache._key(m) >= FIRST_MINOR), key=wheel_cache._key)
+        return sorted((v for m, v in newest.items() if wheels._key(m) >= FIRST_MINOR), key=wheels._key)
     missing = [v for v in requested if v.count(".") < 2 and v not in newest]
     if missing:
-        raise wheel_cache.FetchError(f"no vllm release on PyPI for {', '.join(missing)}")
+        raise wheels.FetchError(f"no vllm release on PyPI for {', '.join(missing)}")
     return [newest[v] if v.count(".") < 2 else v for v in requested]
 
 
 def _wheel_version(path: Path) -> str:
     match = re.match(r"vllm-(\d+(?:\.\d+)+(?:\.post\d+)?)-", path.name)
     if not match:
-        raise wheel_cache.FetchError(f"{path}: not a vllm wheel name (vllm-<version>-...whl)")
+        raise wheels.FetchError(f"{path}: not a vllm wheel name (vllm-<version>-...whl)")
     return match.group(1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("versions", nargs="*", metavar="VERSION", help="0.33 (newest patch) or 0.33.0")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"folder for vllm-<minor>.json (default {DEFAULT_OUT})")
-    parser.add_argument("--wheel", type=Path, action="append", default=[], help="read this wheel, no download")
-    parser.add_argument("--cache", type=Path, default=wheel_cache.DEFAULT_CACHE, help="download cache folder")
-    args = parser.parse_args(argv)
-    failures: list[str] = []
-    jobs: list[tuple[str, Any]] = []
+def refresh(versions: list[str], out: Path = DEFAULT_OUT, cache: Path | None = None,
+            wheel_files: list[Path] | None = None,
+            progress: Callable[[str], None] = lambda line: None) -> tuple[list[Path], list[str]]:
+    """Write the tables of the releases asked (or of the wheels given): the files written, the failures."""
+    jobs: list[tuple[str, Path | None]]
     try:
-        if args.wheel:
-            jobs = [(_wheel_version(w), w) for w in args.wheel]
-        else:
-            jobs = [(v, None) for v in resolve(args.versions)]
-    except wheel_cache.FetchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        given: list[tuple[str, Path | None]] = [(_wheel_version(w), w) for w in wheel_files or ()]
+        jobs = given or [(v, None) for v in resolve(versions)]
+    except wheels.FetchError as exc:
+        return [], [str(exc)]
+    written: list[Path] = []
+    failures: list[str] = []
     for version, wheel in jobs:
-        target = args.out / f"vllm-{minor_of(version)}.json"
+        target = out / f"vllm-{minor_of(version)}.json"
+        command = f"olarespack releases refresh --engine vllm {version}"
         try:
+            progress(f"reading vllm=={version}")
             if wheel is not None:
                 with tempfile.TemporaryDirectory() as tmp:
-                    sources, artifact = wheel_cache.slim_wheel(wheel, Path(tmp), "vllm", version)
-                    tree = SourceTree.from_zip(sources)
+                    sources, artifact = wheels.slim_wheel(wheel, Path(tmp), "vllm", version)
+                    doc = release_doc(artifact, SourceTree.from_zip(sources), command)
             else:
-                sources, artifact = wheel_cache.fetch("vllm", version, args.cache)
-                tree = SourceTree.from_zip(sources)
-            write_atomically(target, release_json(artifact, tree))
-            print(f"ok {version} -> {target}")
-        except (wheel_cache.FetchError, SourceError, OSError, ValueError) as exc:
-            failures.append(version)
-            print(f"FAIL {version}: {exc}", file=sys.stderr)
-    return 1 if failures else 0
+                sources, artifact = wheels.fetch("vllm", version, cache or cache_dir())
+                doc = release_doc(artifact, SourceTree.from_zip(sources), command)
+            write_json(target, doc, indent=1)
+            written.append(target)
+        except (wheels.FetchError, SourceError, OSError, ValueError) as exc:
+            failures.append(f"{version}: {exc}")
+    return written, failures
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+    if request.boundaries or request.index:
+        return [], ["--boundaries and --index-url are llama.cpp's; vLLM's wheels come through `pip download`"]
+    return refresh(list(request.releases), request.out or DEFAULT_OUT, request.cache, list(request.wheels), progress)

@@ -14,7 +14,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pysource import Field, SourceError, SourceTree, assignments, class_fields, find_class, module_strings, string_value
+from olarespack.engines.vllm.pysource import (
+    Field,
+    SourceError,
+    SourceTree,
+    assignments,
+    class_fields,
+    find_class,
+    module_strings,
+    string_value,
+)
 
 ARG_UTILS = "vllm/engine/arg_utils.py"
 FRONTEND_CANDIDATES = (
