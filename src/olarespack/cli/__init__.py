@@ -29,6 +29,7 @@ from olarespack.cli import (
     init,
     market,
     model,
+    outdated,
     plan,
     release,
     releases,
@@ -55,5 +56,6 @@ def main(ctx: click.Context) -> None:
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases):
+                init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases,
+                outdated.outdated):
     main.add_command(command)

@@ -112,6 +112,11 @@ class EngineBase(ABC):
         """Which CUDA an image of this engine is built on (engines/cuda.py); not known unless the engine says."""
         return ImageCuda(image, None, note=f"no table says which CUDA {self.title} images are built on")
 
+    def image_at(self, image: str, release: str) -> str | None:
+        """The image of the same repository and flavour at another release (as its table names it: "b11434",
+        "0.33"); None where the tag's form is not known to this engine."""
+        return None
+
     def bench(self) -> EngineBench:
         """What bench reads of this engine (engines/base.py EngineBench): the BENCH of the engine package's bench
         module, found beside the engine's module as its template is found by its kind, so an engine package

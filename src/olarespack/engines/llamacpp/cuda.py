@@ -73,3 +73,14 @@ def _unknown(runs: list[dict[str, Any]], build: int, table: dict[str, Any]) -> s
         f"b{build} lies where the base changed, between b{before['last']} (CUDA {before['cuda']}) and "
         f"b{after['first']} (CUDA {after['cuda']}), and no sdist between them carries docker.yml"
     )
+
+
+def image_at(image: str, release: str) -> str | None:
+    """`server-cuda13-b9101` at "b11434" -> `server-cuda13-b11434` (the same repository, kind and flavour)."""
+    parts = _split(image)
+    match = _TAG.match(parts[1]) if parts else None
+    build = re.fullmatch(r"b(\d{1,7})", release)
+    if parts is None or match is None or build is None:
+        return None
+    flavour = f"-{match.group('flavour')}" if match.group("flavour") else ""
+    return f"{parts[0]}:{match.group('kind')}{flavour}-b{build.group(1)}"

@@ -53,6 +53,9 @@ class LlamaCpp(Engine[LlamaCppEngine]):
     def image_cuda(self, image: str) -> ImageCuda:
         return cuda.image_cuda(image)
 
+    def image_at(self, image: str, release: str) -> str | None:
+        return cuda.image_at(image, release)
+
     def args(self, engine: LlamaCppEngine) -> list[Arg]:
         """The flag table, the drafter file under the flag its image family reads, the verbosity at which the
         build prints its buffer sizes, then the extra args."""

@@ -51,3 +51,18 @@ def image_cuda(image: str) -> ImageCuda:
 def _named(suffix: str) -> str:
     found = _SUFFIX.search(f"-{suffix}")
     return f"{int(found.group(1))}.{found.group(2)}" if found else "?"
+
+
+def image_at(image: str, release: str) -> str | None:
+    """`v0.21.0-cu129` at "0.33" -> `v0.33.0-cu129` where that release publishes the suffix, else `v0.33.0` (a
+    preview tag naming no release too); the patch is the one the image table read for that minor."""
+    tag = _tag(image)
+    if family_of(KIND, image) is None or tag is None:
+        return None
+    rows: list[dict[str, Any]] = images_table(KIND).get("releases", [])
+    row = next((r for r in rows if r["minor"] == release), None)
+    version = str(row["package"]).split("==", 1)[1] if row else f"{release}.0"
+    suffix = _SUFFIX.search(tag)
+    named = suffix.group(0).lstrip("-") if suffix else None
+    keep = f"-{named}" if named and named in (row or {}).get("suffixes", ()) else ""
+    return f"{image.split('@', 1)[0].rpartition(':')[0]}:v{version}{keep}"

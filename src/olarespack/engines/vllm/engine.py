@@ -107,6 +107,9 @@ class Vllm(Engine[VllmEngine]):
     def image_cuda(self, image: str) -> ImageCuda:
         return cuda.image_cuda(image)
 
+    def image_at(self, image: str, release: str) -> str | None:
+        return cuda.image_at(image, release)
+
     def args(self, engine: VllmEngine) -> list[Arg]:
         """The flag table's command line; the model is a positional of `vllm serve` only: the API server
         module run directly (a custom command) reads it from --model and would ignore a positional."""
