@@ -61,7 +61,7 @@ def test_the_proposed_move_is_what_bump_then_does(repo: Path) -> None:
 
 
 def test_every_newer_release_is_planned_with_all(repo: Path) -> None:
-    code, out, _ = run("outdated", "apps/gemma4-audio.yaml", "--all", "--json")
+    _, out, _ = run("outdated", "apps/gemma4-audio.yaml", "--all", "--json")
     [app] = json.loads(out)["apps"]
     assert len(app["newer"]) > 1 and all(c["evaluated"] for c in app["newer"])
     assert all(c["movable"] or c["reasons"] for c in app["newer"])

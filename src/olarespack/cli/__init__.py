@@ -57,5 +57,5 @@ def main(ctx: click.Context) -> None:
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
                 init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases,
-                outdated.outdated):
+                outdated.outdated, outdated.propose):
     main.add_command(command)

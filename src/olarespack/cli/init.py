@@ -86,6 +86,8 @@ make test    # charts/ matches apps/, and every app passes Olares' checks
 - A model olarespack does not know: `.venv/bin/olarespack model add OWNER/REPO --config config.json
   --weights-bytes N` (vLLM) or `--gguf FILE.gguf` (llama.cpp) writes `models/<name>.yaml`.
 - Release: `.venv/bin/olarespack bump --minor` raises the versions and writes the upgrade note.
+- Engine upgrades: `.venv/bin/olarespack outdated` lists the newer engine releases each app could move to;
+  the scheduled workflow `.github/workflows/olarespack-upgrades.yml` proposes each as a pull request.
 - Publish: `make publish` writes `market/`; `make serve` serves it to boxes on your network (on every
   address of this machine, port 8787; `make serve HOST=127.0.0.1` keeps it to this machine).
 - Share one GPU between apps: `.venv/bin/olarespack plan --write apps/*.yaml` books each app the GPU memory its
@@ -108,10 +110,12 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
     from olarespack.render.jinja import template_dir
 
     workflow = (template_dir() / "init" / "olarespack-pr.yml").read_text(encoding="utf-8")
+    upgrades = (template_dir() / "init" / "olarespack-upgrades.yml").read_text(encoding="utf-8")
     return {
         "schemas/app-spec.schema.json": app_spec_schema(),
         "olarespack.yaml": config,
         ".github/workflows/olarespack-pr.yml": workflow,
+        ".github/workflows/olarespack-upgrades.yml": upgrades,
         "Makefile": MAKEFILE.format(requirement=requirement),
         ".gitignore": GITIGNORE,
         "README.md": README.format(title=title),

@@ -65,3 +65,47 @@ def _refresh() -> None:
     tables.cache_clear()  # the tables read from here on are the ones just written
     if failures:
         raise OlaresPackError("\n".join(failures))
+
+
+@click.command("propose")
+@options.specs
+@click.option("--remote", default="origin", show_default=True, help="The git remote the branches are pushed to.")
+@click.option("--proposals", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where each pull request's body is written (N.md) with proposals.tsv: branch, title, body file.")
+@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The box whose `olares:` release picks the driver (default: the oldest Olares the market "
+                   "installs on).")
+@options.charts_dir
+@options.apps_dir
+def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path | None, charts_dir: Path,
+            apps_dir: Path) -> None:
+    """Propose each upgrade `outdated` finds as a pull request: the app moved by `bump --image` on a branch of
+    its own from HEAD (olarespack/upgrade-<app>-<release>), committed and pushed to REMOTE; the pull request's
+    title and body (what the box gets, the rendered diff) written into the --proposals folder for the workflow
+    to open. An app lint refuses to move is listed with the reasons and gets no branch; a branch the remote has
+    is skipped.
+    Needs a clean working tree; it is left on the branch it was on."""
+    from olarespack.fit.starts import market_driver
+    from olarespack.plan.box import read_box
+    from olarespack.project import spec_files
+    from olarespack.release.git import repo_root
+    from olarespack.release.propose import propose as proposing
+    from olarespack.write import write_file
+
+    output_folder(out_dir, "--proposals")
+    driver = market_driver()
+    if box_file is not None and (box := read_box(box_file)).driver is not None:
+        driver = box.driver
+    files = spec_files(specs, apps_dir)
+    root = repo_root(Path.cwd())
+    rows = []
+    for number, proposal in enumerate(proposing(helm_binary("helm"), root, remote, files, driver, charts_dir,
+                                                dt.date.today()), 1):
+        if not proposal.proposed:
+            click.echo(f"not proposed {proposal.app} {proposal.release}: {proposal.reason}")
+            continue
+        body = out_dir / f"{number}.md"
+        write_file(body, proposal.body.encode("utf-8"))
+        rows.append(f"{proposal.branch}\t{proposal.title}\t{body}")
+        click.echo(f"proposed {proposal.branch}: {proposal.title} (body {body})")
+    write_file(out_dir / "proposals.tsv", "".join(f"{row}\n" for row in rows).encode("utf-8"))
