@@ -3,13 +3,16 @@ template and package as subprocess calls. Tests of the code around it can pass a
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import os
 import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -176,11 +179,41 @@ def find_binary(name: str) -> str | None:
     return str(beside) if beside.is_file() else shutil.which(name)
 
 
+_SCRATCH_KINDS = ("cache", "config", "data")
+
+
 def _scratch(kind: str) -> str:
     # helm must not read or write the user's repositories and plugins: lint and template need none.
-    path = Path(tempfile.gettempdir()) / f"olarespack-helm-{os.getuid()}" / kind
-    path.mkdir(parents=True, exist_ok=True)
-    return str(path)
+    return str(_scratch_root() / kind)
+
+
+@functools.cache
+def _scratch_root() -> Path:
+    """helm's cache, config and data homes: one fixed folder per user in the temporary folder, so the many
+    helm runs of a lint (one per chart and command) make no folders and leave none behind. helm reads
+    plugins and repository settings from there, so the folder is used only when it is ours alone: a real
+    folder (not a link), owned by this user, writable by no one else, and so are the three inside; checked
+    once per process. Anything else there (another user made it first, a link, a shared mode) is left
+    alone and this process uses a fresh private folder of its own, removed at exit."""
+    root = Path(tempfile.gettempdir()) / f"olarespack-helm-{os.getuid()}"
+    if _private_folder(root) and all(_private_folder(root / kind) for kind in _SCRATCH_KINDS):
+        return root
+    fresh = Path(tempfile.mkdtemp(prefix=f"olarespack-helm-{os.getuid()}-"))
+    atexit.register(shutil.rmtree, fresh, ignore_errors=True)
+    for kind in _SCRATCH_KINDS:
+        (fresh / kind).mkdir(mode=0o700)
+    return fresh
+
+
+def _private_folder(path: Path) -> bool:
+    """Whether `path` is (or has just been made) a folder of this user's that no one else may write."""
+    with contextlib.suppress(OSError):  # there already (a link is not followed), or not ours to make: lstat says
+        path.mkdir(mode=0o700)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 @contextmanager

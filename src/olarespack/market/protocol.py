@@ -14,12 +14,16 @@ out, and a client trickling a byte every few seconds holds its connection for ev
   longest without a request in flight (idle, still sending its request, or closing), so holding
   connections open does not keep new clients out. Only when every connection has a request in flight
   is the new one answered 503 at once.
+- refuses a request whose body framing is ambiguous (both Transfer-Encoding and Content-Length: h11 frames
+  it by the first) with a 400 before the app sees it, and closes the connection after every framing error
+  (RFC 9112 section 6.1: a server must close after such a request, or a proxy in front and this server
+  could split the stream differently and answer a smuggled request). Nothing pipelined after it is read.
 - writes one access-log line for each request it answers itself (408, 503, 400) and silences uvicorn's
   own per-request warnings, so no client makes the server write more than one line per request. A
   request the app is handling is logged by the app, which reads why it was cut off from the scope
   (ABORTED_KEY).
 
-It relies on H11Protocol internals (conn, cycle, transport, on_response_complete, send_400_response,
+It relies on H11Protocol internals (conn and how it is made, cycle, transport, on_response_complete, send_400_response,
 the RequestResponseCycle fields): it is written against uvicorn 0.54 and h11 0.16.
 """
 
@@ -46,6 +50,7 @@ _UVICORN_LOG: Final = logging.getLogger("olarespack.serve.h11")
 _UVICORN_LOG.setLevel(logging.ERROR)
 # Set in a request's scope when the connection was cut under the app: (status, why) for its log line.
 ABORTED_KEY: Final = "olarespack.aborted"
+MAX_HEAD_BYTES: Final = 16 * 1024  # a request head (line and headers); h11 answers 400 past it
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,26 @@ def _cut_under_app(cycle: RequestResponseCycle, status: int, note: str) -> None:
     cycle.message_event.set()
 
 
+class _FramingError(h11.RemoteProtocolError):
+    """A request head h11 accepts but this server refuses to frame (see the module docstring)."""
+
+
+class _StrictConnection(h11.Connection):
+    """h11's server side, refusing a request that carries both Transfer-Encoding and Content-Length: uvicorn
+    answers an h11.RemoteProtocolError with send_400_response, which closes the connection."""
+
+    refused: str | None = None  # why the last request was refused, for its log line
+
+    def next_event(self) -> Any:
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            names = {name for name, _ in event.headers}  # h11 lower-cases header names
+            if b"transfer-encoding" in names and b"content-length" in names:
+                self.refused = "both Transfer-Encoding and Content-Length"
+                raise _FramingError(self.refused, error_status_hint=400)
+        return event
+
+
 class _Pool:
     """One server's connections: those counted against the cap, and those that may be evicted (no request
     in flight), in the order they started waiting, oldest first."""
@@ -124,6 +149,7 @@ class GuardedH11Protocol(H11Protocol):
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.logger = _UVICORN_LOG
+        self.conn = _StrictConnection(h11.SERVER, config.h11_max_incomplete_event_size or MAX_HEAD_BYTES)
         self._fresh = True  # no request head received yet on this connection
         self._started: float | None = None  # loop time the current request's clock started
         self._deadline: asyncio.TimerHandle | None = None
@@ -163,9 +189,12 @@ class GuardedH11Protocol(H11Protocol):
             self._linger = None
 
     def send_400_response(self, msg: str) -> None:
-        """h11 could not parse what the client sent (uvicorn calls this and has logged nothing of ours)."""
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:  # a bad body under a running app
+        """h11 could not parse what the client sent, or _StrictConnection refused its framing (uvicorn calls
+        this and has logged nothing of ours). The connection is closed after the answer, whatever follows."""
+        cycle, refused = self.cycle, cast(_StrictConnection, self.conn).refused
+        if refused is not None:  # a head the app never saw: the previous cycle, if any, is complete
+            self._log(400, f"malformed request: {refused}")
+        elif cycle is not None and not cycle.response_complete:  # a bad body under a running app
             _cut_under_app(cycle, 400, "malformed request body")  # the app writes the line
             if cycle.response_started:  # half an answer is out: nothing valid can follow it
                 self._close()

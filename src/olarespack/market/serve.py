@@ -18,7 +18,8 @@ Answers are JSON bytes built once per catalog load: everything but the echoed `v
 once and the version is written in front of it (market.VersionedAnswer, the same code that writes the
 static files), so a request costs a dict lookup and a concatenation, and no catalog content can change
 how an answer is put together. Only files indexed at load time, inside the market folder, are ever sent:
-a request names a key, never a path.
+a request names a key, never a path; and each is read with state.read_inside, so a file or folder swapped
+for a link (or a named pipe) after the load is answered as not found, never with what it points to.
 
 The catalog is re-read when publish replaces catalog.json (serve_catalog.Store). A catalog that cannot
 be loaded leaves the previous state in service and turns /health into 503 {"status": "stale", "error":
@@ -55,12 +56,13 @@ from olarespack.market import answers
 from olarespack.market import catalog as market
 from olarespack.market.protocol import (
     ABORTED_KEY,
+    MAX_HEAD_BYTES,
     ConnectionLimits,
     access_log,
     default_max_connections,
     protocol_class,
 )
-from olarespack.market.state import GenerationView, MarketState, Store, load_state
+from olarespack.market.state import GenerationView, MarketState, Store, load_state, read_inside
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 
 __all__ = ["CatalogError", "MarketState", "MissingCatalogError", "create_app", "load_state", "make_server", "run"]
@@ -78,23 +80,28 @@ def _json(body: bytes, status: int = 200) -> Response:
 
 
 class Refusal(HTTPException):
-    """An error answer of the shared table (answers.FAILURES), as opposed to one Starlette raises itself."""
+    """An error answer of the shared table (answers.FAILURES), as opposed to one Starlette raises itself.
+    `close`: the answer ends the connection (a body refused unread: what follows it is no request)."""
+
+    close = False
 
 
-def _fail(key: str, **values: object) -> Refusal:
+def _fail(key: str, close: bool = False, **values: object) -> Refusal:
     status, text = answers.failure(key, **values)
-    return Refusal(status_code=status, detail=text)
+    refusal = Refusal(status_code=status, detail=text)
+    refusal.close = close
+    return refusal
 
 
 async def _body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > answers.MAX_BODY):
-        raise _fail("body_too_big")
+        raise _fail("body_too_big", close=True)
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
         if len(data) > answers.MAX_BODY:
-            raise _fail("body_too_big")
+            raise _fail("body_too_big", close=True)
     return bytes(data)
 
 
@@ -162,7 +169,7 @@ class Api:
             if path is None or owner != name:
                 raise _fail("no_chart", file_name=file_name, name=name)
             try:
-                data = await anyio.to_thread.run_sync(path.read_bytes)
+                data = await anyio.to_thread.run_sync(read_inside, self.store.state.root, path)
             except OSError:
                 raise _fail("chart_gone", file_name=file_name) from None
             return Response(data, headers={header: answers.fill(value, file_name=file_name)
@@ -179,11 +186,12 @@ class Api:
         return routes
 
     async def icon(self, request: Request) -> Response:
-        path = self.store.state.icons.get(request.path_params["file"])
+        state = self.store.state
+        path = state.icons.get(request.path_params["file"])
         if path is None:
             raise _fail("no_icon")
         try:
-            data = await anyio.to_thread.run_sync(path.read_bytes)
+            data = await anyio.to_thread.run_sync(read_inside, state.root, path)
         except OSError:
             raise _fail("no_icon") from None
         return Response(data, media_type=answers.icon_type(path.name), headers={"cache-control": answers.ICON_CACHE})
@@ -211,6 +219,9 @@ class Api:
 async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, Refusal):
         status, detail = exc.status_code, exc.detail
+        if exc.close:  # uvicorn closes the connection after an answer that says so
+            return Response(market.served_json({"error": detail}), status_code=status, media_type=answers.JSON_TYPE,
+                            headers={"connection": "close"})
     elif isinstance(exc, HTTPException) and exc.status_code in _STARLETTE_FAILURES:
         status, detail = answers.failure(_STARLETTE_FAILURES[exc.status_code])
     elif isinstance(exc, HTTPException):
@@ -318,7 +329,7 @@ def make_server(market_dir: Path, host: str, port: int, poll_seconds: float = 1.
         create_app(market_dir, poll_seconds), host=host, port=port, http=protocol_class(limits), ws="none",
         log_config=None, access_log=False, server_header=False, proxy_headers=False,
         timeout_keep_alive=limits.keep_alive_seconds, limit_concurrency=None, backlog=2048,
-        h11_max_incomplete_event_size=16 * 1024, timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=5,
     )
     return uvicorn.Server(config)
 

@@ -1,22 +1,29 @@
 """The market folder as `olarespack serve` holds it in memory, and the check that a folder can be served.
 
 load_state() reads catalog.json and indexes the archives and icons into a MarketState: every answer
-precomputed (market.VersionedAnswer for the GET answers, serialized detail entries), and only files
-inside the market folder. It is pure and raises CatalogError for anything unusable, so the server runs
+precomputed (market.VersionedAnswer for the GET answers, serialized detail entries), and only regular
+files inside the market folder. It is pure and raises CatalogError for anything unusable, so the server runs
 it at start and on every catalog change, and publish can run it on the market it has just written
 (import it from here: this module does not import the HTTP stack).
 
 Store holds the state in service. When catalog.json changes it builds the new state aside and swaps it
 in with one assignment; when the new file cannot be loaded it keeps the previous state and records why
 in `error` (what /health reports as stale), until a loadable catalog appears.
+
+read_inside() is how a request reads an indexed file: the folder can change under a running server (a file
+or a folder swapped for a link, a named pipe), so each read walks from the market folder without following
+a link at any step and sends only a regular file; anything else is an OSError, answered as not found.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +46,7 @@ class GenerationView:
     info_answer: market.VersionedAnswer
     default_version: str
     details: dict[str, bytes]  # app id -> its entry, serialized
-    charts: dict[str, tuple[str, Path]]  # archive file name -> (app name, file)
+    charts: dict[str, tuple[str, Path]]  # archive file name -> (app name, file under the market folder)
     latest: dict[str, str]  # app name -> file name of its current archive
     hash: str
     apps: int
@@ -47,21 +54,68 @@ class GenerationView:
 
 @dataclass(frozen=True)
 class MarketState:
+    root: Path  # the market folder (resolved once): every indexed file is read from it with read_inside()
     generations: dict[str, GenerationView]
     icons: dict[str, Path]
     stamp: tuple[int, int, int]
 
 
-def _files(folder: Path, root: Path, accept: Callable[[str], object]) -> dict[str, Path]:
-    """Regular files in `folder` whose name matches and whose real path stays inside `root`."""
-    if not folder.is_dir():
+_NOFOLLOW: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a named pipe for reading waits for a writer; with it the open returns and fstat refuses it
+_FILE_FLAGS: Final = _NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def _open_folder(root: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of root/parts..., each step opened relative to the last without following a link
+    (O_NOFOLLOW | O_DIRECTORY: a link or a non-folder at any step is an OSError). The root itself is the
+    folder the user named, links and all."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            inner = os.open(part, _NOFOLLOW | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_inside(root: Path, path: Path) -> bytes:
+    """The bytes of `path`, a file under `root`, when it is a regular file reached without following any
+    link; OSError otherwise (a link, a pipe, a device, a folder, a file that is gone)."""
+    *folders, name = path.relative_to(root).parts
+    folder = _open_folder(root, tuple(folders))
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return handle.read(info.st_size)  # the size when opened: a file growing meanwhile is not followed
+
+
+def _files(root: Path, folder: tuple[str, ...], accept: Callable[[str], object]) -> dict[str, Path]:
+    """Regular files (not links) in root/folder whose name matches, the folder reached without links."""
+    try:
+        fd = _open_folder(root, folder)
+    except (FileNotFoundError, NotADirectoryError):
         return {}
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link where a folder should be: nothing in it is served
+            return {}
+        raise
     found: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        real = path.resolve()
-        if accept(path.name) and real.is_file() and real.is_relative_to(root):
-            found[path.name] = real
-    return found
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if accept(entry.name) and entry.is_file(follow_symlinks=False):
+                    found[entry.name] = root.joinpath(*folder, entry.name)
+    finally:
+        os.close(fd)
+    return dict(sorted(found.items()))
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:
@@ -101,16 +155,16 @@ def load_state(market_dir: Path) -> MarketState:
         raise CatalogError(path, f"malformed catalog (generations {sorted(views)}; expected some of "
                                  f"{list(GENERATION_NAMES)})")
     try:
-        icons = _files(root / market.ICONS_DIR, root, _ICON_RE.match)
+        icons = _files(root, (market.ICONS_DIR,), _ICON_RE.match)
     except OSError as exc:
         raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
             from None
-    return MarketState(views, icons, stamp)
+    return MarketState(root, views, icons, stamp)
 
 
 def _view(root: Path, name: str, gen: dict[str, Any]) -> GenerationView:
     charts = {file: (parsed[0], real) for file, real in
-              _files(root / market.CHARTS_DIR / name, root, parse_archive_name).items()
+              _files(root, (market.CHARTS_DIR, name), parse_archive_name).items()
               if (parsed := parse_archive_name(file))}
     return GenerationView(
         hash_answer=market.hash_template(gen), info_answer=market.info_template(gen),

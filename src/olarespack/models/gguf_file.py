@@ -1,9 +1,9 @@
 """A GGUF file's header -> the facts the fit arithmetic needs, in Hugging Face config.json names so the one
 config reader (arch.arch_from_hf_config) reads them.
 
-Only the metadata and the tensor index are read (the `gguf` library memory-maps the file; no tensor data is
-touched). A stranger's file is first walked with bounds (entry counts, string and array lengths, no nested
-arrays), so a crafted length cannot send the reader through gigabytes of tensor data.
+Only the metadata and the tensor index are read, from a memory map, in one bounded walk (models/gguf_header.py:
+entry counts, string and array lengths, the header's bytes and the walk's time), so a crafted length cannot
+send the reader through gigabytes of data or build gigabytes of objects; no tensor data is touched.
 
 llama.cpp metadata keys used (gguf-py constants.py Keys.LLM / Keys.Attention, read as llama.cpp's loader
 reads them in src/llama-model.cpp):
@@ -23,28 +23,19 @@ reads them in src/llama-model.cpp):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import mmap
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from olarespack.core.errors import ModelDataError
+from olarespack.models.gguf_header import GgufIndex, HeaderError, read_index
 
-MAX_KV = 10_000
-MAX_TENSORS = 200_000
-MAX_ARRAY_ITEMS = 8_000_000  # over all arrays: a 262144-token vocabulary has three arrays of that length
-MAX_STRING = 16 << 20  # chat templates are tens of KiB
-MAX_KEY = 1 << 16
-MAX_FILE_BYTES = 1 << 42  # 4 TiB: past any model file, so a crafted index cannot ask for more
-_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUFValueType -> bytes
-_STRING, _ARRAY = 8, 9
 # Architectures whose llama.cpp loader sets the sliding pattern in code when the file carries none
 # (hparams.set_swa_pattern(N) in src/llama-model.cpp): N - 1 sliding layers, then one full.
 _LLAMACPP_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4}
@@ -70,175 +61,65 @@ class GgufHeader:
         return self.config is None
 
 
-class _Bad(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class _Layout:
-    data_offset: int  # where the tensor data starts: the header ends there
-    full_bytes: int  # the whole file's size as its tensor index describes it
-
-
-def _prescan(buf: mmap.mmap) -> _Layout:
-    """Walk the metadata and the tensor index with bounds before the gguf library builds anything from them;
-    where the tensor data starts and how long the whole file is, by its own index."""
-    if buf[:4] != b"GGUF":
-        raise _Bad(f"not a GGUF file (it starts with {bytes(buf[:4])!r}, not b'GGUF')")
-    order = "<" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF else ">"
-    version, n_tensors, n_kv = struct.unpack_from(order + "IQQ", buf, 4)
-    if version not in (2, 3):
-        raise _Bad(f"GGUF version {version} is not supported (2 and 3 are)")
-    if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
-        raise _Bad(f"{n_tensors} tensors and {n_kv} metadata entries: more than a model has")
-    offset, items = 24, 0
-
-    def string(at: int) -> int:
-        (length,) = struct.unpack_from(order + "Q", buf, at)
-        if length > MAX_STRING:
-            raise _Bad(f"a metadata string of {length} bytes")
-        return at + 8 + int(length)
-
-    alignment = 32  # GGUF's default, unless general.alignment says otherwise
-    for _ in range(n_kv):
-        (length,) = struct.unpack_from(order + "Q", buf, offset)
-        if length > MAX_KEY:
-            raise _Bad(f"a metadata key of {length} bytes")
-        name = bytes(buf[offset + 8:offset + 8 + length])
-        offset += 8 + length
-        (kind,) = struct.unpack_from(order + "I", buf, offset)
-        offset += 4
-        if name == b"general.alignment" and kind == 4:  # uint32
-            (alignment,) = struct.unpack_from(order + "I", buf, offset)
-            if not 1 <= alignment <= 1 << 16 or alignment & (alignment - 1):
-                raise _Bad(f"general.alignment {alignment} is not a power of two up to 65536")
-        if kind == _ARRAY:
-            sub, count = struct.unpack_from(order + "IQ", buf, offset)
-            offset += 12
-            items += count
-            if items > MAX_ARRAY_ITEMS:
-                raise _Bad(f"more than {MAX_ARRAY_ITEMS} metadata array items")
-            if sub == _STRING:
-                for _ in range(count):
-                    offset = string(offset)
-            elif sub in _SCALAR_SIZES:
-                offset += count * _SCALAR_SIZES[sub]
-            else:
-                raise _Bad(f"a metadata array of type {sub} (nested arrays are not read)")
-        elif kind == _STRING:
-            offset = string(offset)
-        elif kind in _SCALAR_SIZES:
-            offset += _SCALAR_SIZES[kind]
-        else:
-            raise _Bad(f"unknown metadata type {kind}")
-        if offset > len(buf):
-            raise _Bad("the metadata runs past the end of the file")
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    end = 0
-    for _ in range(n_tensors):
-        offset = string(offset)
-        (n_dims,) = struct.unpack_from(order + "I", buf, offset)
-        if not 1 <= n_dims <= 4:
-            raise _Bad(f"a tensor of {n_dims} dimensions")
-        dims = struct.unpack_from(order + "Q" * n_dims, buf, offset + 4)
-        kind, at = struct.unpack_from(order + "IQ", buf, offset + 4 + 8 * n_dims)
-        offset += 4 + 8 * n_dims + 12
-        try:
-            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-        except (ValueError, KeyError):
-            raise _Bad(f"a tensor of unknown type {kind}") from None
-        values = 1
-        for dim in dims:
-            values *= dim
-        if values % block or values > MAX_FILE_BYTES:
-            raise _Bad(f"a tensor of {values} values does not fill whole blocks of its type, or is too large")
-        end = max(end, at + values // block * size)
-        if offset > len(buf):
-            raise _Bad("the tensor index runs past the end of the file: a download of the header alone must "
-                       "reach the end of its tensor index")
-    data_offset = -(-offset // alignment) * alignment
-    # writers pad every tensor's data to the alignment, the last one too (gguf-py, ggml's gguf_write)
-    full = data_offset + -(-end // alignment) * alignment
-    if full > MAX_FILE_BYTES:
-        raise _Bad(f"the tensor index describes a file of {full} bytes, more than any model file")
-    return _Layout(data_offset, full)
-
-
 def read_gguf(path: Path) -> GgufHeader:
-    """The header facts of one local GGUF file; ModelDataError naming the file for anything else. A file cut
-    after its header (a ranged download of its first megabytes) is read as the whole file its tensor index
-    describes: its size and tensor types are exact, and no data past the header is needed."""
-    with contextlib.ExitStack() as stack:
-        return _read_gguf(path, stack)
-
-
-def _read_gguf(path: Path, stack: contextlib.ExitStack) -> GgufHeader:
-    from gguf import GGUFReader  # imported here: numpy is heavy and only this command needs it
-
-    size, notes = 0, []
+    """The header facts of one local GGUF file; ModelDataError naming the file for anything else, a bound
+    included (models/gguf_header.py: counts, bytes and time). A file cut after its header (a ranged download
+    of its first megabytes) is read as the whole file its tensor index describes: its size and tensor types
+    are exact, and no data past the header is needed."""
+    size = 0
     try:
         # opened once without blocking and checked on that descriptor: a named pipe is refused, not waited on,
-        # and the file the reader maps is the one that was checked
+        # and the file mapped is the one that was checked
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        handle = stack.enter_context(os.fdopen(fd, "rb"))
-        info = os.fstat(handle.fileno())
-        size = info.st_size
-        if not stat.S_ISREG(info.st_mode):
-            raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
-                                 "the .gguf file saved on disk")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            layout = _prescan(buf)
-            # a download cut inside the padding before the data: the padding is zeros, as the whole file has it
-            header = bytes(buf[:layout.data_offset]).ljust(layout.data_offset, b"\0")
-        if size < layout.full_bytes:  # the header alone: its tensors' data read as zeros from a sparse copy
-            whole = stack.enter_context(tempfile.TemporaryFile(prefix="olarespack-gguf-"))  # noqa: SIM115 (the stack closes it)
-            whole.write(header)
-            whole.truncate(layout.full_bytes)
-            whole.flush()
-            reader = GGUFReader(cast(str, whole))
-            notes.append(f"{path.name}: read from its first {size} bytes (the header); its size "
-                         f"{layout.full_bytes} is the one its tensor index gives")
-            size = layout.full_bytes
-        else:
-            reader = GGUFReader(cast(str, handle))  # numpy's memmap takes an open file as well as a name
-        if reader.data_offset != layout.data_offset:
-            raise _Bad(f"the tensor data starts at {reader.data_offset}, not where the index ends "
-                       f"({layout.data_offset})")
-        header_sha = hashlib.sha256(header).hexdigest()
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            size = info.st_size
+            if not stat.S_ISREG(info.st_mode):
+                raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path "
+                                     "of the .gguf file saved on disk")
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _facts(path, size, read_index(buf, (*HOST_TENSORS, OUTPUT)))
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:  # mmap of an empty file, or the reader's own checks
-        if size < 24:
-            raise ModelDataError(f"{path}: not a GGUF file ({size} bytes)") from None
-        raise ModelDataError(f"{path}: cannot read the GGUF header: {str(exc)[:200]}") from None
-    except _Bad as exc:
+    except ValueError:  # mmap of an empty file
+        raise ModelDataError(f"{path}: not a GGUF file ({size} bytes)") from None
+    except HeaderError as exc:
         raise ModelDataError(f"{path}: {exc}") from None
-    except (struct.error, IndexError, KeyError, TypeError, OverflowError):
-        raise ModelDataError(f"{path}: the GGUF header is truncated or malformed; a download of the header "
-                             "alone must reach the end of its tensor index") from None
+    except (struct.error, OverflowError):  # a bound the walk missed: still a message, never a traceback
+        raise ModelDataError(f"{path}: the GGUF header is malformed") from None
+
+
+def _facts(path: Path, size: int, index: GgufIndex) -> GgufHeader:
+    """What the walked header says (read while the file is still mapped)."""
+    with memoryview(index.buf) as view:  # hashed in place: the header is not copied
+        digest = hashlib.sha256(view[:index.data_offset])
+    # a download cut inside the padding before the data: the padding is zeros, as the whole file has it
+    digest.update(bytes(max(0, index.data_offset - size)))
+    notes = []
+    if size < index.full_bytes:
+        notes.append(f"{path.name}: read from its first {size} bytes (the header); its size {index.full_bytes} "
+                     "is the one its tensor index gives")
+        size = index.full_bytes
 
     def value(key: str) -> Any:
-        found = reader.get_field(key)
         try:
-            return None if found is None else found.contents()
-        except (UnicodeDecodeError, IndexError, ValueError):
+            return index.value(key)
+        except (HeaderError, struct.error):
             raise ModelDataError(f"{path}: metadata {key}: cannot be read") from None
 
     arch = value("general.architecture")
     if not isinstance(arch, str) or not arch:
         raise ModelDataError(f"{path}: metadata general.architecture: missing; is this a llama.cpp model file?")
     if arch == "clip":
-        return GgufHeader(path.name, size, header_sha, arch, None, notes=tuple(notes))
-    tokens = reader.get_field("tokenizer.ggml.tokens")
+        return GgufHeader(path.name, size, digest.hexdigest(), arch, None, notes=tuple(notes))
     try:
-        config, config_notes = hf_config(arch, value, len(tokens.data) if tokens is not None else None)
+        config, config_notes = hf_config(arch, value, index.length("tokenizer.ggml.tokens"))
     except ModelDataError as exc:
         raise ModelDataError(f"{path}: {exc}") from None
-    sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
+    sizes = index.tensor_bytes
     host = sum(sizes.get(name, 0) for name in HOST_TENSORS)
     copy = sizes.get(TIED_INPUT, 0) if OUTPUT not in sizes else 0
-    return GgufHeader(path.name, size, header_sha, arch, config, host, copy, tuple(notes + config_notes))
+    return GgufHeader(path.name, size, digest.hexdigest(), arch, config, host, copy, tuple(notes + config_notes))
 
 
 def _count(raw: Any, key: str, n: int | None = None) -> list[int] | int | None:

@@ -1,0 +1,203 @@
+"""What `olarespack serve` reads from its folder and how it ends a connection, against a real server on
+127.0.0.1 (a subprocess, real sockets): a published archive or icon swapped for a link after the start
+(or a folder on the way to it), a named pipe where an archive was, and requests whose body framing is
+ambiguous or broken followed by a pipelined request that must not be answered (RFC 9112 section 6.1).
+
+The markets are built without helm: the catalog of the committed apps, and stand-in archive bytes under
+the names the catalog gives (the server sends archives as bytes; it never opens them)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import APP_FILES
+from olarespack.market import catalog as market
+from olarespack.market.state import load_state
+from olarespack.project import render_apps
+from test_serve import request as fetch
+from test_serve_hardening import DETAILS, connect, guarded_server, read_until_closed, write_market
+
+SECRET = b"secret outside the market"
+ICON = "app.png"
+
+
+@pytest.fixture(scope="module")
+def catalog() -> dict[str, Any]:
+    apps = {gen: [market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
+                  for a in render_apps(APP_FILES, [gen])] for gen in market.GENERATION_NAMES}
+    return market.build_catalog(apps)
+
+
+def archive_bytes(file_name: str) -> bytes:
+    return f"archive {file_name}".encode()
+
+
+@pytest.fixture
+def folder(catalog: dict[str, Any], tmp_path: Path) -> Path:
+    """A market with an archive for every chart the catalog names and one icon, and a secret beside it."""
+    market_dir = write_market(tmp_path / "market", catalog)
+    for gen, generation in catalog["generations"].items():
+        for file_name in generation["charts"].values():
+            path = market_dir / market.CHARTS_DIR / gen / file_name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive_bytes(file_name))
+    (market_dir / market.ICONS_DIR).mkdir()
+    (market_dir / market.ICONS_DIR / ICON).write_bytes(b"\x89PNG icon")
+    (tmp_path / "secret.tgz").write_bytes(SECRET)
+    return market_dir
+
+
+@pytest.fixture
+def served(folder: Path) -> Iterator[tuple[str, Path]]:
+    with guarded_server(folder, folder.parent / "serve.log", request_seconds=5) as base:
+        yield base, folder
+
+
+def first_chart(catalog: dict[str, Any]) -> tuple[str, str]:
+    name, file_name = next(iter(catalog["generations"]["current"]["charts"].items()))
+    return name, file_name
+
+
+def chart_target(name: str, file_name: str) -> str:
+    return f"/api/v1/applications/{name}/chart?fileName={file_name}"
+
+
+def swap_for_link(path: Path, target: Path) -> None:
+    """Replace `path` by a link to `target` in one rename, as an attacker with write access would."""
+    link = path.with_name(path.name + ".link")
+    link.symlink_to(target)
+    os.replace(link, path)
+
+
+def assert_not_served(base: str, target: str) -> None:
+    status, _, body = fetch(base, "GET", target)
+    assert status == 404 and SECRET not in body, (status, body[:80])
+
+
+# --------------------------------------------------------------------------- files: links and pipes
+
+
+def test_an_archive_swapped_for_a_link_after_the_start_is_not_served(served: tuple[str, Path],
+                                                                    catalog: dict[str, Any]) -> None:
+    base, folder = served
+    name, file_name = first_chart(catalog)
+    status, _, body = fetch(base, "GET", chart_target(name, file_name))
+    assert (status, body) == (200, archive_bytes(file_name))
+    swap_for_link(folder / market.CHARTS_DIR / "current" / file_name, folder.parent / "secret.tgz")
+    assert_not_served(base, chart_target(name, file_name))  # main answered 200 with the secret
+
+
+def test_an_icon_swapped_for_a_link_is_not_served(served: tuple[str, Path]) -> None:
+    base, folder = served
+    assert fetch(base, "GET", f"/icons/{ICON}")[0] == 200
+    swap_for_link(folder / market.ICONS_DIR / ICON, folder.parent / "secret.tgz")
+    assert_not_served(base, f"/icons/{ICON}")
+
+
+def test_a_folder_swapped_for_a_link_is_not_followed(served: tuple[str, Path], catalog: dict[str, Any]) -> None:
+    """charts/current replaced by a link to a folder elsewhere holding a file of the same name."""
+    base, folder = served
+    name, file_name = first_chart(catalog)
+    elsewhere = folder.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / file_name).write_bytes(SECRET)
+    current = folder / market.CHARTS_DIR / "current"
+    current.rename(folder.parent / "moved-away")
+    current.symlink_to(elsewhere, target_is_directory=True)
+    assert_not_served(base, chart_target(name, file_name))
+    # and the icons folder as a link: the same
+    (folder / market.ICONS_DIR).rename(folder.parent / "icons-away")
+    (elsewhere / ICON).write_bytes(SECRET)
+    (folder / market.ICONS_DIR).symlink_to(elsewhere, target_is_directory=True)
+    assert_not_served(base, f"/icons/{ICON}")
+
+
+def test_a_named_pipe_is_refused_without_waiting(served: tuple[str, Path], catalog: dict[str, Any]) -> None:
+    base, folder = served
+    name, file_name = first_chart(catalog)
+    path = folder / market.CHARTS_DIR / "current" / file_name
+    path.unlink()
+    os.mkfifo(path)
+    started = time.monotonic()
+    assert_not_served(base, chart_target(name, file_name))  # main waited for a writer: the client timed out
+    assert time.monotonic() - started < 5
+    status, _, _ = fetch(base, "GET", "/health")
+    assert status == 200
+
+
+def test_links_are_not_indexed_even_inside_the_market(folder: Path, catalog: dict[str, Any]) -> None:
+    """A link is never served, wherever it points: one to another file of the market, one to a file outside,
+    and a generation folder that is a link to the other generation's."""
+    name, file_name = first_chart(catalog)
+    icons = folder / market.ICONS_DIR
+    (icons / "inside.png").symlink_to(icons / ICON)
+    (icons / "outside.png").symlink_to(folder.parent / "secret.tgz")
+    legacy = folder / market.CHARTS_DIR / "legacy"
+    legacy.rename(folder.parent / "legacy-away")
+    legacy.symlink_to(folder / market.CHARTS_DIR / "current", target_is_directory=True)
+    state = load_state(folder)
+    assert sorted(state.icons) == [ICON]
+    assert state.generations["legacy"].charts == {}
+    assert state.generations["current"].charts[file_name] == (name, folder.resolve() / "charts" / "current" /
+                                                              file_name)
+
+
+# --------------------------------------------------------------------------- framing errors close the connection
+
+
+def pipelined(marker: str) -> bytes:
+    return f"GET /health?pipelined={marker} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+@pytest.fixture(scope="module")
+def framing_server(catalog: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    root = tmp_path_factory.mktemp("framing")
+    # the default 10 s request deadline: a connection left open would be seen well before it cuts it
+    with guarded_server(write_market(root / "market", catalog), root / "serve.log", max_connections=50) as base:
+        yield base, root / "serve.log"
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    # both framings: h11 takes the chunked one; RFC 9112 6.1 says close after answering
+    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 18\r\n\r\n"
+     '12\r\n{"app_ids": ["a"]}\r\n0\r\n\r\n', 400),
+    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 18\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "0\r\n\r\n", 400),
+    # a chunk size that is not hex
+    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    # two different lengths
+    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}", 400),
+    # a length over the bound, refused before its body is read: what follows is no request
+    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{{}}", 413),
+], ids=["chunked-and-length", "length-and-chunked", "bad-chunk-size", "two-lengths", "length-over-the-bound"])
+def test_a_framing_error_closes_the_connection(framing_server: tuple[str, Path], head: str, status: int,
+                                               request: pytest.FixtureRequest) -> None:
+    base, log = framing_server
+    marker = request.node.callspec.id
+    sock = connect(base)
+    sock.sendall(head.encode() + pipelined(marker))
+    answer, after = read_until_closed(sock, 5)
+    sock.close()
+    assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:200]
+    assert after is not None, "the connection stayed open after the error answer"
+    assert answer.count(b"HTTP/1.1 ") == 1, "the pipelined request was answered"
+    time.sleep(0.2)  # a pipelined answer would be logged by now
+    assert f"pipelined={marker}" not in log.read_text()
+
+
+def test_a_good_request_keeps_the_pipeline(framing_server: tuple[str, Path]) -> None:
+    """The control: the same pipelined pair with a well-framed body is answered twice on one connection."""
+    base, _ = framing_server
+    sock = connect(base)
+    body = b'{"app_ids": ["a"]}'
+    sock.sendall(f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+                 + pipelined("control").replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    answer, after = read_until_closed(sock, 5)
+    sock.close()
+    assert answer.count(b"HTTP/1.1 200 ") == 2 and after is not None, answer[:300]
