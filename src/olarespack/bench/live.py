@@ -4,6 +4,8 @@ counters around the measured runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from olarespack.bench.client import MAX_TEXT as MAX_METRICS
 from olarespack.bench.client import BenchError, Server
 from olarespack.bench.run import (
@@ -89,8 +91,18 @@ def bench_live(server: Server, engine: EngineBench, settings: Settings, progress
 
     warmups = [one(i, True) for i in range(1, settings.warmups + 1)]
     before = read()
-    runs = [one(i, False) for i in range(1, settings.runs + 1)]
-    after = read()
+    readings = [before]
+    runs = []
+    for index in range(1, settings.runs + 1):
+        run = one(index, False)
+        if engine.metrics_path is not None and not partial:
+            # the counters between two runs are that run's drafting: a slow phase is told by its acceptance
+            readings.append(read())
+            between = drafts_between(readings[-2], readings[-1], server.shown)
+            if between is not None:
+                run = replace(run, drafted=between.drafted, accepted=between.accepted)
+        runs.append(run)
+    after = readings[-1] if engine.metrics_path is not None and len(readings) > 1 else read()
     one_definition(warmups + runs, server.shown)
     counted = engine.metrics_path is not None  # by the server's counters, else by each run's timings
     counts = None if partial else drafts_between(before, after, server.shown) if counted else summed_drafts(runs)

@@ -24,6 +24,10 @@ def plot_png(result: Result, title: str) -> bytes:
             axes.plot([-len(result.warmups) + i for i in range(1, len(result.warmups) + 1)],
                       [run.tps for run in result.warmups], marker="x", linestyle="none", color="grey",
                       label="warm-ups (not counted)")
+        slow = result.slow
+        if slow is not None:
+            axes.axvspan(slow.first - 0.5, slow.last + 0.5, color="tab:red", alpha=0.12,
+                         label=f"slow phase: {slow.describe()}"[:90])
         average = result.summary()["tps_avg"]
         axes.axhline(average, linestyle="--", color="black", linewidth=1, label=f"average {average:.2f} t/s")
         axes.set_xlabel("run (warm-ups before 1)" if result.warmups else "run")

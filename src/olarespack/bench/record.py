@@ -22,6 +22,7 @@ CITED_AS = "bench"  # the name descriptions cite the record by
 FIGURES = ("tps_avg", "tps_peak", "tps_min", "tps_sigma", "series", "ttft_ms", "acceptance", "drafted", "accepted")
 STALE_MARK = " (measured on {version}, settings changed since)"
 STALE_PATTERN = re.compile(r" \(measured on ([0-9A-Za-z.+-]{1,128}), settings changed since\)")
+TIME_SLICED_MARK = " (measured under GPU time slicing)"
 HASH_LENGTH = 16
 
 
@@ -54,9 +55,12 @@ class Recorded:
         return f"changelog[{self.index}].bench"
 
     def marks(self) -> dict[str, str]:
-        """The stale mark of each cited figure, by its field path (none while the record is current)."""
-        mark = STALE_MARK.format(version=self.version)
-        return {f"{CITED_AS}.{name}": mark for name in FIGURES} if self.stale else {}
+        """The mark each cited figure carries, by its field path: stale settings, and GPU time slicing (a figure
+        that says little about the app alone); none while the record is current and measured alone."""
+        mark = STALE_MARK.format(version=self.version) if self.stale else ""
+        if self.record.gpu_mode == "time-slicing":
+            mark += TIME_SLICED_MARK
+        return {f"{CITED_AS}.{name}": mark for name in FIGURES} if mark else {}
 
     def cited(self) -> dict[str, Any]:
         """What [[ bench.* ]] reads: the record's fields, the version it was measured on, and whether it is stale."""

@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from olarespack.bench.client import BenchError, Reply
+from olarespack.bench.phases import SlowPhase, slow_phase
 from olarespack.engines.base import DraftCounts, EngineBench
 
 PROMPT = "space-invaders"  # the shipped prompt of the seed posts
@@ -51,6 +52,7 @@ class Settings:
     warmups: int = 2
     runs: int = 5
     stream: bool = True
+    gpu_mode: str | None = None  # the GPU mode the app ran in (bench/phases.py GPU_MODES), where known
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": self.prompt}],
@@ -137,6 +139,12 @@ class Result:
         return statistics.fmean(found) if found else None
 
     @property
+    def slow(self) -> SlowPhase | None:
+        """A stretch of slow runs, with each run's drafting where the engine gives it."""
+        drafts = [(run.drafted, run.accepted or 0) if run.drafted is not None else None for run in self.runs]
+        return slow_phase(self.rates, drafts)
+
+    @property
     def acceptance(self) -> float | None:
         counts = self.counts
         return 100 * counts.accepted / counts.drafted if counts and counts.drafted else None
@@ -155,13 +163,13 @@ class Result:
         return {"url": self.url, "settings": settings, "definition": DEFINITIONS[self.source],
                 "summary": self.summary(), "runs": [asdict(run) for run in self.runs],
                 "warmups": [asdict(run) for run in self.warmups], "acceptance_source": self.counter_source or None,
-                "notes": self.notes}
+                "slow_phase": self.slow.as_dict() if self.slow else None, "notes": self.notes}
 
     def table(self) -> list[str]:
         s = self.settings
         lines = [f"bench {self.url}: model {s.model}, prompt {s.prompt_name}, max_tokens {s.max_tokens}, temperature "
                  f"{s.temperature:g}, top_p {s.top_p:g}, {len(self.warmups)} warm-up(s), {len(self.runs)} run(s)"
-                 + ("" if s.stream else ", not streamed"),
+                 + ("" if s.stream else ", not streamed") + (f", GPU {s.gpu_mode}" if s.gpu_mode else ""),
                  f"{'run':>4} {'tokens':>7} {'t/s':>9} {'ttft ms':>8} {'seconds':>8}"]
         for run in self.runs:
             ttft = f"{run.ttft_ms:.0f}" if run.ttft_ms is not None else "-"
@@ -176,6 +184,11 @@ class Result:
             lines.append(f"speculative acceptance {summary['acceptance']:.1f}% ({self.counts.accepted} accepted of "
                          f"{self.counts.drafted} drafted, from {self.counter_source})")
         lines.append(f"t/s: {DEFINITIONS[self.source]}")
+        if self.slow is not None:
+            lines.append(f"warning: slow phase: {self.slow.describe()}")
+        if s.gpu_mode == "time-slicing":
+            lines.append("warning: measured under GPU time slicing, which cuts speculative decoding's speed "
+                         "(beclab/Olares #3213): exclusive mode measures the app alone")
         return lines + [note if note.startswith("warning: ") else f"note: {note}" for note in self.notes]
 
 

@@ -123,7 +123,9 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
         "drafted": summary["drafted"], "accepted": summary["accepted"],
         "engine_release": engine.version() or spec.engine.image.rsplit(":", 1)[-1],
         "hardware": hardware or spec.hardware, "context": engine.context_length(),
-        "settings_hash": settings_hash(spec), "date": today, "uneven": True if uneven else None}
+        "settings_hash": settings_hash(spec), "date": today, "uneven": True if uneven else None,
+        "gpu_mode": result.settings.gpu_mode, "slow_runs": result.slow.runs if result.slow else None,
+        "slow_phase": result.slow.describe() if result.slow else None}
     try:
         BenchRecord.model_validate(values)
     except ValidationError as exc:  # measure() bounds every figure; this guards what the spec would refuse
@@ -242,6 +244,9 @@ def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
 @click.option("--api-key", envvar="OLARESPACK_API_KEY", show_envvar=True,
               help="Bearer key the server wants (never printed).")
 @click.option("--hardware", help="The hardware profile the server runs on (data/hardware.yaml); --record needs it.")
+@click.option("--gpu-mode", type=click.Choice(["exclusive", "memory-slicing", "time-slicing"]),
+              help="The GPU mode the app runs in on the box (Olares' GPU settings), recorded with the figures: "
+                   "time slicing cuts speculative decoding's speed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON object.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw the runs' tokens per second into this PNG file.")
@@ -250,7 +255,8 @@ def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
 def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool, namespace: str | None,
           user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int, temperature: float,
           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, api_key: str | None,
-          hardware: str | None, as_json: bool, plot_file: Path | None, record: bool, apps_dir: Path) -> None:
+          hardware: str | None, gpu_mode: str | None, as_json: bool, plot_file: Path | None, record: bool,
+          apps_dir: Path) -> None:
     """Measure an app's tokens per second against its server: the standard prompt, warm-ups, then N runs.
 
     A run's rate is the server's own decode timing where it gives one (llama.cpp), else the streamed decode
@@ -264,8 +270,8 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
     shown = Shown(api_key)
     try:
         _bench(shown, app, url, log_file, as_job, as_exec, namespace, user, model, runs, warmups, max_tokens,
-               temperature, top_p, prompt_file, no_stream, run_timeout, api_key, hardware, as_json, plot_file,
-               record, apps_dir)
+               temperature, top_p, prompt_file, no_stream, run_timeout, api_key, hardware, gpu_mode, as_json,
+               plot_file, record, apps_dir)
     except ProblemsError as exc:
         exc.problems = [replace(p, path=shown.masked(p.path), message=shown.masked(p.message),
                                 fix=shown.masked(p.fix)) for p in exc.problems]
@@ -278,8 +284,8 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
 def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool,
            namespace: str | None, user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int,
            temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float,
-           api_key: str | None, hardware: str | None, as_json: bool, plot_file: Path | None, record: bool,
-           apps_dir: Path) -> None:
+           api_key: str | None, hardware: str | None, gpu_mode: str | None, as_json: bool, plot_file: Path | None,
+           record: bool, apps_dir: Path) -> None:
     from olarespack.bench.client import BenchError, Limits, base_url
     from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
@@ -301,7 +307,8 @@ def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_jo
     prompt, prompt_name = _prompt(prompt_file)
     served = model or engine.engine.bench().served_name(spec.engine)
     settings = Settings(model=served or spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
-                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream)
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
+                        gpu_mode=gpu_mode)
     if plot_file is not None:
         _plot_target(plot_file, [path, prompt_file, log_file])
     if as_job or as_exec:

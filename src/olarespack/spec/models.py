@@ -152,6 +152,12 @@ class BenchRecord(StrictModel):
     date: dt.date = Field(description="The day it was measured.")
     uneven: bool | None = Field(None, description="True when the slowest run was below half the median: the runs "
                                 "did not measure one steady state, and the average mixes two.")
+    gpu_mode: Literal["exclusive", "memory-slicing", "time-slicing"] | None = Field(
+        None, description="The GPU mode the app ran in (Olares' GPU settings); a time-sliced figure is marked so.")
+    slow_runs: list[Annotated[int, Field(ge=1, le=1_000)]] | None = Field(
+        None, max_length=1_000, description="The runs of a slow phase (consecutive runs far below the median).")
+    slow_phase: Text | None = Field(None, description="What the slow phase was, as bench said it (\"runs 6-9 at 27% "
+                                    "of the median, acceptance 4% against 86%: speculative decoding fell back\").")
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchRecord:
