@@ -401,7 +401,7 @@ def test_compute_buffer_grows_without_flash_attention() -> None:
     assert without == math.ceil((512 * 4 * (4 * 2560 + 3 * 10240 + 42 * 256) + 512 * 32768 * 36) * margin)
 
 
-def test_audio_app_needs_about_6_gb() -> None:
+def test_audio_app_needs_about_6_5_gb() -> None:
     report = fit_report(load_app("gemma4-audio"))
     files = models()[E4B_REPO].files
     gguf, mmproj = files["gemma-4-E4B-it-Q4_K_M.gguf"], files["mmproj-BF16.gguf"]
@@ -410,9 +410,10 @@ def test_audio_app_needs_about_6_gb() -> None:
     assert report.weights_bytes == gguf.bytes - gguf.host_bytes + gguf.gpu_copy_bytes + mmproj.bytes
     assert "1.99 GiB of input embeddings (token_embd and any per-layer table) stay in host" in report.notes[0]
     assert report.kv_cache_needed_bytes == llamacpp_kv_bytes(e4b(), 32768, ubatch_size=512)
-    assert 5.5e9 < report.total_needed_bytes < 6.5e9
+    # the projector's encoders with a largest image and 30 s of audio take 810 MiB beyond its file (measured.md)
+    assert 6.5e9 < report.total_needed_bytes < 7.0e9
     # the booking `olarespack plan` wrote: the smallest whole MiB that holds it
-    assert report.total_bytes == 5871 * 2**20 and report.fits
+    assert report.total_bytes == 6507 * 2**20 and report.fits
     assert 0 <= report.headroom_bytes < 2**20
     assert report.concurrency == 1.0 and report.settings["n_ctx_per_slot"] == 32768
     assert report.max_model_len_limit == 32768  # nothing more fits in its share
@@ -476,7 +477,7 @@ def test_the_container_memory_must_hold_what_llama_cpp_keeps_on_the_host(tmp_pat
     assert fit_report(load_app("gemma4-vision")).host_memory_bytes is None  # vLLM: not modelled
 
 
-@pytest.mark.parametrize(("flash", "share"), [("on", "6000Mi"), ("off", "7000Mi")])
+@pytest.mark.parametrize(("flash", "share"), [("on", "6640Mi"), ("off", "7640Mi")])  # 6000, 7000 + the projector's 640
 def test_the_largest_llama_cpp_context_counts_its_own_compute_buffer(tmp_path: Path, flash: str, share: str) -> None:
     data = app_data("gemma4-audio")
     data["engine"]["ctx_size"] = 131072

@@ -5,6 +5,8 @@
 #   bash tools/llamacpp_cuda/measure.sh build measure   # about 4 minutes of build on 16 cores, then the boots
 #   bash tools/llamacpp_cuda/measure.sh build more corun 4669 6311   # second session: flash attention off,
 #     larger ubatches, the audio projector, two slots; then the co-run of two servers in their planned shares
+#   bash tools/llamacpp_cuda/measure.sh build fitkv   # third session (issue 26): quantized caches, one and four
+#     slots, a dense Llama-3.1-8B shape, the vision+audio projector at transformers 5.24's shapes (boots.py)
 # (one call: the machine keeps no build between calls). Logs come back as $OUT/logs.tar.gz (8 files at most).
 set -u
 WORK=${WORK:-.devbuild}
@@ -13,19 +15,25 @@ SRC=$WORK/src/llama.cpp
 SERVER=$WORK/build/bin/llama-server
 GGUF=$WORK/e4b.gguf
 MMPROJ=$WORK/e4b-audio-mmproj.gguf
+LLAMA8B=$WORK/llama8b.gguf
+MMPROJ_VA=$WORK/gemma4-mmproj-t524.gguf
 OUT=${OUT:-/tmp/out}
 mkdir -p "$WORK" "$OUT/logs"
 
 build() {
   [ -d "$SRC" ] || { mkdir -p "$WORK/src" && tar xzf "$SDIST" -C "$WORK/src" --strip-components=1; }
   [ -f "$GGUF" ] || PYTHONPATH=$SRC/gguf-py python3 tools/llamacpp_cuda/e4b_gguf.py "$GGUF" &
-  [ -f "$MMPROJ" ] || PYTHONPATH=$SRC/gguf-py python3 tools/llamacpp_cuda/audio_projector_gguf.py "$MMPROJ" &
+  [ -f "$LLAMA8B" ] || PYTHONPATH=$SRC/gguf-py python3 tools/llamacpp_cuda/llama8b_gguf.py "$LLAMA8B" &
+  [ -f "$MMPROJ_VA" ] || PYTHONPATH=$SRC/gguf-py python3 tools/llamacpp_cuda/audio_projector_gguf.py \
+    "$MMPROJ_VA" --transformers &
   cmake -S "$SRC" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_EXAMPLES=OFF > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
-  cmake --build "$WORK/build" --target llama-server -j16 > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  cmake --build "$WORK/build" --target llama-server llama-fit-params -j16 > "$OUT/build.log" 2>&1 \
+    || { tail -60 "$OUT/build.log"; exit 1; }
   wait
-  ls -la "$SERVER" "$GGUF"
+  ls -la "$SERVER" "$GGUF" "$LLAMA8B" "$MMPROJ_VA"
+  rm -f "$OUT/build.log" "$OUT/cmake.log"
 }
 
 # boot NAME ARGS...: boot, wait for the listener, one request, nvidia-smi after boot and after it, then stop
@@ -63,6 +71,7 @@ measure() {
 }
 
 more() {
+  [ -f "$MMPROJ" ] || PYTHONPATH=$SRC/gguf-py python3 tools/llamacpp_cuda/audio_projector_gguf.py "$MMPROJ"
   echo "idle $(nvidia-smi --query-gpu=memory.used,memory.total,name,driver_version --format=csv,noheader)" \
     | tee "$OUT/readings.txt"
   boot c32k-faoff-v -c 32768 -b 512 -ub 512 -fa off -v
@@ -115,6 +124,16 @@ corun() {
     | tee "$dir/shares.txt"
   cat "$dir"/smi-*.txt
   tar czf "$OUT/corun.tar.gz" -C "$OUT" corun
+}
+
+# fitkv: the boots of tools/llamacpp_cuda/boots.py, four side by side; logs back as $OUT/logs.tar.gz
+fitkv() {
+  echo "idle $(nvidia-smi --query-gpu=memory.used,memory.total,name,driver_version --format=csv,noheader)" \
+    | tee "$OUT/readings.txt"
+  PYTHONUNBUFFERED=1 timeout ${BOOTS_TIMEOUT:-3000} python3 tools/llamacpp_cuda/boots.py "$WORK/build/bin" "$OUT" "$GGUF" "$LLAMA8B" "$MMPROJ_VA" \
+    ${SKIP:-}
+  ls -la "$GGUF" "$LLAMA8B" "$MMPROJ_VA" >> "$OUT/readings.txt"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 }
 
 if [ "${1:-}" = "" ]; then echo "usage: measure.sh STEP..." >&2; exit 2; fi

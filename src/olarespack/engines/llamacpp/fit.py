@@ -18,6 +18,7 @@ from olarespack.engines.llamacpp.kv import (
     MMPROJ_COMPUTE_BYTES,
     llamacpp_compute_bytes,
     llamacpp_context,
+    llamacpp_f16_copy_bytes,
     llamacpp_host_compute_bytes,
     llamacpp_kv_bytes,
 )
@@ -93,15 +94,19 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash,
                                  type_sizes=sizes, **options)
 
-    def compute_at(n: int) -> int:  # the GPU compute buffer grows with the context (the KQ mask, the scores)
-        at = llamacpp_context(n, **options)
-        return llamacpp_compute_bytes(arch, at.n_ubatch, at.n_ctx, flash_attn=flash)
+    def compute_at(n: int) -> int:  # the GPU compute buffer grows with the context (the KQ mask, the scores,
+        at = llamacpp_context(n, **options)  # a quantized cache's f16 copies)
+        copies = llamacpp_f16_copy_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full,
+                                         flash_attn=flash, **options)
+        return llamacpp_compute_bytes(arch, at.n_ubatch, at.n_ctx, flash_attn=flash, n_ctx_seq=at.n_ctx_seq,
+                                      f16_copies=copies)
 
     ctx = llamacpp_context(length, **options)
     needed = kv_at(length)
     overhead = LLAMACPP_RUNTIME_BYTES + compute_at(length) + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0)
     source: Source = "estimate"
-    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash)
+    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash,
+                                               n_ctx_seq=ctx.n_ctx_seq)
     notes.append(f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
                  f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MiB} MiB (an H200's, after a "
                  f"first request); {host_compute / MiB:.0f} MiB more of pinned host memory for compute")
