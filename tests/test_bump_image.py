@@ -65,7 +65,7 @@ def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> N
     git(repo, "commit", "-qam", "vision at 64K")
     code, out, err = run("bump", "apps/gemma4-vision.yaml", "--image", "vllm/vllm-openai:v0.33.0")
     assert code == 0, err
-    # the chart writes mtp on 0.21 already (vLLM's own name for gemma4_mtp): the move changes no setting
+    # the spec says mtp (vLLM's own name for gemma4_mtp): the move changes no setting
     assert "vLLM 0.21.0 -> 0.33.0: every setting is written as before." in out
     assert "engine.calibration was measured on vllm/vllm-openai:v0.21.0-cu129: commented out as stale" in err
     text = (repo / "apps/gemma4-vision.yaml").read_text(encoding="utf-8")

@@ -32,7 +32,7 @@ SEED_VISION_ARGS = [
     "--max-num-batched-tokens", "8192",
     "--attention-backend", "triton_attn",
     "--speculative-config",
-    # the spec says gemma4_mtp; vLLM 0.21 runs it as mtp (a deprecated alias), so the chart writes mtp
+    # the spec says mtp (vLLM's name; gemma4_mtp is a deprecated alias of it), and the chart writes what it says
     '{"model":"google/gemma-4-26B-A4B-it-assistant","method":"mtp","num_speculative_tokens":3}',
     "--kv-cache-dtype", "fp8",
     "--dtype", "auto",

@@ -82,8 +82,8 @@ RULES: dict[str, Rule] = {
                              "vLLM drafts with the target itself without one"),
     "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
                                 "vLLM refuses an unknown method at boot"),
-    "spec-mtp-alias": Rule("engine", "warning: an MTP alias left as typed (no release table for the image), which "
-                           "vLLM rewrites to mtp", "vLLM SpeculativeConfig"),
+    "spec-mtp-alias": Rule("engine", "warning: an MTP alias (rendered as typed) that vLLM rewrites to mtp, logging "
+                           "it as deprecated", "vLLM SpeculativeConfig"),
     "dflash-tokens": Rule("engine", "DFlash drafts at most 15 tokens", "DFlash drafters are trained with blocks of 16"),
     "tool-parser": Rule("engine", "--enable-auto-tool-choice comes with a tool-call parser",
                         "vLLM refuses to boot without one"),
