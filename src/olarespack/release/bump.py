@@ -84,7 +84,9 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
     for app, diff in zip(apps, found, strict=True):
         if not explicit and not diff.changed:
             continue
-        ahead = None if explicit else _released_ahead(repo, app, diff)
+        # a SPEC named on the command line is bumped even when its chart did not change, except an app new at the
+        # base: its version is not out yet, so its first release is its one bump, named or not
+        ahead = None if explicit and diff.base_version is not None else _released_ahead(repo, app, diff)
         if ahead:
             skipped.append(f"{app.spec.name}: {ahead}, left alone")
             continue
@@ -93,7 +95,8 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             problems.append(dirty)
             continue
         text = note or (upgrade_note(diff) if diff.changed else None)
-        if text and diff.base_version is None and not text.startswith(FIRST_RELEASE):
+        first = diff.base_version is None and not any(e.note.startswith(FIRST_RELEASE) for e in app.spec.changelog)
+        if text and first and not text.startswith(FIRST_RELEASE):
             text = f"{FIRST_RELEASE} {text}"  # what tells a later bump that this app has had its first release
         if not text:
             problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
