@@ -43,6 +43,7 @@ FIRED_ELSEWHERE = {
     "host-memory": "test_fit.py",
     "plan": "test_plan_write.py",
     "bench-stale": "test_bench_record.py",
+    "olares-gpu-limit": "test_olares_now.py",
 }
 
 
