@@ -130,13 +130,14 @@ def record_values(spec: AppSpec, result: Result, today: dt.date) -> dict[str, An
 
 def _record(path: Path, spec: AppSpec, result: Result) -> dict[str, Any]:
     from olarespack.bench.edit import record_bench
+    from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
     from olarespack.spec.load import load_edited_spec
-    from olarespack.write import write_file
 
     values = record_values(spec, result, dt.date.today())
-    text, replaced = record_bench(str(path), path.read_text(encoding="utf-8"), values)
-    load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
-    write_file(path, text.encode("utf-8"))
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        text, replaced = record_bench(str(path), read_spec_text(path), values)
+        load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
+        write_spec_text(path, text)
     click.echo(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for {spec.version} "
                f"({values['tps_avg']} t/s average, settings {values['settings_hash']}); `olarespack build` renders "
                "the descriptions that cite it", err=True)

@@ -2,7 +2,8 @@
 
 The spec is edited in place the way `bump` edits it (release/edit.py): only the lines of engine.calibration
 change (or the block is added at the end of engine:), the edit is checked on the data (everything else must load
-back equal), the new spec must load, and it replaces the old one in one rename (write.write_file)."""
+back equal), the new spec must load, and it replaces the old one in one rename, under the spec's edit lock and
+with its line endings (spec/inplace.py)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
 from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.spec import LlamaCppCalibration
+from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
 from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec
-from olarespack.write import write_file
 
 _BOUNDS = {"gt": "more than", "ge": "at least", "lt": "less than", "le": "at most"}
 
@@ -176,6 +177,11 @@ def calibrate(spec_file: str, log_file: str) -> None:
     The calibration records what it was measured on (the spec's model, image and hardware), so lint refuses
     it once any of them changes. Exits 1, writing nothing, when the log is not a boot of this spec's engine."""
     path = Path(spec_file)
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        _calibrate(path, spec_file, log_file)
+
+
+def _calibrate(path: Path, spec_file: str, log_file: str) -> None:
     spec = load_spec(path)
     if engine_for(spec.engine).engine.calibration_model is None:
         raise _refuse(spec_file, "engine.calibration", f"the {spec.engine.kind} engine takes no calibration yet",
@@ -187,10 +193,9 @@ def calibrate(spec_file: str, log_file: str) -> None:
     except OSError as exc:
         raise _refuse(log_file, "", f"cannot read: {exc.strerror}", "check the path and its permissions") from None
     values = calibration_values(spec_file, spec, log)
-    text = path.read_text(encoding="utf-8")
-    new_text = edit_calibration(spec_file, text, values)
+    new_text = edit_calibration(spec_file, read_spec_text(path), values)
     load_edited_spec(new_text, spec_file)  # the edited spec must still load before it replaces the old one
-    status = write_file(path, new_text.encode("utf-8"))
+    status = write_spec_text(path, new_text)
     shown = ", ".join(f"{key} {value}" for key, value in values.items() if key not in ("model", "image", "hardware"))
     click.echo(f"ok {spec_file}: engine.calibration {status} ({shown}; measured on {values['model']}, "
                f"{values['image']}, {values['hardware']})")

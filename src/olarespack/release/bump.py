@@ -18,7 +18,8 @@ from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
 from olarespack.release.notes import FIRST_RELEASE, stale_figures, upgrade_note
 from olarespack.release.version import Part, is_higher, is_version
-from olarespack.write import read_folder, write_chart, write_file
+from olarespack.spec.inplace import read_spec_text, write_spec_text
+from olarespack.write import read_folder, write_chart
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             continue
         path = Path(app.file)
         try:
-            edit = edit_spec(path, path.read_text(encoding="utf-8"), part, text, today)
+            edit = edit_spec(path, read_spec_text(path), part, text, today)
             bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text, tuple(stale_figures(diff))))
         except ProblemsError as exc:
             problems += exc.problems
@@ -145,5 +146,5 @@ def _render_edit(edit: SpecEdit) -> Chart:
 
 def apply_bumps(bumps: list[Bump], charts_dir: Path) -> None:
     for planned in bumps:
-        write_file(planned.edit.file, planned.edit.text.encode("utf-8"))
+        write_spec_text(planned.edit.file, planned.edit.text)
         write_chart(planned.chart, charts_dir / planned.name)

@@ -19,6 +19,7 @@ from olarespack.release.bump import Bump, Repo, hand_edited
 from olarespack.release.edit import edit_spec, move_image
 from olarespack.release.notes import release_note
 from olarespack.release.version import Part
+from olarespack.spec.inplace import read_spec_text
 from olarespack.spec.load import load_spec
 
 
@@ -43,7 +44,7 @@ def _move(repo: Repo, app: App, path: Path, given: str, part: Part, note: str | 
     dirty = hand_edited(repo, app)
     if dirty:
         raise ProblemsError([dirty])
-    moved = move_image(path, path.read_text(encoding="utf-8"), given)
+    moved = move_image(path, read_spec_text(path), given)
     if moved.new_image == moved.old_image:
         raise ProblemsError([Problem(app.file, "engine.image", f"already runs {moved.old_image}",
                                      "give another image, or bump without --image", rule="bump")])
