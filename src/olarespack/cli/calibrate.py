@@ -18,7 +18,7 @@ from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.hardware import profiles
 from olarespack.core.yamledit import last_content_line, scalar
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
-from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
+from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog, EngineLog
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.spec import LlamaCppCalibration
 from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
@@ -86,7 +86,13 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if looks is not None and log.engine != kind and not log.calibrated(kind):
         raise _refuse(log.path, "", f"looks like a {looks} boot log, but {file} runs {title}",
                       f"take the log of this app's pod (kubectl logs), or calibrate the {looks} app's spec")
-    missing = log.readings[kind].missing_lines() if log.engine == kind and not log.calibrated(kind) else None
+    reading = log.readings[kind]
+    if reading.unreadable:
+        raise ProblemsError([Problem(log.path, f"line {number}", f"{what}: the figure is not a size {title} prints "
+                                     "(a negative number, or one written with an exponent)", "give the unedited log "
+                                     "of one complete boot of this app (kubectl logs POD > boot.log)",
+                                     rule="calibration-log") for number, what in reading.unreadable[:10]])
+    missing = reading.missing_lines() if log.engine == kind and not log.calibrated(kind) else None
     if missing is not None:
         cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
         raise _refuse(log.path, "", missing[0] + cut, missing[1])
@@ -97,7 +103,6 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
         raise _refuse(log.path, "", f"no calibration line found{cut}: {title} prints "
                       f"{engine.engine.calibration_lines} while it boots; {seen}",
                       "give the log of a complete boot, from its start (kubectl logs POD, not --tail)")
-    reading = log.readings[kind]
     model = engine.model_repo()
     if reading.model is not None and reading.model != model:
         raise _refuse(log.path, "", f"is a boot of {reading.model}, but {file} serves {model}",
@@ -108,6 +113,24 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
                       f"{version}", f"boot {spec.engine.image} on the box and take that log")
     if isinstance(reading, LlamaCppLog):
         _check_llamacpp_device(file, spec, log.path, reading)
+    unsaid = reading.unsaid()
+    if unsaid:
+        raise ProblemsError([Problem(log.path, "", f"does not say its {what.replace('_', ' ')} ({title} prints it in "
+                                     f"{reading.provenance[what]}): a calibration records what it was measured on, "
+                                     "from the log, never from the spec", "give the log of a complete boot, from its "
+                                     "start (kubectl logs POD, not --tail)", rule="calibration-log")
+                             for what in unsaid])
+
+
+def _check_device_memory(file: str, spec: AppSpec, path: str, reading: EngineLog) -> None:
+    """Buffers that add up to more than the card holds are no boot of it (an edited or forged log)."""
+    found, profile = reading.gpu_mib(), profiles().get(spec.hardware)
+    if found is None or profile is None or found[0] <= profile.gpu_memory_mib:
+        return
+    line = reading.lines.get(found[1])
+    raise _refuse(path, f"line {line}" if line else "", f"the buffers on the GPU add up to {found[0]:.0f} MiB, more "
+                  f"than the {profile.gpu_memory_mib} MiB the {spec.hardware} of {file} has: no boot of that card "
+                  "printed this", "give the unedited log of one complete boot of this app on its box")
 
 
 def _check_llamacpp_device(file: str, spec: AppSpec, path: str, reading: LlamaCppLog) -> None:
@@ -140,6 +163,7 @@ def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]
     except ValidationError as exc:
         raise ProblemsError([_refused_value(log, log.readings[engine.kind].lines, error)
                              for error in exc.errors()[:10]]) from None
+    _check_device_memory(file, spec, log.path, log.readings[engine.kind])
     return values
 
 
