@@ -188,8 +188,8 @@ def test_lint_and_build_warn_about_a_stale_record(project: Path, server: FakeSer
     spec_file.write_text(spec_file.read_text(encoding="utf-8").replace("max_num_seqs: 4", "max_num_seqs: 2"), "utf-8")
     code, out = run_cli(project, "build")
     assert code == 0
-    assert re.search(r"WARN apps/gemma4-dflash\.yaml: changelog\[0\]\.bench: the bench figures of 1\.1\.0 .* "
-                     r"\[bench-stale\]", out)
+    assert re.search(r"WARN apps/gemma4-dflash\.yaml: changelog\[0\]\.bench: the bench figures of "
+                     rf"{re.escape(VERSION)} .* \[bench-stale\]", out)
 
 
 def test_a_record_never_half_writes_the_spec(project: Path, server: FakeServer) -> None:

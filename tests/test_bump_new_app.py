@@ -90,3 +90,20 @@ def test_an_app_at_its_base_version_with_a_chart_there_still_bumps(repo: Path) -
     code, out, err = run("bump", "--minor")
     assert code == 0, err
     assert f"bumped {DFLASH} {V_DFLASH} -> {MINOR}" in out and FIRST not in out
+
+
+@pytest.mark.parametrize("keep_spec", [False, True], ids=["spec-new-too", "spec-at-base"])
+def test_a_new_app_named_on_the_command_line_is_bumped_once_too(repo: Path, keep_spec: bool) -> None:
+    new_at_base(repo, keep_spec)
+    code, out, err = run("bump", "--minor", SPEC)
+    assert code == 0, err
+    assert f"bumped {DFLASH} {V_DFLASH} -> {MINOR}: {FIRST}" in out
+    after = (repo / SPEC).read_text(encoding="utf-8")
+    for args in ((), ("--note", "again")):  # a second run, with or without a note: nothing moves
+        code, out, err = run("bump", "--minor", SPEC, *args)
+        assert code == 0, err
+        assert "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out, out
+        assert (repo / SPEC).read_text(encoding="utf-8") == after
+    changelog = spec_data(repo)["changelog"]
+    assert isinstance(changelog, list)
+    assert [entry["note"].startswith(FIRST) for entry in changelog].count(True) == 1  # said once

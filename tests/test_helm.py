@@ -185,4 +185,4 @@ def test_vision_container_runs_the_seed_configuration(tmp_path: Path, helm: Helm
     # the speculative-decoding JSON is visible as SPEC_CONFIG in the pod template, the name the seed charts use
     assert "--speculative-config" in engine["args"]
     assert engine["args"][engine["args"].index("--speculative-config") + 1] == "$(SPEC_CONFIG)"
-    assert json.loads(values["SPEC_CONFIG"])["method"] == "mtp"  # what vLLM runs the spec's gemma4_mtp as
+    assert json.loads(values["SPEC_CONFIG"])["method"] == "mtp"  # as the spec types it

@@ -102,15 +102,16 @@ def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     vision = by_name(generation, VISION)
     # 1.0.5, 1.0.2 and 1.0.1 have no date here (no git history): they take 1.0.0's 2026-05-14, each a second
     # after the one before, because the Market keys its version history by mergedAt
-    assert [h["version"] for h in vision["versionHistory"]] == ["1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+    assert [h["version"] for h in vision["versionHistory"]] == [
+        "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
     assert [h["mergedAt"] for h in vision["versionHistory"]] == [
-        "2026-12-01T00:00:00.000000000Z", "2026-11-30T00:00:00.000000000Z"] + [
+        "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z", "2026-11-30T00:00:00.000000000Z"] + [
         f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
-    assert vision["updated_at"] == "2026-12-01T00:00:00.000000000Z"
+    assert vision["updated_at"] == "2026-12-02T00:00:00.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
     assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
-    assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == 6
+        ["2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
+    assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == len(dflash["versionHistory"])
     assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]
     # the market's time is its newest release's, whichever app made it
     assert generation["last_updated"] == max(d["versionHistory"][0]["mergedAt"] for d in generation["details"].values())
@@ -134,21 +135,24 @@ def test_catalog_is_deterministic(catalog: dict[str, Any]) -> None:
     assert market.catalog_bytes(catalog_of(APP_FILES)) == market.catalog_bytes(catalog)
 
 
+BUMPED = "1.2.2"  # above the committed vision app
+
+
 def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path, catalog: dict[str, Any]) -> None:
     data = app_data()
-    data["version"] = "1.2.1"
+    data["version"] = BUMPED
     # a day after every committed release, so the bumped app is the newest of the market
-    newest = max(dt.date.fromisoformat(catalog["generations"]["current"]["last_updated"][:10]), dt.date(2026, 12, 1))
+    newest = max(dt.date.fromisoformat(catalog["generations"]["current"]["last_updated"][:10]), dt.date(2026, 12, 2))
     day = newest + dt.timedelta(days=1)
-    data["changelog"].insert(0, {"version": "1.2.1", "date": day, "note": "bumped for the test"})
+    data["changelog"].insert(0, {"version": BUMPED, "date": day, "note": "bumped for the test"})
     files = [f for f in APP_FILES if f.stem != "gemma4-vision"] + [write_spec(tmp_path, data, "vision.yaml")]
     bumped = catalog_of(files)
     for gen, generation in bumped["generations"].items():
         before = catalog["generations"][gen]
         assert generation["hash"] != before["hash"]
         vision = market.app_id(VISION)
-        assert generation["apps"][vision]["version"] == "1.2.1"
-        assert generation["details"][vision]["chartName"] == f"{VISION}-1.2.1.tgz"
+        assert generation["apps"][vision]["version"] == BUMPED
+        assert generation["details"][vision]["chartName"] == f"{VISION}-{BUMPED}.tgz"
         for ident in set(generation["details"]) - {vision}:
             assert generation["details"][ident] == before["details"][ident]
             assert generation["apps"][ident] == before["apps"][ident]

@@ -64,16 +64,18 @@ def test_the_committed_audio_app_renders_as_before() -> None:
     assert items(engine("gemma4-audio"), "--mlock", "--load-mode") == ["--mlock"]
 
 
-@pytest.mark.parametrize(("image", "method"), [
-    # every release table lists gemma4_mtp among the MTP types vLLM rewrites to mtp (a deprecated alias)
-    ("vllm/vllm-openai:v0.21.0-cu129", "mtp"), ("vllm/vllm-openai:v0.32.0", "mtp"),
-    ("vllm/vllm-openai:v0.33.0", "mtp"),
-    # no table says what a nightly runs: the method stays as typed, and the alias is pointed out
-    ("vllm/vllm-openai:nightly-2026-11-20", "gemma4_mtp"),
-])
-def test_vllm_writes_the_mtp_alias_as_mtp_where_the_release_retires_it(image: str, method: str) -> None:
-    spec = engine("gemma4-vision", image=image)
-    assert f'"method":"{method}"' in items(spec, "--speculative-config")[1]
-    assert ("spec-mtp-alias" in {p.rule for p in engine_for(spec).rules("x.yaml", "rtx5090-laptop")}) == \
-        (method != "mtp")
-
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.21.0-cu129", "vllm/vllm-openai:v0.33.0",
+                                   "vllm/vllm-openai:nightly-2026-11-20"])
+def test_vllm_writes_the_speculative_method_as_typed_and_warns_of_the_alias(image: str) -> None:
+    # what the user typed is what renders: vLLM runs gemma4_mtp as mtp and logs it as deprecated, which lint
+    # says with the fix, and the user decides
+    spec = engine("gemma4-vision", image=image, speculative={
+        "method": "gemma4_mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3})
+    assert '"method":"gemma4_mtp"' in items(spec, "--speculative-config")[1]
+    alias = [p for p in engine_for(spec).rules("x.yaml", "rtx5090-laptop") if p.rule == "spec-mtp-alias"]
+    assert [p.severity for p in alias] == ["warning"] and "method: mtp" in alias[0].fix
+    if "nightly" not in image:
+        assert "logs the alias as deprecated" in alias[0].message
+    typed_mtp = engine("gemma4-vision", image=image)  # the shipped spec takes the fix: mtp, no warning
+    assert '"method":"mtp"' in items(typed_mtp, "--speculative-config")[1]
+    assert "spec-mtp-alias" not in {p.rule for p in engine_for(typed_mtp).rules("x.yaml", "rtx5090-laptop")}

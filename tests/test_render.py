@@ -32,7 +32,7 @@ SEED_VISION_ARGS = [
     "--max-num-batched-tokens", "8192",
     "--attention-backend", "triton_attn",
     "--speculative-config",
-    # the spec says gemma4_mtp; vLLM 0.21 runs it as mtp (a deprecated alias), so the chart writes mtp
+    # the spec says mtp (vLLM's name; gemma4_mtp is a deprecated alias of it), and the chart writes what it says
     '{"model":"google/gemma-4-26B-A4B-it-assistant","method":"mtp","num_speculative_tokens":3}',
     "--kv-cache-dtype", "fp8",
     "--dtype", "auto",
@@ -155,11 +155,11 @@ def test_versions_agree_everywhere() -> None:
     chart = render_chart(load("gemma4-vision"), "x")
     chart_yaml = yaml.safe_load(chart["Chart.yaml"])
     manifest = yaml.safe_load(chart["OlaresManifest.yaml"])
-    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.2.0"
-    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.2.0"
-    assert manifest["spec"]["upgradeDescription"].startswith("v1.2.0: ")
+    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.2.1"
+    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.2.1"
+    assert manifest["spec"]["upgradeDescription"].startswith("v1.2.1: ")
     entries = re.findall(r"^v(\d+\.\d+\.\d+): ", manifest["spec"]["upgradeDescription"], re.M)
-    assert entries == ["1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+    assert entries == ["1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
 
 
 @pytest.mark.parametrize(("field", "value", "replacements"), [

@@ -47,6 +47,7 @@ FIRED_ELSEWHERE = {
     "bench-stale": "test_bench_record.py",
     "bench-impossible": "test_bench_hostile.py",
     "image-cuda": "test_image_cuda.py",
+    "olares-gpu-limit": "test_olares_now.py",
 }
 
 

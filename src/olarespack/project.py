@@ -59,11 +59,12 @@ def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
 
 
 def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:
-    """The errors of the layers after the spec's, for a spec its own rules refused: the context, what the
-    engine would refuse and what its citations get wrong show in the same run as the spec's mistakes."""
+    """The problems of the layers after the spec's, for a spec its own rules refused: the context, what the
+    engine would refuse or warn of and what its citations get wrong show in the same run as the spec's
+    mistakes."""
     spec, found = resolve_context(file, spec)
-    problems = [p for p in found + engine_problems(file, spec) if p.severity == "error"]
-    if problems and any(p in found for p in problems):
+    problems = found + engine_problems(file, spec)
+    if any(p.severity == "error" for p in found):
         return problems  # an unresolved or unfitting context is not rendered (as in a build)
     try:
         render_chart(spec, file)
@@ -105,7 +106,8 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
 def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,
               others: dict[str, str] | None = None) -> tuple[list[App], list[Problem]]:
     """Load, check and render every spec for each generation (default: the spec's own); the apps that
-    passed, and every error of those that did not. The checks are the pure layers (spec, engine flags,
+    passed, and every problem of those that did not (their warnings too: lint shows every layer's problems in
+    one run, not the warnings once the errors are gone). The checks are the pure layers (spec, engine flags,
     Olares' rules on the rendered files), each run once; helm and Kubernetes schemas are lint's."""
     problems: list[Problem] = []
     named: list[tuple[str, AppSpec]] = []
@@ -117,8 +119,8 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
             named.append((file, spec))
             if any(p.severity == "error" for p in found):  # an unresolved `auto` context cannot be rendered
                 # the engine's own rules still run: a copied spec shows its drafter, parser and calibration
-                # mistakes together with its context, not one after the other
-                problems += [p for p in found + engine_problems(file, spec) if p.severity == "error"]
+                # mistakes, and its warnings (a release no table covers), together with its context
+                problems += found + engine_problems(file, spec)
                 continue
         except RefusedSpec as exc:  # the spec's own mistakes do not hide the later layers' behind them
             problems += exc.problems + refused_spec_problems(file, exc.spec)
@@ -129,7 +131,7 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
         try:
             charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
         except ProblemsError as exc:  # a citation's mistake does not hide the engine's behind it
-            problems += exc.problems + [p for p in found + engine_problems(file, spec) if p.severity == "error"]
+            problems += exc.problems + found + engine_problems(file, spec)
             continue
         checked = found + check_app(file, spec, list(charts.values()))
         errors = [p for p in checked if p.severity == "error"]
@@ -145,8 +147,9 @@ def render_apps(files: list[Path], generations: Sequence[GenerationName] | None 
                 others: dict[str, str] | None = None) -> list[App]:
     """load_apps, raising one ProblemsError with the errors of all specs when any has one."""
     apps, problems = load_apps(files, generations, others)
-    if problems:
-        raise ProblemsError(problems)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise ProblemsError(errors)
     return apps
 
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastjsonschema
 import jsonschema
@@ -106,11 +106,19 @@ def _full_validator(kind: str, api_version: str) -> jsonschema.protocols.Validat
     return validator
 
 
-def schema_errors(document: dict[str, Any]) -> list[str]:
-    """Every schema violation of one manifest, as 'field.path: message'; unknown kinds (CRDs) pass."""
+class SchemaError(NamedTuple):
+    path: str  # the field, dotted; "(document)" for the whole object
+    message: str
+    unknown: bool  # only a field the schema does not know: the API server drops it with a warning
+
+
+def schema_findings(document: dict[str, Any]) -> list[SchemaError]:
+    """Every schema violation of one manifest; unknown kinds (CRDs) pass. A field the schema does not know is
+    marked: by default the API server drops it and answers a warning (field validation Warn, KEP-2885), so it
+    is not a refusal (bytebase's StatefulSet with a `strategy` merged in beclab/apps #3328)."""
     kind, api_version = document.get("kind"), document.get("apiVersion")
     if not isinstance(kind, str) or not isinstance(api_version, str):
-        return ["kind and apiVersion are required"]
+        return [SchemaError("(document)", "kind and apiVersion are required", False)]
     fast = _fast_validator(kind, api_version)
     if fast is None:
         return []
@@ -122,5 +130,11 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
         errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))) \
             if validator else []
         if not errors:
-            return [f"(document): {first.message}"]
-        return [f"{'.'.join(map(str, e.absolute_path)) or '(document)'}: {e.message}" for e in errors]
+            return [SchemaError("(document)", first.message, False)]
+        return [SchemaError(".".join(map(str, e.absolute_path)) or "(document)", e.message,
+                            e.validator == "additionalProperties") for e in errors]
+
+
+def schema_errors(document: dict[str, Any]) -> list[str]:
+    """The violations the API server refuses, as 'field.path: message' (unknown fields left out)."""
+    return [f"{e.path}: {e.message}" for e in schema_findings(document) if not e.unknown]

@@ -166,13 +166,20 @@ def _template_call(helm: Helm, target: Target, mode: str, parse: DocumentCache) 
         problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
         for source, document, _ in documents:
             name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
-            problems += [Problem(chart.where(source), f"{name}.{error.split(': ', 1)[0]}",
-                                 f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.split(': ', 1)[-1]}",
-                                 "fix the field's type or name", rule="kube-schema")
-                         for error in kube.schema_errors(document)]
+            problems += [_schema_problem(chart.where(source), name, error) for error in kube.schema_findings(document)]
         return problems
 
     return HelmCall(run, analyse)
+
+
+def _schema_problem(file: str, name: str, error: kube.SchemaError) -> Problem:
+    if error.unknown:
+        return Problem(file, f"{name}.{error.path}", f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}: "
+                       "the API server drops an unknown field with a warning (field validation Warn by default, "
+                       "KEP-2885), so it has no effect", "remove the field, or fix its name", rule="kube-schema",
+                       severity="warning")
+    return Problem(file, f"{name}.{error.path}", f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}",
+                   "fix the field's type or name", rule="kube-schema")
 
 
 def _probe_call(helm: Helm, target: Target, parse: DocumentCache) -> HelmCall:

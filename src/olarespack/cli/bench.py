@@ -136,9 +136,10 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
 
 def _recorded_text(path: Path, values: dict[str, Any]) -> tuple[str, bool]:
     from olarespack.bench.edit import record_bench
+    from olarespack.spec.inplace import read_spec_text
     from olarespack.spec.load import load_edited_spec
 
-    text, replaced = record_bench(str(path), path.read_text(encoding="utf-8"), values)
+    text, replaced = record_bench(str(path), read_spec_text(path), values)
     load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
     return text, replaced
 
@@ -155,11 +156,12 @@ def _try_record(path: Path, spec: AppSpec, settings: Settings, hardware: str) ->
 
 
 def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bool, shown: Shown) -> dict[str, Any]:
-    from olarespack.write import write_file
+    from olarespack.spec.inplace import editing, write_spec_text
 
     values: dict[str, Any] = shown.data(record_values(spec, result, dt.date.today(), hardware, uneven))
-    text, replaced = _recorded_text(path, values)
-    write_file(path, text.encode("utf-8"))
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        text, replaced = _recorded_text(path, values)
+        write_spec_text(path, text)
     click.echo(shown.text(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
                           f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "
                           "`olarespack build` renders the descriptions that cite it"), err=True)

@@ -2,7 +2,8 @@
 
 The spec is edited in place the way `bump` edits it (release/edit.py): only the lines of engine.calibration
 change (or the block is added at the end of engine:), the edit is checked on the data (everything else must load
-back equal), the new spec must load, and it replaces the old one in one rename (write.write_file)."""
+back equal), the new spec must load, and it replaces the old one in one rename, under the spec's edit lock and
+with its line endings (spec/inplace.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.hardware import profiles
 from olarespack.core.yamledit import last_content_line, scalar
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
-from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog
+from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog, EngineLog
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.spec import LlamaCppCalibration
+from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
 from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec
-from olarespack.write import write_file
 
 _BOUNDS = {"gt": "more than", "ge": "at least", "lt": "less than", "le": "at most"}
 
@@ -85,7 +86,13 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if looks is not None and log.engine != kind and not log.calibrated(kind):
         raise _refuse(log.path, "", f"looks like a {looks} boot log, but {file} runs {title}",
                       f"take the log of this app's pod (kubectl logs), or calibrate the {looks} app's spec")
-    missing = log.readings[kind].missing_lines() if log.engine == kind and not log.calibrated(kind) else None
+    reading = log.readings[kind]
+    if reading.unreadable:
+        raise ProblemsError([Problem(log.path, f"line {number}", f"{what}: the figure is not a size {title} prints "
+                                     "(a negative number, or one written with an exponent)", "give the unedited log "
+                                     "of one complete boot of this app (kubectl logs POD > boot.log)",
+                                     rule="calibration-log") for number, what in reading.unreadable[:10]])
+    missing = reading.missing_lines() if log.engine == kind and not log.calibrated(kind) else None
     if missing is not None:
         cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""
         raise _refuse(log.path, "", missing[0] + cut, missing[1])
@@ -96,7 +103,6 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
         raise _refuse(log.path, "", f"no calibration line found{cut}: {title} prints "
                       f"{engine.engine.calibration_lines} while it boots; {seen}",
                       "give the log of a complete boot, from its start (kubectl logs POD, not --tail)")
-    reading = log.readings[kind]
     model = engine.model_repo()
     if reading.model is not None and reading.model != model:
         raise _refuse(log.path, "", f"is a boot of {reading.model}, but {file} serves {model}",
@@ -107,6 +113,24 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
                       f"{version}", f"boot {spec.engine.image} on the box and take that log")
     if isinstance(reading, LlamaCppLog):
         _check_llamacpp_device(file, spec, log.path, reading)
+    unsaid = reading.unsaid()
+    if unsaid:
+        raise ProblemsError([Problem(log.path, "", f"does not say its {what.replace('_', ' ')} ({title} prints it in "
+                                     f"{reading.provenance[what]}): a calibration records what it was measured on, "
+                                     "from the log, never from the spec", "give the log of a complete boot, from its "
+                                     "start (kubectl logs POD, not --tail)", rule="calibration-log")
+                             for what in unsaid])
+
+
+def _check_device_memory(file: str, spec: AppSpec, path: str, reading: EngineLog) -> None:
+    """Buffers that add up to more than the card holds are no boot of it (an edited or forged log)."""
+    found, profile = reading.gpu_mib(), profiles().get(spec.hardware)
+    if found is None or profile is None or found[0] <= profile.gpu_memory_mib:
+        return
+    line = reading.lines.get(found[1])
+    raise _refuse(path, f"line {line}" if line else "", f"the buffers on the GPU add up to {found[0]:.0f} MiB, more "
+                  f"than the {profile.gpu_memory_mib} MiB the {spec.hardware} of {file} has: no boot of that card "
+                  "printed this", "give the unedited log of one complete boot of this app on its box")
 
 
 def _check_llamacpp_device(file: str, spec: AppSpec, path: str, reading: LlamaCppLog) -> None:
@@ -139,6 +163,7 @@ def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]
     except ValidationError as exc:
         raise ProblemsError([_refused_value(log, log.readings[engine.kind].lines, error)
                              for error in exc.errors()[:10]]) from None
+    _check_device_memory(file, spec, log.path, log.readings[engine.kind])
     return values
 
 
@@ -176,6 +201,11 @@ def calibrate(spec_file: str, log_file: str) -> None:
     The calibration records what it was measured on (the spec's model, image and hardware), so lint refuses
     it once any of them changes. Exits 1, writing nothing, when the log is not a boot of this spec's engine."""
     path = Path(spec_file)
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        _calibrate(path, spec_file, log_file)
+
+
+def _calibrate(path: Path, spec_file: str, log_file: str) -> None:
     spec = load_spec(path)
     if engine_for(spec.engine).engine.calibration_model is None:
         raise _refuse(spec_file, "engine.calibration", f"the {spec.engine.kind} engine takes no calibration yet",
@@ -187,10 +217,9 @@ def calibrate(spec_file: str, log_file: str) -> None:
     except OSError as exc:
         raise _refuse(log_file, "", f"cannot read: {exc.strerror}", "check the path and its permissions") from None
     values = calibration_values(spec_file, spec, log)
-    text = path.read_text(encoding="utf-8")
-    new_text = edit_calibration(spec_file, text, values)
+    new_text = edit_calibration(spec_file, read_spec_text(path), values)
     load_edited_spec(new_text, spec_file)  # the edited spec must still load before it replaces the old one
-    status = write_file(path, new_text.encode("utf-8"))
+    status = write_spec_text(path, new_text)
     shown = ", ".join(f"{key} {value}" for key, value in values.items() if key not in ("model", "image", "hardware"))
     click.echo(f"ok {spec_file}: engine.calibration {status} ({shown}; measured on {values['model']}, "
                f"{values['image']}, {values['hardware']})")

@@ -36,6 +36,7 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
     each SPEC to that engine release: refused, with nothing written, where the release cannot run it."""
     from olarespack.release.bump import Repo, apply_bumps, plan_bumps
     from olarespack.release.move import plan_moves
+    from olarespack.spec.inplace import editing
 
     if image is not None and not specs:
         raise UsageError("--image moves the apps named: give their SPEC files")
@@ -45,12 +46,14 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
     repo = Repo.at(Path.cwd(), base, charts_dir)
     files = spec_files(specs, apps_dir)
     skipped: list[str] = []
-    if image is not None:
-        bumps = plan_moves(helm_binary("helm"), repo, files, image, cast(Part, part or "minor"), note, dt.date.today())
-    else:
-        bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
-                                    dt.date.today())
-    apply_bumps(bumps, charts_dir)
+    with editing(*files):  # every spec from its read to its write: a concurrent edit is not lost
+        if image is not None:
+            bumps = plan_moves(helm_binary("helm"), repo, files, image, cast(Part, part or "minor"), note,
+                               dt.date.today())
+        else:
+            bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
+                                        dt.date.today())
+        apply_bumps(bumps, charts_dir)
     for line in skipped:
         click.echo(f"skip {line}")
     for planned in bumps:

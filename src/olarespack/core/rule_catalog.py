@@ -87,8 +87,8 @@ RULES: dict[str, Rule] = {
                              "vLLM drafts with the target itself without one"),
     "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
                                 "vLLM refuses an unknown method at boot"),
-    "spec-mtp-alias": Rule("engine", "warning: an MTP alias left as typed (no release table for the image), which "
-                           "vLLM rewrites to mtp", "vLLM SpeculativeConfig"),
+    "spec-mtp-alias": Rule("engine", "warning: an MTP alias (rendered as typed) that vLLM rewrites to mtp, logging "
+                           "it as deprecated", "vLLM SpeculativeConfig"),
     "dflash-tokens": Rule("engine", "DFlash drafts at most 15 tokens", "DFlash drafters are trained with blocks of 16"),
     "tool-parser": Rule("engine", "--enable-auto-tool-choice comes with a tool-call parser",
                         "vLLM refuses to boot without one"),
@@ -163,11 +163,13 @@ RULES: dict[str, Rule] = {
                                   "oac manifest.validateEntranceValue"),
     "olares-spec": Rule("olares", "the manifest has a spec section", "oac manifest.ValidateAppConfiguration"),
     "olares-support-arch": Rule("olares", "supportArch holds amd64 / arm64, once each", "oac manifest.validateAppSpec"),
-    "olares-accelerator": Rule("olares", "resource declarations: a mode oac accepts (not yet intel, amd, intel-gpu, "
-                               "moore-soc), complete per mode, quantities, limited >= required, GPU memory only on "
+    "olares-accelerator": Rule("olares", "resource declarations: a mode oac accepts (warning: intel, amd, "
+                               "intel-gpu, moore-soc, which oac does not list yet and the Market's bot passed), "
+                               "complete per mode, quantities, limited >= required, GPU memory only on "
                                "nvidia / amd-gpu, flat fields or accelerator[] but not both",
                                "oac manifest.validateAppSpec, ValidateResourceMode (validResourceModes, "
-                               "gpuMemoryModes), specResourceCrossFieldRules; beclab/Olares #3432"),
+                               "gpuMemoryModes), specResourceCrossFieldRules; beclab/Olares #3432; beclab/apps "
+                               "#2987, #3084, #3660 (the Market's bot passed mode intel)"),
     "gpu-memory-generation": Rule("olares", "warning: below olaresManifest.version 0.12.0 GPU memory sits in the "
                                   "flat spec.requiredGpu, not in accelerator[]",
                                   "app-service parseLegacyAppRequirement reads the flat fields below 0.12.0; oac "
@@ -185,7 +187,8 @@ RULES: dict[str, Rule] = {
     "olares-workload-replicas": Rule("olares", "0.12.0 manifests declare workloadReplicas, wired to values.yaml; "
                                      "spec.replicas renders as workloads.<name>.replicaCount (0 and 1)",
                                      "oac manifest.validateWorkloadReplicas, checkWorkloadReplicaValues, "
-                                     "checkWorkloadScaleToZero (resources.CheckWorkloadReplicasRendered)"),
+                                     "checkWorkloadScaleToZero (resources.CheckWorkloadReplicasRendered, since "
+                                     "beclab/Olares #4040)"),
     "olares-upload": Rule("olares", "options.upload.dest is mounted by a container", "oac resources.CheckUploadConfig"),
     "olares-deployment": Rule("olares", "a Deployment or StatefulSet is named after the app",
                               "oac resources.CheckDeploymentName"),
@@ -211,6 +214,9 @@ RULES: dict[str, Rule] = {
                                    "oac resources.CheckServiceAccountRules"),
     "gpumem-bare-mib": Rule("olares", "nvidia.com/gpumem is a bare integer of MiB",
                             "HAMi misreads unit suffixes (the pod gets no GPU memory)"),
+    "olares-gpu-limit": Rule("olares", "warning: a chart's limitedGPUMemory above requiredGPUMemory is never given",
+                             "app-service webhook addGpuResourceLimits limits the pod to requiredGPUMemory; oac "
+                             "accepts it (checkLimitGERequired) and official charts merged it (embeddinggemmav3)"),
     "gpu-memory-request": Rule("olares", "an injected container's GPU memory request equals requiredGPUMemory",
                                "app-service webhook addGpuResourceLimits sets the limit; Kubernetes refuses a "
                                "request that differs"),
@@ -240,6 +246,7 @@ RULES: dict[str, Rule] = {
                       f"{OWN}: Olares does not run helm lint; helm template below catches what install refuses"),
     "helm-template": Rule("helm", "helm template renders with Olares' values for every accelerator mode",
                           "oac chart.go lintRenderedScenario (helmrender.Render); app-service installs with helm"),
-    "kube-schema": Rule("helm", "rendered manifests match the Kubernetes 1.34 schemas",
-                        "the API server refuses objects that do not"),
+    "kube-schema": Rule("helm", "rendered manifests match the Kubernetes 1.34 schemas (warning: a field they do "
+                        "not know)", "the API server refuses objects that do not; an unknown field it drops with a "
+                        "warning (field validation Warn, KEP-2885; bytebase merged so, beclab/apps #3328)"),
 }

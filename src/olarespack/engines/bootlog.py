@@ -20,7 +20,10 @@ from typing import BinaryIO, TypeVar
 MAX_LOG_BYTES = 64 * 2**20
 MAX_LINE_BYTES = 16 * 2**10
 NUM = r"(\d{1,7}(?:\.\d{1,6})?)"  # a bounded number, for the engines' patterns
+FIGURE = re.compile(NUM)  # a whole figure as the engines print it (fullmatch): no sign, no exponent
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")
+_BREAK = re.compile(rb"\r\n|\r|\n")
+_CHUNK = 1 << 16
 
 
 @dataclass
@@ -34,9 +37,22 @@ class EngineLog:
     # engine.calibration's field ("available_kv_cache_gib", a buffer map's "model_buffer_mib CUDA0") -> the
     # number of the line it was last read from: a value a calibration refuses is reported at its line
     lines: dict[str, int] = field(default_factory=dict)
+    # (line number, what it sizes) of a line that says a size the engine prints but whose figure does not read
+    # as one (a negative number, 1e3): refused, never dropped, so no partial sum is recorded
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    # what the log must say itself for a calibration to record it as measured there -> where the engine says it
+    provenance: dict[str, str] = field(default_factory=dict)
 
     def feed(self, number: int, line: str) -> None:
-        """Read one line (ANSI colours and carriage returns already gone)."""
+        """Read one line (ANSI colours and line breaks already gone)."""
+
+    def unsaid(self) -> list[str]:
+        """What of `provenance` the log does not say (its model, its release, ...)."""
+        return [what for what in self.provenance if getattr(self, what, None) is None]
+
+    def gpu_mib(self) -> tuple[float, str] | None:
+        """The memory the boot's buffers take on the GPU, in MiB, with the `lines` key of the largest one."""
+        return None
 
     @property
     def calibrated(self) -> bool:
@@ -77,21 +93,32 @@ class BootLog:
         return found
 
 
+def _text(raw: bytes) -> str:
+    return _ANSI.sub("", raw.decode("utf-8", errors="replace"))
+
+
 def _lines(handle: BinaryIO) -> Iterator[str]:
-    """The lines of at most MAX_LOG_BYTES of the file; lines longer than MAX_LINE_BYTES are cut."""
-    budget = MAX_LOG_BYTES
-    while budget > 0:
-        raw = handle.readline(min(MAX_LINE_BYTES, budget))
-        if not raw:
+    """The lines of at most MAX_LOG_BYTES of the file, broken at LF, CRLF or a lone CR (a log saved on an old
+    Mac, or progress bars redrawn with CR); lines longer than MAX_LINE_BYTES are cut."""
+    budget, pending, cut = MAX_LOG_BYTES, b"", False
+    while True:
+        chunk = handle.read(min(_CHUNK, budget)) if budget > 0 else b""
+        budget -= len(chunk)
+        data, held = pending + chunk, b""
+        if chunk and data.endswith(b"\r"):  # a CR at the end of a chunk may be the first half of a CRLF
+            data, held = data[:-1], b"\r"
+        parts = _BREAK.split(data)
+        pending = parts.pop() + held if chunk else b""
+        for raw in parts:
+            if not cut:
+                yield _text(raw[:MAX_LINE_BYTES])
+            cut = False
+        if not chunk:
             return
-        budget -= len(raw)
-        if not raw.endswith(b"\n"):  # cut: skip the rest of this line, within the budget
-            while budget > 0:
-                rest = handle.readline(min(MAX_LINE_BYTES, budget))
-                budget -= len(rest)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield _ANSI.sub("", raw.decode("utf-8", errors="replace")).replace("\r", "")
+        if len(pending) > MAX_LINE_BYTES:  # the rest of this line, up to its break, is skipped
+            if not cut:
+                yield _text(pending[:MAX_LINE_BYTES])
+            pending, cut = held, True
 
 
 def read_log(path: Path, readers: Sequence[EngineLog]) -> BootLog:

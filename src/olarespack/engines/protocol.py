@@ -55,6 +55,7 @@ class EngineBase(ABC):
     command_markers: ClassVar[tuple[str, ...]] = ()  # words in the first four that name it (a module run directly)
     calibration_model: ClassVar[type[MeasuredOn] | None] = None  # engine.calibration's model; None: none yet
     calibration_lines: ClassVar[str] = ""  # the boot log lines a calibration reads, as a message names them
+    openai_api: ClassVar[bool] = True  # it serves the OpenAI API (/v1): the app joins Olares' LLM gateway by default
 
     @property
     def template(self) -> str:

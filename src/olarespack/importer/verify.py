@@ -99,7 +99,8 @@ def _build(path: Path, spec_file: Path) -> tuple[list[str], list[str], str]:
         return text.replace(str(path), str(spec_file))
 
     try:
-        apps, problems = load_apps([path])
+        apps, found = load_apps([path])
+        problems = [p for p in found if p.severity == "error"]
         if problems or not apps:
             return [named(str(p)) for p in problems] or ["the spec does not build"], [], ""
         plan = plan_chart(apps[0].spec, str(spec_file))

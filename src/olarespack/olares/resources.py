@@ -12,10 +12,13 @@ from olarespack.olares.versions import is_modern
 # oac's validResourceModes and gpuMemoryModes: the modes oac accepts, and those that carry GPU memory.
 RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "strix-halo", "mthreads-m1000"})
 GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu"})
-# Modes the platform defines (app-service gpu_types.go) that oac does not accept yet: a chart declaring
-# one fails the Market's lint although a node may carry the label.
+# Modes the platform defines (app-service gpu_types.go) that oac's ValidateResourceMode does not list yet
+# (beclab/Olares #3432). The Market's bot does not refuse them as oac would: it merged embeddinggemmav3 with
+# `mode: intel` three times (beclab/apps #2987, #3084, #3660, the last on 2026-09-20). A warning, not an error.
 PLATFORM_ONLY_MODES = frozenset({"intel", "amd", "intel-gpu", "moore-soc"})
 LINT_LAG = "beclab/Olares #3432"
+MARKET_PASSED = "the Market's bot merged embeddinggemmav3 with mode intel (beclab/apps #2987, #3084, #3660, last " \
+    "on 2026-09-20)"
 MODE_ARCH = {"amd-gpu": "amd64", "nvidia": "amd64", "strix-halo": "amd64", "nvidia-gb10": "arm64",
              "mthreads-m1000": "arm64"}
 FLAT = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk",
@@ -106,9 +109,10 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
     if not mode:
         out.add(f"{at}.mode", "mode is required", "set mode: nvidia (or cpu, amd-gpu, ...)", "olares-accelerator")
     elif mode in PLATFORM_ONLY_MODES:
-        out.add(f"{at}.mode", f"{mode!r} is a mode the Olares platform defines, but oac's lint does not accept it "
-                f"yet ({LINT_LAG}): the Market refuses the chart", f"use one of {', '.join(sorted(RESOURCE_MODES))}",
-                "olares-accelerator")
+        out.add(f"{at}.mode", f"{mode!r} is a mode the Olares platform defines that oac's ValidateResourceMode "
+                f"does not list yet ({LINT_LAG}), so `olares-cli chart lint` refuses it; {MARKET_PASSED}, so the "
+                "Market may take the chart", "keep it for boxes with that hardware, or use one of "
+                f"{', '.join(sorted(RESOURCE_MODES))} where the Market must take it", "olares-accelerator", "warning")
     elif mode not in RESOURCE_MODES:
         out.add(f"{at}.mode", f"{mode!r} is not a resource mode oac accepts", f"use one of "
                 f"{', '.join(sorted(RESOURCE_MODES))}", "olares-accelerator")
@@ -141,6 +145,24 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
             out.add(f"{at}.{name}", f"must be a valid Kubernetes quantity (got {entry.get(name)!r})",
                     "write a quantity like 8Gi", "olares-accelerator")
     _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
+    if gpu:
+        _gpu_limit_unused(out, at, entry)
+
+
+def _gpu_limit_unused(out: Findings, at: str, entry: dict[str, Any]) -> None:
+    """olarespack's advice: app-service books requiredGPUMemory and its GPU webhook (addGpuResourceLimits) sets
+    the container's limit to it, so a higher limitedGPUMemory is never given. oac accepts it (checkLimitGERequired
+    only wants limited >= required) and official charts merged with it (embeddinggemmav3: 2048Mi / 4096Mi): a
+    warning here; olarespack's own specs, which it renders, refuse it (gpu-memory-booking)."""
+    required, limited = as_text(entry.get("requiredGPUMemory")), as_text(entry.get("limitedGPUMemory"))
+    try:
+        higher = quantity.parse_quantity(limited) > quantity.parse_quantity(required)
+    except ValueError:
+        return  # unset, -1 or unparseable: judged above
+    if higher:
+        out.add(f"{at}.limitedGPUMemory", f"{limited} is above requiredGPUMemory ({required}): Olares books and "
+                f"limits the pod to {required}, so the difference is never given", f"set limitedGPUMemory: "
+                f"{required}, or raise requiredGPUMemory to what the app needs", "olares-gpu-limit", "warning")
 
 
 def _limits_over_requests(out: Findings, at: str, fields: dict[str, Any], kinds: tuple[str, ...]) -> None:

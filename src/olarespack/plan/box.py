@@ -18,9 +18,10 @@ from olarespack.fit.starts import Starts, market_driver, starts
 from olarespack.models.arch import models_for
 from olarespack.plan.shares import Plan, PlanApp
 from olarespack.release.edit import set_gpu_memory
+from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
 from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec, ByteRange
-from olarespack.write import Status, write_file
+from olarespack.write import Status
 
 BOX_KEYS = ("hardware", "olares", "keep_mib", "apps")
 MIB = 2**20
@@ -145,16 +146,19 @@ def write_shares(plan: Plan, source: str) -> list[tuple[str, Status]]:
     if not plan.fits:
         raise UsageError("the plan does not fit: no share to write")
     why = "".join(c if c.isprintable() else "?" for c in f"share from `{source}`")[:200]
-    edits = []
     for app in plan.apps:
         path = Path(app.file)
         if path.is_symlink() or not path.is_file():  # write_file refuses these: refused before anything is written
             raise _refuse(app.file, "", "not a regular file: its share cannot be written in place",
                           "give the spec file itself, not a link to it", "plan")
-        text = set_gpu_memory(path, path.read_text(encoding="utf-8"), app.gpu_memory_bytes // MIB, why)
-        load_edited_spec(text, app.file)  # every edited spec loads before any is written
-        edits.append((path, text))
-    return [(str(path), write_file(path, text.encode("utf-8"))) for path, text in edits]
+    edits = []
+    with editing(*(Path(app.file) for app in plan.apps)):  # from the reads to the writes: no edit is lost
+        for app in plan.apps:
+            path = Path(app.file)
+            text = set_gpu_memory(path, read_spec_text(path), app.gpu_memory_bytes // MIB, why)
+            load_edited_spec(text, app.file)  # every edited spec loads before any is written
+            edits.append((path, text))
+        return [(str(path), write_spec_text(path, text)) for path, text in edits]
 
 
 def check_writable(files: list[Path], hardware: str | None) -> None:

@@ -18,7 +18,8 @@ from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
 from olarespack.release.notes import FIRST_RELEASE, stale_figures, upgrade_note
 from olarespack.release.version import Part, is_higher, is_version
-from olarespack.write import read_folder, write_chart, write_file
+from olarespack.spec.inplace import read_spec_text, write_spec_text
+from olarespack.write import read_folder, write_chart
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,9 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
     for app, diff in zip(apps, found, strict=True):
         if not explicit and not diff.changed:
             continue
-        ahead = None if explicit else _released_ahead(repo, app, diff)
+        # a SPEC named on the command line is bumped even when its chart did not change, except an app new at the
+        # base: its version is not out yet, so its first release is its one bump, named or not
+        ahead = None if explicit and diff.base_version is not None else _released_ahead(repo, app, diff)
         if ahead:
             skipped.append(f"{app.spec.name}: {ahead}, left alone")
             continue
@@ -93,7 +96,8 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             problems.append(dirty)
             continue
         text = note or (upgrade_note(diff) if diff.changed else None)
-        if text and diff.base_version is None and not text.startswith(FIRST_RELEASE):
+        first = diff.base_version is None and not any(e.note.startswith(FIRST_RELEASE) for e in app.spec.changelog)
+        if text and first and not text.startswith(FIRST_RELEASE):
             text = f"{FIRST_RELEASE} {text}"  # what tells a later bump that this app has had its first release
         if not text:
             problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
@@ -101,7 +105,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             continue
         path = Path(app.file)
         try:
-            edit = edit_spec(path, path.read_text(encoding="utf-8"), part, text, today)
+            edit = edit_spec(path, read_spec_text(path), part, text, today)
             bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text, tuple(stale_figures(diff))))
         except ProblemsError as exc:
             problems += exc.problems
@@ -142,5 +146,5 @@ def _render_edit(edit: SpecEdit) -> Chart:
 
 def apply_bumps(bumps: list[Bump], charts_dir: Path) -> None:
     for planned in bumps:
-        write_file(planned.edit.file, planned.edit.text.encode("utf-8"))
+        write_spec_text(planned.edit.file, planned.edit.text)
         write_chart(planned.chart, charts_dir / planned.name)

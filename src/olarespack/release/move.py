@@ -22,6 +22,7 @@ from olarespack.release.diff import diff_apps
 from olarespack.release.edit import edit_spec, move_image
 from olarespack.release.notes import box_changes, release_note, stale_figures
 from olarespack.release.version import Part
+from olarespack.spec.inplace import read_spec_text
 from olarespack.spec.load import load_spec
 
 
@@ -47,7 +48,7 @@ def _move(helm: Helm, repo: Repo, app: App, path: Path, given: str, part: Part, 
     dirty = hand_edited(repo, app)
     if dirty:
         raise ProblemsError([dirty])
-    moved = move_image(path, path.read_text(encoding="utf-8"), given)
+    moved = move_image(path, read_spec_text(path), given)
     if moved.new_image == moved.old_image:
         raise ProblemsError([Problem(app.file, "engine.image", f"already runs {moved.old_image}",
                                      "give another image, or bump without --image", rule="bump")])

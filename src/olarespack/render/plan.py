@@ -42,6 +42,7 @@ class Plan:
     engine_env: list[tuple[str, str]]  # after HF_*: the legacy HAMi limit, then the spec's env, sorted
     texts: dict[str, Texts]  # locale -> title, description, full_description, upgrade_description
     locales: list[str]
+    llm_gateway: bool = False  # options.LLMGatewaySupported: only the current generation's manifest has it
     extra: dict[str, Any] = field(default_factory=dict)  # the engine's own template values
 
     @property
@@ -82,5 +83,7 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         container_env=engine.container_env(), engine_env=engine_env,
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
+        llm_gateway=gen.name == "current" and (
+            spec.olares.llm_gateway if spec.olares.llm_gateway is not None else engine.engine.openai_api),
         extra=engine.template_values(),
     )

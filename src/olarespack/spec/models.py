@@ -92,6 +92,12 @@ class Olares(StrictModel):
         description="Manifest generation: current = 0.12.0 / apiVersion v3 for Olares >= 1.12.6; "
         "legacy = 0.10.0 / v2 for Olares 1.12.3-1.12.5.",
     )
+    llm_gateway: bool | None = Field(
+        None,
+        description="Whether the Market lists the app among the models of Olares' LLM gateway "
+        "(options.LLMGatewaySupported, in the current generation's manifest; the legacy one has no such field). "
+        "Default: on for an engine that serves the OpenAI API, as every official LLM engine app does.",
+    )
 
 
 class CpuRange(StrictModel):

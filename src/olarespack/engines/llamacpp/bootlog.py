@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from olarespack.engines.bootlog import NUM, EngineLog
+from olarespack.engines.bootlog import FIGURE, NUM, EngineLog
 
 _BUFFER = re.compile(rf"(\w{{1,64}}): {{1,64}}([A-Za-z0-9_.-]{{1,64}}) (model|KV|compute) buffer size = {{0,16}}"
                      rf"{NUM} MiB")
@@ -27,6 +27,8 @@ _BUILD = re.compile(r"(?:\bbuild: |build_info: b|common_params_print_info: build
 _DEVICE = re.compile(r"(?:Device 0: (.{1,80}?), compute capability|using device \w{1,32} \((.{1,80}?)\) \()")
 _MARK = re.compile(r"llama_model_load|llama_model_loader:|llama_context:|ggml_cuda_init|llama-server|"
                    r"main: server is listening|srv {1,8}\w{1,32}:")
+# any line that says a buffer size: one the strict pattern does not read is refused, not dropped
+_SIZE_SAID = re.compile(r"([A-Za-z0-9_.-]{1,64}) (model|KV|compute) buffer size = {0,16}([^\s]{1,32})")
 # a buffer line's kind -> engine.calibration's field holding that kind per device
 _FIELDS = {"model": "model_buffer_mib", "KV": "kv_buffer_mib", "compute": "compute_buffer_mib"}
 
@@ -43,10 +45,15 @@ class LlamaCppLog(EngineLog):
     build: str | None = None
     device: str | None = None
 
+    def __post_init__(self) -> None:
+        self.provenance = {"build": "its `build:` line (printed at start-up)"}
+
     def feed(self, number: int, line: str) -> None:
         if _MARK.search(line):
             self.marks += 1
-        if match := _BUFFER.search(line):
+        if (said := _SIZE_SAID.search(line)) and not FIGURE.fullmatch(said[3]):
+            self.unreadable.append((number, f"{said[1]} {said[2]} buffer size"))
+        elif match := _BUFFER.search(line):
             self.marks += 1
             if match[1] == "load_tensors" and match[3] == "model" and (self.kv_buffer_mib or self.compute_buffer_mib):
                 self._new_pass()
@@ -73,9 +80,20 @@ class LlamaCppLog(EngineLog):
     def calibrated(self) -> bool:
         return bool(self.model_buffer_mib or self.kv_buffer_mib or self.compute_buffer_mib)
 
+    def gpu_mib(self) -> tuple[float, str] | None:
+        on_gpu = [(mib, f"{name} {device}") for name, buffers in (
+            ("model_buffer_mib", self.model_buffer_mib), ("kv_buffer_mib", self.kv_buffer_mib),
+            ("compute_buffer_mib", self.compute_buffer_mib)) for device, mib in buffers.items() if _on_gpu(device)]
+        return (round(sum(mib for mib, _ in on_gpu), 2), max(on_gpu)[1]) if on_gpu else None
+
     def missing_lines(self) -> tuple[str, str] | None:
         return ("no buffer size line found: llama-server prints its model, KV and compute buffer sizes at its "
                 "default verbosity up to b9113, and from b9246 only at --log-verbosity 4 (which the charts olarespack "
                 "renders for those builds set) or -v",
                 "boot the app from a chart olarespack rendered for its build, or once with \"-v\" added to "
                 "engine.extra_args, and calibrate from that log (kubectl logs POD > boot.log)")
+
+
+def _on_gpu(device: str) -> bool:
+    """A GPU's buffer (CUDA0, Vulkan1: a name ending in its number, as LlamaCppCalibration.gpu_mib counts)."""
+    return re.fullmatch(r"[A-Za-z]{1,32}[0-9]{1,3}", device) is not None

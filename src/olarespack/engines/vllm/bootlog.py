@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from olarespack.engines.bootlog import FIGURE as _FIGURE
 from olarespack.engines.bootlog import NUM, EngineLog
 
 _KV = re.compile(rf"Available KV cache memory: {NUM} ?GiB")
@@ -25,6 +26,8 @@ _DESIRED = re.compile(rf"Desired GPU memory utilization is \({NUM},")
 _UTIL_ARG = re.compile(r"""['"]?gpu_memory_utilization['"]?\s?[:=]\s?(\d(?:\.\d{1,6})?)""")
 _MODEL_ARG = re.compile(r"""['"]model(?:_tag)?['"]: ['"]([A-Za-z0-9._/-]{1,200})['"]""")
 _VERSION = re.compile(r"vLLM API server version ([0-9][0-9A-Za-z.+-]{0,63})")
+# a line that says one of the sizes above: one whose figure the strict patterns do not read is refused
+_SIZE_SAID = re.compile(r"(Available KV cache memory:|Model loading took) {1,8}([^\s]{1,32})")
 _MARK = re.compile(r"vLLM API server version|\[(?:gpu_worker|gpu_model_runner|api_server|core|"
                    r"kv_cache_utils)\.py:\d{1,6}\]|EngineCore_DP\d")
 
@@ -39,11 +42,18 @@ class VllmLog(EngineLog):
     device_total_gib: float | None = None
     gpu_memory_utilization: float | None = None
 
+    def __post_init__(self) -> None:
+        self.provenance = {"model": "the `non-default args` line (its 'model')",
+                           "version": "the `vLLM API server version` line",
+                           "gpu_memory_utilization": "the `non-default args` or `Desired GPU memory utilization` line"}
+
     def feed(self, number: int, line: str) -> None:
         seen = self.lines
         if _MARK.search(line):
             self.marks += 1
-        if match := _KV.search(line) or _KV_REFUSED.search(line):
+        if (said := _SIZE_SAID.search(line)) and not _FIGURE.fullmatch(said[2].removesuffix("GiB")):
+            self.unreadable.append((number, said[1].rstrip(":")))
+        elif match := _KV.search(line) or _KV_REFUSED.search(line):
             self.available_kv_cache_gib, seen["available_kv_cache_gib"] = float(match[1]), number
         elif match := _LOADING.search(line):
             self.model_loading_gib, seen["model_loading_gib"] = float(match[1]), number
@@ -64,3 +74,9 @@ class VllmLog(EngineLog):
     @property
     def calibrated(self) -> bool:
         return self.available_kv_cache_gib is not None
+
+    def gpu_mib(self) -> tuple[float, str] | None:
+        parts = [(gib * 1024, key) for gib, key in ((self.model_loading_gib, "model_loading_gib"),
+                                                    (self.available_kv_cache_gib, "available_kv_cache_gib"),
+                                                    (self.cuda_graph_gib, "cuda_graph_gib")) if gib]
+        return (round(sum(mib for mib, _ in parts), 2), max(parts)[1]) if parts else None

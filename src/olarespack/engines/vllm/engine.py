@@ -36,20 +36,12 @@ from olarespack.engines.vllm.spec import (
 from olarespack.models.arch import ModelInfo, models_for
 
 
-def written_method(engine: VllmEngine) -> str | None:
-    """The speculative method as the image's release runs it. vLLM takes an MTP model type given as the method
-    (gemma4_mtp) only to rewrite it to mtp, logging that the alias is deprecated (SpeculativeConfig, in every
-    release whose table lists the type): the chart writes mtp there, so SPEC_CONFIG says what vLLM runs. With no
-    table for the image's release, the method stays as the spec says it (and spec-mtp-alias warns)."""
-    method = engine.speculative.method if engine.speculative else None
-    facts = image_release(engine).facts if method in MTP_ALIASES else None
-    return "mtp" if facts is not None and method in facts.sets.get("mtp_aliases", frozenset()) else method
-
-
 def _speculative_json(engine: VllmEngine) -> str | None:
+    """The speculative section exactly as the spec types it: an MTP alias (gemma4_mtp) stays an alias, and
+    spec-mtp-alias says what vLLM does with it; the user decides whether to write mtp."""
     if engine.speculative is None:
         return None
-    return compact_json({**engine.speculative.model_dump(exclude_none=True), "method": written_method(engine)})
+    return compact_json(engine.speculative.model_dump(exclude_none=True))
 
 
 def _modalities_json(engine: VllmEngine) -> str | None:
@@ -238,14 +230,24 @@ class Vllm(Engine[VllmEngine]):
                           f"{method} needs vLLM >= {'.'.join(map(str, since))}; the image has "
                           f"{'.'.join(map(str, release))}", "use a newer image or another method",
                           rule="spec-method-version")
-        if method in MTP_ALIASES and written_method(engine) == method:
-            yield Problem(file, "engine.speculative.method", f"{method} is an alias that vLLM rewrites to mtp",
-                          "fine as is; write mtp to match what vLLM logs", rule="spec-mtp-alias", severity="warning")
+        if method in MTP_ALIASES:
+            yield self._mtp_alias(file, engine, method)
         if method == "dflash" and engine.speculative.num_speculative_tokens > DFLASH_MAX_TOKENS:
             yield Problem(file, "engine.speculative.num_speculative_tokens",
                           f"must be <= {DFLASH_MAX_TOKENS} for dflash drafters (trained with blocks of 16)",
                           f"use {DFLASH_MAX_TOKENS} or less (8 is the measured optimum on the RTX 5090 Laptop)",
                           rule="dflash-tokens")
+
+    @staticmethod
+    def _mtp_alias(file: str, engine: VllmEngine, method: str) -> Problem:
+        facts = image_release(engine).facts
+        if facts is not None and method in facts.sets.get("mtp_aliases", frozenset()):
+            what = f"vLLM {facts.release} runs {method} as mtp and logs the alias as deprecated"
+        else:
+            what = f"{method} is an alias that vLLM rewrites to mtp"
+        return Problem(file, "engine.speculative.method", what + " (the chart writes it as typed)",
+                       "write `method: mtp` (same drafter, same speed; SPEC_CONFIG then says mtp, a new chart)",
+                       rule="spec-mtp-alias", severity="warning")
 
     def _batching(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
         if engine.max_num_batched_tokens is None:

@@ -43,7 +43,8 @@ HYBRID_KV_BREAKERS = ("--disable-hybrid-kv-cache-manager", "--kv-transfer-config
 
 class Speculative(StrictModel):
     method: SpeculativeMethod = Field(
-        description="vLLM speculative method (MTP aliases such as gemma4_mtp are rewritten to mtp).")
+        description="vLLM speculative method, written to the chart as typed (vLLM runs MTP aliases such as "
+                    "gemma4_mtp as mtp; lint warns).")
     model: HfRepo | None = Field(None, description="Draft model repository (required for MTP, DFlash, EAGLE).")
     num_speculative_tokens: int = Field(gt=0, le=128, description="Tokens drafted per step.")
 
