@@ -134,12 +134,11 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
     return values
 
 
-def _recorded_text(path: Path, values: dict[str, Any]) -> tuple[str, bool]:
+def _recorded_text(path: Path, current: str, values: dict[str, Any]) -> tuple[str, bool]:
     from olarespack.bench.edit import record_bench
-    from olarespack.spec.inplace import read_spec_text
     from olarespack.spec.load import load_edited_spec
 
-    text, replaced = record_bench(str(path), read_spec_text(path), values)
+    text, replaced = record_bench(str(path), current, values)
     load_edited_spec(text, str(path))  # the edited spec must still load before it replaces the old one
     return text, replaced
 
@@ -152,15 +151,16 @@ def _try_record(path: Path, spec: AppSpec, settings: Settings, hardware: str) ->
 
     stand_in = Result("", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0)
                                      for i in range(1, settings.runs + 1)])
-    _recorded_text(path, record_values(spec, stand_in, dt.date.today(), hardware))
+    # a trial on the text as it is now: nothing is written, so no lock is taken (the real record takes it)
+    _recorded_text(path, path.read_text(encoding="utf-8"), record_values(spec, stand_in, dt.date.today(), hardware))
 
 
 def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bool, shown: Shown) -> dict[str, Any]:
-    from olarespack.spec.inplace import editing, write_spec_text
+    from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
 
     values: dict[str, Any] = shown.data(record_values(spec, result, dt.date.today(), hardware, uneven))
     with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
-        text, replaced = _recorded_text(path, values)
+        text, replaced = _recorded_text(path, read_spec_text(path), values)
         write_spec_text(path, text)
     click.echo(shown.text(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
                           f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "

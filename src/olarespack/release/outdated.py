@@ -20,6 +20,7 @@ from olarespack.engines.releases import tables
 from olarespack.helm import Helm
 from olarespack.release.bump import Repo
 from olarespack.release.move import plan_moves
+from olarespack.spec.inplace import editing
 from olarespack.spec.load import load_spec
 
 
@@ -142,7 +143,8 @@ def _image(engine: EngineBase, image: str, release: str, driver: OlaresDriver | 
 
 def _planned(helm: Helm, repo: Repo, path: Path, release: str, image: str, today: dt.date) -> Candidate:
     try:
-        [bump] = plan_moves(helm, repo, [path], image, "minor", None, today)
+        with editing(path):  # read as bump reads it; nothing is written
+            [bump] = plan_moves(helm, repo, [path], image, "minor", None, today)
     except ProblemsError as exc:
         reasons = tuple(f"{p.path or p.file}: {p.message}" + (f" (fix: {p.fix})" if p.fix else "")
                         for p in exc.problems)

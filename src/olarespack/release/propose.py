@@ -20,6 +20,7 @@ from olarespack.release.bump import Repo, apply_bumps, diffs
 from olarespack.release.markdown import as_markdown, text
 from olarespack.release.move import plan_moves
 from olarespack.release.outdated import outdated
+from olarespack.spec.inplace import editing
 
 MARKER = "<!-- olarespack-upgrade -->"
 
@@ -82,8 +83,9 @@ def _moved(helm: Helm, repo: Repo, file: Path, image: str, branch: str, title: s
            today: dt.date) -> str:
     """The move made and committed on `branch` (left checked out); the pull request's body."""
     _git(repo.root, "checkout", "--quiet", "-b", branch, repo.base)
-    bumps = plan_moves(helm, repo, [file], image, "minor", None, today)
-    apply_bumps(bumps, repo.charts_dir)
+    with editing(file):  # from the read to the write, as bump holds it
+        bumps = plan_moves(helm, repo, [file], image, "minor", None, today)
+        apply_bumps(bumps, repo.charts_dir)
     [bump] = bumps
     _, [diff] = diffs(helm, repo, [file])
     _git(repo.root, "add", "--all", "--", str(file), str(repo.charts_dir))
