@@ -115,6 +115,29 @@ def kind_branches(root: Path) -> list[str]:
     return found
 
 
+def engine_packages(root: Path) -> set[str]:
+    """Every engine package (a folder of engines/ with an engine.py), found on disk rather than named, so a new
+    engine is covered without touching this test."""
+    return {p.parent.name for p in (root / "engines").glob("*/engine.py")}
+
+
+def engine_package_imports(root: Path) -> list[str]:
+    """Where code outside engines/ imports an engine's own package (its log reader, its spec model, ...): what
+    a command needs of an engine goes through the engine protocol, so a new engine needs no edit there."""
+    packages = {f"olarespack.engines.{name}" for name in engine_packages(root)}
+    found = []
+    for path, tree in _modules(root).items():
+        if Path(path).parts[0] == "engines":
+            continue
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                if any(name == package or name.startswith(f"{package}.") for package in packages):
+                    found.append(f"{path}:{node.lineno}: imports {name}")
+    return found
+
+
 def long_modules(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -141,6 +164,19 @@ def test_no_folder_import_cycle() -> None:
 
 def test_nothing_outside_engines_branches_on_an_engine_kind() -> None:
     assert kind_branches(SOURCE) == []
+
+
+def test_nothing_outside_engines_imports_an_engine_package() -> None:
+    assert engine_packages(SOURCE) >= KINDS
+    assert engine_package_imports(SOURCE) == []
+
+
+def test_an_engine_package_import_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"engines/newengine/engine.py": "", "cli/x.py": "from olarespack.engines.newengine.log "
+                            "import NewLog\n", "cli/y.py": "import olarespack.engines.newengine\n",
+                            "cli/z.py": "from olarespack.engines import engine_for\n"})
+    assert [line.split(": ", 1)[1] for line in engine_package_imports(root)] == [
+        "imports olarespack.engines.newengine.log", "imports olarespack.engines.newengine"]
 
 
 def test_modules_stay_small() -> None:

@@ -19,8 +19,6 @@ from olarespack.core.hardware import profiles
 from olarespack.core.yamledit import last_content_line, scalar
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
 from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog, EngineLog
-from olarespack.engines.llamacpp.bootlog import LlamaCppLog
-from olarespack.engines.llamacpp.spec import LlamaCppCalibration
 from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
 from olarespack.spec.load import load_edited_spec, load_spec
 from olarespack.spec.models import AppSpec
@@ -111,8 +109,10 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
     if reading.version and version and not reading.version.startswith(version):
         raise _refuse(log.path, "", f"is a boot of {title} {reading.version}, but {file}'s image has {title} "
                       f"{version}", f"boot {spec.engine.image} on the box and take that log")
-    if isinstance(reading, LlamaCppLog):
-        _check_llamacpp_device(file, spec, log.path, reading)
+    profile = profiles().get(spec.hardware)
+    gpu = profile.title.split(",")[0].strip() if profile else None
+    for message, fix in reading.device_problems(gpu, spec.hardware, file):
+        raise _refuse(log.path, "", message, fix)
     unsaid = reading.unsaid()
     if unsaid:
         raise ProblemsError([Problem(log.path, "", f"does not say its {what.replace('_', ' ')} ({title} prints it in "
@@ -131,20 +131,6 @@ def _check_device_memory(file: str, spec: AppSpec, path: str, reading: EngineLog
     raise _refuse(path, f"line {line}" if line else "", f"the buffers on the GPU add up to {found[0]:.0f} MiB, more "
                   f"than the {profile.gpu_memory_mib} MiB the {spec.hardware} of {file} has: no boot of that card "
                   "printed this", "give the unedited log of one complete boot of this app on its box")
-
-
-def _check_llamacpp_device(file: str, spec: AppSpec, path: str, reading: LlamaCppLog) -> None:
-    """The boot's GPU must be the spec's hardware, and the buffers must be on it (a CPU boot measures nothing
-    of the GPU)."""
-    profile = profiles().get(spec.hardware)
-    gpu = profile.title.split(",")[0].strip() if profile else None
-    if reading.device and gpu and reading.device != gpu:
-        raise _refuse(path, "", f"is a boot on {reading.device}, but {file}'s hardware {spec.hardware} is {gpu}",
-                      f"boot the app on a {gpu} and take that log, or set hardware: to the GPU it ran on")
-    if not LlamaCppCalibration.gpu_mib(reading.model_buffer_mib):
-        raise _refuse(path, "", "the boot put no model buffer on a GPU (only "
-                      f"{', '.join(sorted(reading.model_buffer_mib)) or 'none'}): it measured nothing of the GPU",
-                      "take the log of the app's pod on the box, where the layers go to CUDA0")
 
 
 def calibration_values(file: str, spec: AppSpec, log: BootLog) -> dict[str, Any]:

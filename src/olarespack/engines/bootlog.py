@@ -40,6 +40,11 @@ class EngineLog:
     # (line number, what it sizes) of a line that says a size the engine prints but whose figure does not read
     # as one (a negative number, 1e3): refused, never dropped, so no partial sum is recorded
     unreadable: list[tuple[int, str]] = field(default_factory=list)
+
+    def device_problems(self, gpu: str | None, hardware: str, spec_file: str) -> list[tuple[str, str]]:
+        """(message, fix) for a boot that ran on another device than the spec's hardware (`gpu`: its GPU's name
+        as the profile titles it), or measured nothing of the GPU; an engine whose log says its device checks."""
+        return []
     # what the log must say itself for a calibration to record it as measured there -> where the engine says it
     provenance: dict[str, str] = field(default_factory=dict)
 

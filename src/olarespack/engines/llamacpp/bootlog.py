@@ -45,6 +45,19 @@ class LlamaCppLog(EngineLog):
     build: str | None = None
     device: str | None = None
 
+    def device_problems(self, gpu: str | None, hardware: str, spec_file: str) -> list[tuple[str, str]]:
+        """The boot's GPU must be the spec's hardware, and the model buffer must be on a GPU (a CPU boot
+        measures nothing of the GPU)."""
+        from olarespack.engines.llamacpp.spec import LlamaCppCalibration
+
+        if self.device and gpu and self.device != gpu:
+            return [(f"is a boot on {self.device}, but {spec_file}'s hardware {hardware} is {gpu}",
+                     f"boot the app on a {gpu} and take that log, or set hardware: to the GPU it ran on")]
+        if not LlamaCppCalibration.gpu_mib(self.model_buffer_mib):
+            return [("the boot put no model buffer on a GPU (only "
+                     f"{', '.join(sorted(self.model_buffer_mib)) or 'none'}): it measured nothing of the GPU",
+                     "take the log of the app's pod on the box, where the layers go to CUDA0")]
+        return []
     def __post_init__(self) -> None:
         self.provenance = {"build": "its `build:` line (printed at start-up)"}
 
