@@ -131,8 +131,8 @@ def test_a_hostile_spec_renders_a_comment_of_text(repo: Path) -> None:
     replace_in(spec, "  title: Gemma 4 26B Vision One\n", "  title: '[x](https://evil.example)<b>'\n")
     replace_in(spec, "  description: >-\n    Gemma 4", f"  description: >-\n    {PAYLOAD.replace('*', '')} Gemma 4")
     current = spec_version("gemma4-vision")
-    major, minor, _ = current.split(".")
-    version = f"{major}.{minor}.1-www.evil.example"  # a SemVer prerelease GitHub would link as a www. name
+    major, minor, patch = current.split(".")
+    version = f"{major}.{minor}.{int(patch) + 1}-www.evil.example"  # a prerelease GitHub would link as a www. name
     replace_in(spec, "changelog:\n", f"changelog:\n  - version: {version}\n    note: '{quoted}'\n")
     replace_in(spec, f"version: {current}\nhardware", f"version: {version}\nhardware")
     code, out, err = run("diff", "--format", "markdown")
