@@ -64,6 +64,7 @@ class GgufHeader:
     host_bytes: int = 0
     gpu_copy_bytes: int = 0  # part of host_bytes also on the GPU: token_embd as the tied output
     notes: tuple[str, ...] = ()
+    embedding_width: int | None = None  # a projector: the width it writes into the text model (models.projector)
 
     @property
     def projector(self) -> bool:
@@ -229,7 +230,14 @@ def _read_gguf(path: Path, stack: contextlib.ExitStack) -> GgufHeader:
     if not isinstance(arch, str) or not arch:
         raise ModelDataError(f"{path}: metadata general.architecture: missing; is this a llama.cpp model file?")
     if arch == "clip":
-        return GgufHeader(path.name, size, header_sha, arch, None, notes=tuple(notes))
+        from olarespack.models.projector import projector_width
+
+        try:
+            width, how = projector_width({t.name: [int(d) for d in t.shape] for t in reader.tensors}, value)
+        except ModelDataError as exc:
+            raise ModelDataError(f"{path}: {exc}") from None
+        notes += [f"projector output width {width} ({how}; llama.cpp clip_n_mmproj_embd)"] if width else []
+        return GgufHeader(path.name, size, header_sha, arch, None, notes=tuple(notes), embedding_width=width)
     tokens = reader.get_field("tokenizer.ggml.tokens")
     try:
         config, config_notes = hf_config(arch, value, len(tokens.data) if tokens is not None else None)

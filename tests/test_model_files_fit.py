@@ -1,0 +1,147 @@
+"""Model files that fit together, from their headers: a projector built for another target (another embedding
+width) is refused by `model add`, `lint` and `build` before a real llama-server refuses it at boot; a drafter's
+vocabulary, hidden size and architecture are held against the target and the image's build.
+
+The server tests boot the chart's own command line (tests/test_llama_server_boot.py) on the CPU llama-servers
+`make test` builds, with tiny Gemma 4 GGUFs (tests/tiny_gguf.py); they skip without OLARESPACK_LLAMA_SERVERS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import yaml
+
+import tiny_gguf
+from conftest import APPS, run_cli
+from olarespack.core.errors import ModelDataError
+from olarespack.models.gguf_file import read_gguf
+from test_llama_server_boot import Tiny, assert_served, boot, local_argv, pod_argv, server_of, servers  # noqa: F401
+from test_serve import free_port
+
+TARGET_REPO, OTHER_REPO = "test/tiny-gemma-4-a-GGUF", "test/tiny-gemma-4-b-GGUF"
+MODEL_FILE, MMPROJ = "tiny-gemma-4-a.gguf", "mmproj-BF16.gguf"  # both repositories ship an mmproj-BF16.gguf
+TARGET_WIDTH, OTHER_WIDTH = 64, 48
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """Two repositories' files in a project: the target's model and projector (64 wide), and another target's
+    projector (48 wide) under the same file name, each added with `model add`."""
+    (tmp_path / "apps").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    tiny_gguf.write_gemma4(tmp_path / "a" / MODEL_FILE, n_embd=TARGET_WIDTH)
+    tiny_gguf.write_gemma4_audio_projector(tmp_path / "a" / MMPROJ, n_embd_text=TARGET_WIDTH)
+    tiny_gguf.write_gemma4(tmp_path / "b" / "tiny-gemma-4-b.gguf", n_embd=OTHER_WIDTH)
+    tiny_gguf.write_gemma4_audio_projector(tmp_path / "b" / MMPROJ, n_embd_text=OTHER_WIDTH)
+    for repo, folder, model in ((TARGET_REPO, "a", MODEL_FILE), (OTHER_REPO, "b", "tiny-gemma-4-b.gguf")):
+        code, out = run_cli(tmp_path, "model", "add", repo, "--gguf", f"{folder}/{model}", "--gguf", f"{folder}/{MMPROJ}")
+        assert code == 0, out
+    return tmp_path
+
+
+def write_spec(project: Path, *, projector_repo: str | None, build: int = 9101) -> Path:
+    """The audio app on the tiny target, with the projector of `projector_repo` (None: the target's own)."""
+    data = yaml.safe_load((APPS / "gemma4-audio.yaml").read_text(encoding="utf-8"))
+    data["engine"]["model"] = {"repo": TARGET_REPO, "file": MODEL_FILE, "mmproj": MMPROJ,
+                               **({"mmproj_repo": projector_repo} if projector_repo else {})}
+    data["engine"]["image"] = f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}"
+    data["engine"]["mlock"] = build < 10878  # --mlock became --load-mode (b10878)
+    spec = project / "apps" / "app.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return spec
+
+
+# --- the header -------------------------------------------------------------------------------------------------
+
+
+def test_a_projectors_output_width_is_read_from_its_header(project: Path) -> None:
+    assert read_gguf(project / "a" / MMPROJ).embedding_width == TARGET_WIDTH
+    assert read_gguf(project / "b" / MMPROJ).embedding_width == OTHER_WIDTH
+    models = yaml.safe_load((project / "models" / "tiny-gemma-4-b-gguf.yaml").read_text(encoding="utf-8"))
+    assert models["files"][MMPROJ]["embedding_width"] == OTHER_WIDTH
+    assert "embedding_width" not in models["files"]["tiny-gemma-4-b.gguf"]
+    assert any("projector output width 48" in source for source in models["sources"])
+
+
+def _vision_projector(path: Path, width: int, audio_width: int | None = None) -> Path:
+    """A clip header as llama.cpp's converter writes Gemma 4's: the embedder's tensor carries the output width."""
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_bool("clip.has_vision_encoder", True)
+    writer.add_string("clip.vision.projector_type", "gemma4v")
+    writer.add_tensor("mm.input_projection.weight", np.zeros((width, 16), np.float32))  # ggml {16, width}
+    if audio_width is not None:
+        writer.add_bool("clip.has_audio_encoder", True)
+        writer.add_string("clip.audio.projector_type", "gemma4a")
+        writer.add_uint32("clip.audio.projection_dim", audio_width)
+        writer.add_tensor("mm.a.input_projection.weight", np.zeros((audio_width, 8), np.float32))
+    tiny_gguf._finish(writer)
+    return path
+
+
+def test_a_vision_projector_width_is_its_embedders_output(tmp_path: Path) -> None:
+    assert read_gguf(_vision_projector(tmp_path / "v.gguf", 3840)).embedding_width == 3840
+    assert read_gguf(_vision_projector(tmp_path / "va.gguf", 2816, 2816)).embedding_width == 2816
+    # llama.cpp refuses a file whose two encoders write different widths, whatever the model
+    with pytest.raises(ModelDataError, match=r"vision encoder writes 2048-wide embeddings and its audio encoder "
+                                             r"2816-wide"):
+        read_gguf(_vision_projector(tmp_path / "bad.gguf", 2048, 2816))
+
+
+# --- model add, lint, build -------------------------------------------------------------------------------------
+
+
+def test_model_add_refuses_a_projector_made_for_another_model(project: Path) -> None:
+    code, out = run_cli(project, "model", "add", "test/mixed-GGUF", "--gguf", f"a/{MODEL_FILE}",
+                        "--gguf", f"b/{MMPROJ}")
+    assert code != 0, out
+    assert (f"the projector {MMPROJ} writes 48-wide embeddings and the model {MODEL_FILE} takes 64" in out
+            and "mismatch between text model (n_embd = 64) and mmproj (n_embd = 48)" in out), out
+    assert not (project / "models" / "mixed-gguf.yaml").exists()
+
+
+@pytest.mark.parametrize("command", ["lint", "build"])
+def test_lint_and_build_refuse_a_projector_of_another_width(project: Path, command: str) -> None:
+    spec = write_spec(project, projector_repo=OTHER_REPO)
+    code, out = run_cli(project, command, str(spec.relative_to(project)), *(["--no-helm4"] if command == "lint"
+                                                                            else []))
+    assert code != 0, out
+    assert "mmproj-width" in out or command == "build", out
+    assert (f"{MMPROJ} ({OTHER_REPO}) writes 48-wide embeddings and the model {MODEL_FILE} ({TARGET_REPO}) takes "
+            "64" in out), out
+    assert not (project / "charts").exists() or not any((project / "charts").iterdir())
+
+
+def test_the_targets_own_projector_passes(project: Path) -> None:
+    spec = write_spec(project, projector_repo=None)
+    code, out = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
+    assert code == 0 and "ok apps/app.yaml" in out, out
+
+
+# --- the real llama-server refuses what lint refused -------------------------------------------------------------
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_the_server_refuses_the_pair_lint_refused(build: int, servers: dict[int, Path], project: Path) -> None:  # noqa: F811
+    binary = server_of(servers, build)
+    wrong = write_spec(project, projector_repo=OTHER_REPO, build=build)
+    code, out = run_cli(project, "lint", str(wrong.relative_to(project)), "--no-helm4")
+    assert code != 0 and "mmproj-width" in out, out
+    argv, env = pod_argv(wrong, project / "out-wrong")
+    refused = boot(local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "b" / MMPROJ), free_port()),
+                   env, project / "wrong.log")
+    assert refused.code not in (None, 0), f"b{build} served a 48-wide projector on a 64-wide model"
+    assert "mismatch between text model (n_embd = 64) and mmproj (n_embd = 48)" in refused.log, refused.log[-4000:]
+
+    right = write_spec(project, projector_repo=None, build=build)
+    code, out = run_cli(project, "lint", str(right.relative_to(project)), "--no-helm4")
+    assert "mmproj-width" not in out, out
+    argv, env = pod_argv(right, project / "out-right")
+    served = boot(local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "a" / MMPROJ), free_port()),
+                  env, project / "right.log")
+    assert_served(served)
