@@ -8,6 +8,7 @@ The server tests boot the chart's own command line (tests/test_llama_server_boot
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
@@ -39,7 +40,8 @@ def project(tmp_path: Path) -> Path:
     tiny_gguf.write_gemma4(tmp_path / "b" / "tiny-gemma-4-b.gguf", n_embd=OTHER_WIDTH)
     tiny_gguf.write_gemma4_audio_projector(tmp_path / "b" / MMPROJ, n_embd_text=OTHER_WIDTH)
     for repo, folder, model in ((TARGET_REPO, "a", MODEL_FILE), (OTHER_REPO, "b", "tiny-gemma-4-b.gguf")):
-        code, out = run_cli(tmp_path, "model", "add", repo, "--gguf", f"{folder}/{model}", "--gguf", f"{folder}/{MMPROJ}")
+        code, out = run_cli(tmp_path, "model", "add", repo, "--gguf", f"{folder}/{model}",
+                            "--gguf", f"{folder}/{MMPROJ}")
         assert code == 0, out
     return tmp_path
 
@@ -116,6 +118,7 @@ def test_lint_and_build_refuse_a_projector_of_another_width(project: Path, comma
     assert not (project / "charts").exists() or not any((project / "charts").iterdir())
 
 
+@pytest.mark.helm
 def test_the_targets_own_projector_passes(project: Path) -> None:
     spec = write_spec(project, projector_repo=None)
     code, out = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
@@ -145,3 +148,112 @@ def test_the_server_refuses_the_pair_lint_refused(build: int, servers: dict[int,
     served = boot(local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "a" / MMPROJ), free_port()),
                   env, project / "right.log")
     assert_served(served)
+
+
+# --- drafters ---------------------------------------------------------------------------------------------------
+
+DRAFT_REPO, DRAFT_FILE = "test/tiny-draft-GGUF", "tiny-draft.gguf"
+ASSISTANT = "test/gemma-4-26B-A4B-it-assistant-copy"
+
+
+def write_wide_vocab_drafter(path: Path, monkeypatch: pytest.MonkeyPatch, extra: int = 200) -> Path:
+    """A draft model whose vocabulary has `extra` tokens past the tiny target's (the same first ones)."""
+    tokens = tiny_gguf._vocab() + [f"x{i}" for i in range(extra)]
+    monkeypatch.setattr(tiny_gguf, "_vocab", lambda: tokens)
+    return tiny_gguf.write_dense(path, n_embd=32, n_head=2, n_head_kv=1, n_ff=64, n_layer=2)
+
+
+def drafted_spec(project: Path, build: int) -> Path:
+    spec = write_spec(project, projector_repo=None, build=build)
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    # no --spec-type: the draft model selects it (b9101's --spec-type has no draft)
+    data["engine"]["speculative"] = {"draft_max": 4,
+                                     "drafter": {"repo": DRAFT_REPO, "file": DRAFT_FILE}}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return spec
+
+
+@pytest.fixture
+def drafted(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_wide_vocab_drafter(project / "a" / DRAFT_FILE, monkeypatch)
+    code, out = run_cli(project, "model", "add", DRAFT_REPO, "--gguf", f"a/{DRAFT_FILE}")
+    assert code == 0, out
+    return project
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize(("build", "severity"), [(9101, "WARN"), (11434, "ERROR")])
+def test_a_draft_model_of_another_vocabulary_per_build(drafted: Path, build: int, severity: str) -> None:
+    """Its hidden size (32, the target's 64) is its own: only the vocabulary is judged, as llama.cpp does."""
+    spec = drafted_spec(drafted, build)
+    code, out = run_cli(drafted, "lint", str(spec.relative_to(drafted)), "--no-helm4")
+    assert (code != 0) == (severity == "ERROR"), out
+    assert f"{severity} apps/app.yaml: engine.speculative.drafter: the draft model {DRAFT_FILE} ({DRAFT_REPO}) " \
+           f"has 427 tokens and the model {MODEL_FILE} ({TARGET_REPO}) 227" in out, out
+    assert "[drafter-vocab]" in out and "drafter-target" not in out, out
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_the_server_does_with_that_draft_model_what_lint_says(build: int, servers: dict[int, Path],  # noqa: F811
+                                                              drafted: Path) -> None:
+    binary = server_of(servers, build)
+    argv, env = pod_argv(drafted_spec(drafted, build), drafted / "out")
+    assert "--model-draft" in argv or "-md" in argv, argv
+    # the tiny model swap leaves the drafter's path: point it at the wide-vocabulary file
+    local = local_argv(argv, binary, Tiny(drafted / "a" / MODEL_FILE, drafted / "a" / MMPROJ), free_port())
+    flag = "--model-draft" if "--model-draft" in local else "-md"
+    local[local.index(flag) + 1] = str(drafted / "a" / DRAFT_FILE)
+    result = boot(local, env, drafted / "server.log")
+    if build >= 11434:
+        assert result.code not in (None, 0), f"b{build} served a draft model of another vocabulary"
+        assert "draft model vocab type must match target model" in result.log, result.log[-4000:]
+    else:
+        assert_served(result)
+        assert "tokens will be translated between the two" in result.log, result.log[-4000:]
+
+
+ASSISTANT_CONFIG = {"model_type": "gemma4_assistant", "num_hidden_layers": 4, "hidden_size": 256,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 262144,
+                    "backbone_hidden_size": 2816}
+
+
+def mtp_project(tmp_path: Path, **config: object) -> tuple[Path, Path]:
+    """The vision app (vLLM 0.21, method gemma4_mtp) with a Gemma 4 assistant whose config.json is `config`."""
+    (tmp_path / "apps").mkdir()
+    data = yaml.safe_load((APPS / "gemma4-vision.yaml").read_text(encoding="utf-8"))
+    data["engine"]["speculative"]["model"] = ASSISTANT
+    data["engine"]["max_model_len"] = 32768  # model add books the assistant's own KV cache beside the target's
+    spec = tmp_path / "apps" / "app.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    (tmp_path / "config.json").write_text(json.dumps({**ASSISTANT_CONFIG, **config}), encoding="utf-8")
+    code, out = run_cli(tmp_path, "model", "add", ASSISTANT, "--config", "config.json", "--weights-bytes", "1")
+    assert code == 0, out
+    return tmp_path, spec
+
+
+@pytest.mark.helm
+def test_an_mtp_assistant_reads_the_targets_width_not_its_own(tmp_path: Path) -> None:
+    """Its own hidden size (256) is not the target's (2816); its backbone_hidden_size is, and vLLM rewrites its
+    gemma4_assistant type to gemma4_mtp."""
+    project, _ = mtp_project(tmp_path)
+    code, out = run_cli(project, "lint", "apps/app.yaml", "--no-helm4")
+    assert code == 0 and "ok apps/app.yaml" in out, out
+
+
+def test_an_mtp_assistant_made_for_another_width_is_refused(tmp_path: Path) -> None:
+    project, _ = mtp_project(tmp_path, backbone_hidden_size=3840)
+    code, out = run_cli(project, "lint", "apps/app.yaml", "--no-helm4")
+    assert code != 0 and f"the drafter {ASSISTANT} reads hidden states 3840 wide, the target " \
+        "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit 2816" in out and "[drafter-target]" in out, out
+
+
+@pytest.mark.parametrize("model_type", ["gemma4-assistant", "gemma4_text_assistant"])
+def test_an_mtp_drafter_type_the_release_does_not_load_is_refused(tmp_path: Path, model_type: str) -> None:
+    project, _ = mtp_project(tmp_path, model_type=model_type)
+    code, out = run_cli(project, "lint", "apps/app.yaml", "--no-helm4")
+    assert code != 0, out
+    assert f"config model_type {model_type!r}, which vLLM 0.21 does not load as an MTP drafter" in out, out
+    assert "Unsupported speculative method: 'mtp'" in out and "[drafter-architecture]" in out, out
+    if "-" in model_type:
+        assert "by way of gemma4_assistant, the name vLLM reads" in out, out

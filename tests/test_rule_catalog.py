@@ -43,6 +43,9 @@ FIRED_ELSEWHERE = {
     "host-memory": "test_fit.py",
     "plan": "test_plan_write.py",
     "bench-stale": "test_bench_record.py",
+    "mmproj-width": "test_model_files_fit.py",
+    "drafter-vocab": "test_model_files_fit.py",
+    "drafter-architecture": "test_model_files_fit.py",
 }
 
 

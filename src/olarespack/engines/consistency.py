@@ -5,8 +5,10 @@ Pure functions over repository names and the model facts (`arch.models_for(spec_
 - `drafter_problems(file, path, target, drafter, registry)`: the drafter must be made for the target. In order of
   evidence: the drafter's facts list the targets it was made for (`drafter_for`; a quantized copy of a listed
   target counts, by `base_name`); else both sides' facts agree on hidden size and vocabulary (a DFlash or EAGLE
-  drafter is often another architecture, so its facts' family is not compared when the sizes are known); else
-  the families (facts, else the repository name) agree. Nothing known on one side: nothing is said.
+  drafter is often another architecture, so its facts' family is not compared when the sizes are known; the
+  hidden size only where the method reads the target's hidden states, at the drafter's `target_hidden_size`
+  when it has one); else the families (facts, else the repository name) agree. Nothing known on one side:
+  nothing is said.
 - `parser_problems(file, model, registry, ...)`: a tool or reasoning parser made for another family is an
   error; a name vLLM does not register is a warning; a model whose family cannot be told gets no judgement.
 
