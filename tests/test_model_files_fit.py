@@ -43,8 +43,9 @@ def project(tmp_path: Path) -> Path:
     tiny_gguf.write_gemma4(tmp_path / "b" / "tiny-gemma-4-b.gguf", n_embd=OTHER_WIDTH)
     tiny_gguf.write_gemma4_audio_projector(tmp_path / "b" / MMPROJ, n_embd_text=OTHER_WIDTH)
     for repo, folder, model in ((TARGET_REPO, "a", MODEL_FILE), (OTHER_REPO, "b", "tiny-gemma-4-b.gguf")):
-        code, out = run_cli(tmp_path, "model", "add", repo, "--gguf", f"{folder}/{model}",
-                            "--gguf", f"{folder}/{MMPROJ}")
+        code, out = run_cli(
+            tmp_path, "model", "add", repo, "--gguf", f"{folder}/{model}", "--gguf", f"{folder}/{MMPROJ}"
+        )
         assert code == 0, out
     return tmp_path
 
@@ -52,8 +53,12 @@ def project(tmp_path: Path) -> Path:
 def write_spec(project: Path, *, projector_repo: str | None, build: int = 9101) -> Path:
     """The audio app on the tiny target, with the projector of `projector_repo` (None: the target's own)."""
     data = yaml.safe_load((APPS / "gemma4-audio.yaml").read_text(encoding="utf-8"))
-    data["engine"]["model"] = {"repo": TARGET_REPO, "file": MODEL_FILE, "mmproj": MMPROJ,
-                               **({"mmproj_repo": projector_repo} if projector_repo else {})}
+    data["engine"]["model"] = {
+        "repo": TARGET_REPO,
+        "file": MODEL_FILE,
+        "mmproj": MMPROJ,
+        **({"mmproj_repo": projector_repo} if projector_repo else {}),
+    }
     data["engine"]["image"] = f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}"
     data["engine"]["mlock"] = build < 10878  # --mlock became --load-mode (b10878)
     spec = project / "apps" / "app.yaml"
@@ -92,8 +97,11 @@ def test_a_vision_projector_width_is_its_embedders_output(tmp_path: Path) -> Non
     assert read_gguf(_vision_projector(tmp_path / "v.gguf", 3840)).embedding_width == 3840
     assert read_gguf(_vision_projector(tmp_path / "va.gguf", 2816, 2816)).embedding_width == 2816
     # llama.cpp refuses a file whose two encoders write different widths, whatever the model
-    with pytest.raises(ModelDataError, match=r"vision encoder writes 2048-wide embeddings and its audio encoder "
-                                             r"2816-wide"):
+    with pytest.raises(
+        ModelDataError,
+        match=r"vision encoder writes 2048-wide embeddings and its audio encoder "
+        r"2816-wide",
+    ):
         read_gguf(_vision_projector(tmp_path / "bad.gguf", 2048, 2816))
 
 
@@ -101,9 +109,13 @@ SDISTS = Path.home() / ".cache" / "olarespack-engine-releases" / "sdists"
 # the clip_model fields clip_n_mmproj_embd reads, and the tensor names clip.cpp's loader gives them
 FIELD_TENSORS = {
     "mm_input_proj_w": {"mm.input_projection.weight", "mm.a.input_projection.weight"},
-    "mm_2_w": {"mm.2.weight", "mm.a.mlp.2.weight"}, "mm_1_b": {"mm.1.bias", "mm.2.bias"}, "mm_3_b": {"mm.3.bias"},
-    "mm_fc_w": {"mm.model.fc.weight", "mm.a.fc.weight"}, "mm_model_proj": {"mm.model.fc.weight"},
-    "mm_3_w": {"mm.model.mlp.3.weight"}, "hparams.projection_dim": {"mm.a.input_projection.weight"},
+    "mm_2_w": {"mm.2.weight", "mm.a.mlp.2.weight"},
+    "mm_1_b": {"mm.1.bias", "mm.2.bias"},
+    "mm_3_b": {"mm.3.bias"},
+    "mm_fc_w": {"mm.model.fc.weight", "mm.a.fc.weight"},
+    "mm_model_proj": {"mm.model.fc.weight"},
+    "mm_3_w": {"mm.model.mlp.3.weight"},
+    "hparams.projection_dim": {"mm.a.input_projection.weight"},
 }
 
 
@@ -154,23 +166,28 @@ def test_the_width_table_is_clip_n_mmproj_embd_of_the_cached_builds() -> None:
 
 
 def test_model_add_refuses_a_projector_made_for_another_model(project: Path) -> None:
-    code, out = run_cli(project, "model", "add", "test/mixed-GGUF", "--gguf", f"a/{MODEL_FILE}",
-                        "--gguf", f"b/{MMPROJ}")
+    code, out = run_cli(
+        project, "model", "add", "test/mixed-GGUF", "--gguf", f"a/{MODEL_FILE}", "--gguf", f"b/{MMPROJ}"
+    )
     assert code != 0, out
-    assert (f"the projector {MMPROJ} writes 48-wide embeddings and the model {MODEL_FILE} takes 64" in out
-            and "mismatch between text model (n_embd = 64) and mmproj (n_embd = 48)" in out), out
+    assert (
+        f"the projector {MMPROJ} writes 48-wide embeddings and the model {MODEL_FILE} takes 64" in out
+        and "mismatch between text model (n_embd = 64) and mmproj (n_embd = 48)" in out
+    ), out
     assert not (project / "models" / "mixed-gguf.yaml").exists()
 
 
 @pytest.mark.parametrize("command", ["lint", "build"])
 def test_lint_and_build_refuse_a_projector_of_another_width(project: Path, command: str) -> None:
     spec = write_spec(project, projector_repo=OTHER_REPO)
-    code, out = run_cli(project, command, str(spec.relative_to(project)), *(["--no-helm4"] if command == "lint"
-                                                                            else []))
+    code, out = run_cli(
+        project, command, str(spec.relative_to(project)), *(["--no-helm4"] if command == "lint" else [])
+    )
     assert code != 0, out
     assert "mmproj-width" in out or command == "build", out
-    assert (f"{MMPROJ} ({OTHER_REPO}) writes 48-wide embeddings and the model {MODEL_FILE} ({TARGET_REPO}) takes "
-            "64" in out), out
+    assert (
+        f"{MMPROJ} ({OTHER_REPO}) writes 48-wide embeddings and the model {MODEL_FILE} ({TARGET_REPO}) takes 64" in out
+    ), out
     assert not (project / "charts").exists() or not any((project / "charts").iterdir())
 
 
@@ -192,8 +209,11 @@ def test_the_server_refuses_the_pair_lint_refused(build: int, servers: dict[int,
     code, out = run_cli(project, "lint", str(wrong.relative_to(project)), "--no-helm4")
     assert code != 0 and "mmproj-width" in out, out
     argv, env = pod_argv(wrong, project / "out-wrong")
-    refused = boot(local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "b" / MMPROJ), free_port()),
-                   env, project / "wrong.log")
+    refused = boot(
+        local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "b" / MMPROJ), free_port()),
+        env,
+        project / "wrong.log",
+    )
     assert refused.code not in (None, 0), f"b{build} served a 48-wide projector on a 64-wide model"
     assert "mismatch between text model (n_embd = 64) and mmproj (n_embd = 48)" in refused.log, refused.log[-4000:]
 
@@ -201,8 +221,11 @@ def test_the_server_refuses_the_pair_lint_refused(build: int, servers: dict[int,
     code, out = run_cli(project, "lint", str(right.relative_to(project)), "--no-helm4")
     assert "mmproj-width" not in out, out
     argv, env = pod_argv(right, project / "out-right")
-    served = boot(local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "a" / MMPROJ), free_port()),
-                  env, project / "right.log")
+    served = boot(
+        local_argv(argv, binary, Tiny(project / "a" / MODEL_FILE, project / "a" / MMPROJ), free_port()),
+        env,
+        project / "right.log",
+    )
     assert_served(served)
 
 
@@ -223,8 +246,7 @@ def drafted_spec(project: Path, build: int) -> Path:
     spec = write_spec(project, projector_repo=None, build=build)
     data = yaml.safe_load(spec.read_text(encoding="utf-8"))
     # no --spec-type: the draft model selects it (b9101's --spec-type has no draft)
-    data["engine"]["speculative"] = {"draft_max": 4,
-                                     "drafter": {"repo": DRAFT_REPO, "file": DRAFT_FILE}}
+    data["engine"]["speculative"] = {"draft_max": 4, "drafter": {"repo": DRAFT_REPO, "file": DRAFT_FILE}}
     spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return spec
 
@@ -244,15 +266,20 @@ def test_a_draft_model_of_another_vocabulary_per_build(drafted: Path, build: int
     spec = drafted_spec(drafted, build)
     code, out = run_cli(drafted, "lint", str(spec.relative_to(drafted)), "--no-helm4")
     assert (code != 0) == (severity == "ERROR"), out
-    assert f"{severity} apps/app.yaml: engine.speculative.drafter: the draft model {DRAFT_FILE} ({DRAFT_REPO}) " \
-           f"has 427 tokens and the model {MODEL_FILE} ({TARGET_REPO}) 227" in out, out
+    assert (
+        f"{severity} apps/app.yaml: engine.speculative.drafter: the draft model {DRAFT_FILE} ({DRAFT_REPO}) "
+        f"has 427 tokens and the model {MODEL_FILE} ({TARGET_REPO}) 227" in out
+    ), out
     assert "[drafter-vocab]" in out and "drafter-target" not in out, out
 
 
 @pytest.mark.helm
 @pytest.mark.parametrize("build", [9101, 11434])
-def test_the_server_does_with_that_draft_model_what_lint_says(build: int, servers: dict[int, Path],  # noqa: F811
-                                                              drafted: Path) -> None:
+def test_the_server_does_with_that_draft_model_what_lint_says(
+    build: int,
+    servers: dict[int, Path],  # noqa: F811
+    drafted: Path,
+) -> None:
     binary = server_of(servers, build)
     argv, env = pod_argv(drafted_spec(drafted, build), drafted / "out")
     assert "--model-draft" in argv or "-md" in argv, argv
@@ -269,9 +296,16 @@ def test_the_server_does_with_that_draft_model_what_lint_says(build: int, server
         assert "tokens will be translated between the two" in result.log, result.log[-4000:]
 
 
-ASSISTANT_CONFIG = {"model_type": "gemma4_assistant", "num_hidden_layers": 4, "hidden_size": 256,
-                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 262144,
-                    "backbone_hidden_size": 2816}
+ASSISTANT_CONFIG = {
+    "model_type": "gemma4_assistant",
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+    "vocab_size": 262144,
+    "backbone_hidden_size": 2816,
+}
 
 
 def mtp_project(tmp_path: Path, **config: object) -> tuple[Path, Path]:
@@ -300,8 +334,13 @@ def test_an_mtp_assistant_reads_the_targets_width_not_its_own(tmp_path: Path) ->
 def test_an_mtp_assistant_made_for_another_width_is_refused(tmp_path: Path) -> None:
     project, _ = mtp_project(tmp_path, backbone_hidden_size=3840)
     code, out = run_cli(project, "lint", "apps/app.yaml", "--no-helm4")
-    assert code != 0 and f"the drafter {ASSISTANT} reads hidden states 3840 wide, the target " \
-        "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit 2816" in out and "[drafter-target]" in out, out
+    assert (
+        code != 0
+        and f"the drafter {ASSISTANT} reads hidden states 3840 wide, the target "
+        "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit 2816"
+        in out
+        and "[drafter-target]" in out
+    ), out
 
 
 @pytest.mark.parametrize("model_type", ["gemma4-assistant", "gemma4_text_assistant"])

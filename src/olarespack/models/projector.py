@@ -78,16 +78,19 @@ def projector_width(tensors: Mapping[str, Sequence[int]], value: Callable[[str],
         if width is not None:
             found.append((modality, *width))
     if len(found) == 2 and found[0][1] != found[1][1]:
-        raise ModelDataError(f"its vision encoder writes {found[0][1]}-wide embeddings and its audio encoder "
-                             f"{found[1][1]}-wide: llama.cpp refuses the file (mismatch between vision and audio "
-                             "mmproj)")
+        raise ModelDataError(
+            f"its vision encoder writes {found[0][1]}-wide embeddings and its audio encoder "
+            f"{found[1][1]}-wide: llama.cpp refuses the file (mismatch between vision and audio "
+            "mmproj)"
+        )
     if not found:
         return None, ""
     return found[0][1], "; ".join(f"{modality}: {how}" for modality, _, how in found)
 
 
-def _width(kind: str, modality: str, tensors: Mapping[str, Sequence[int]],
-           value: Callable[[str], Any]) -> tuple[int, str] | None:
+def _width(
+    kind: str, modality: str, tensors: Mapping[str, Sequence[int]], value: Callable[[str], Any]
+) -> tuple[int, str] | None:
     rule = WIDTH_TENSORS.get(kind)
     if rule is None:
         return None
@@ -96,8 +99,9 @@ def _width(kind: str, modality: str, tensors: Mapping[str, Sequence[int]],
         name, dim = "mm.3.bias", 0
     shape = tensors.get(name)
     if shape is None or len(shape) <= dim:
-        raise ModelDataError(f"tensor {name}: a {kind} projector's output layer is missing (llama.cpp cannot load "
-                             "the projector)")
+        raise ModelDataError(
+            f"tensor {name}: a {kind} projector's output layer is missing (llama.cpp cannot load the projector)"
+        )
     width, how = int(shape[dim]), f"{kind}, tensor {name} dimension {dim}"
     if not 0 < width <= MAX_WIDTH:
         raise ModelDataError(f"tensor {name}: an output width of {width}, past any model's (1 to {MAX_WIDTH})")
@@ -105,8 +109,10 @@ def _width(kind: str, modality: str, tensors: Mapping[str, Sequence[int]],
         key = f"clip.{modality}.projection_dim"
         given = value(key)
         if isinstance(given, bool) or not isinstance(given, int) or given != width:
-            raise ModelDataError(f"metadata {key}: {given!r}, and its tensor {name} is {width} wide; llama.cpp "
-                                 "b9101 reads the first, later builds the second: one of them refuses the file")
+            raise ModelDataError(
+                f"metadata {key}: {given!r}, and its tensor {name} is {width} wide; llama.cpp "
+                "b9101 reads the first, later builds the second: one of them refuses the file"
+            )
         how += f" = {key}"
     return width, how
 
@@ -116,6 +122,8 @@ def width_mismatch(model_file: str, model_width: int, projector_file: str, proje
     None when they fit."""
     if model_width == projector_width:
         return None
-    return (f"the projector {projector_file} writes {projector_width}-wide embeddings and the model {model_file} "
-            f"takes {model_width} (its embedding width): llama-server refuses the pair (\"mismatch between text "
-            f"model (n_embd = {model_width}) and mmproj (n_embd = {projector_width})\")")
+    return (
+        f"the projector {projector_file} writes {projector_width}-wide embeddings and the model {model_file} "
+        f'takes {model_width} (its embedding width): llama-server refuses the pair ("mismatch between text '
+        f'model (n_embd = {model_width}) and mmproj (n_embd = {projector_width})")'
+    )

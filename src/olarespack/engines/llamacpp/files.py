@@ -44,12 +44,17 @@ def _projector(file: str, engine: LlamaCppEngine, registry: Mapping[str, ModelIn
     width = target.arch.hidden_size if target and target.arch else None
     if entry is None or entry.embedding_width is None or width is None:
         return
-    problem = width_mismatch(f"{model.file} ({model.repo})", width, f"{model.mmproj} ({projector_repo})",
-                             entry.embedding_width)
+    problem = width_mismatch(
+        f"{model.file} ({model.repo})", width, f"{model.mmproj} ({projector_repo})", entry.embedding_width
+    )
     if problem:
-        yield Problem(file, "engine.model.mmproj", problem,
-                      "use the projector made for this model (the mmproj file of the model's own repository)",
-                      rule="mmproj-width")
+        yield Problem(
+            file,
+            "engine.model.mmproj",
+            problem,
+            "use the projector made for this model (the mmproj file of the model's own repository)",
+            rule="mmproj-width",
+        )
 
 
 def _draft_vocab(file: str, engine: LlamaCppEngine, registry: Mapping[str, ModelInfo]) -> Iterator[Problem]:
@@ -67,13 +72,20 @@ def _draft_vocab(file: str, engine: LlamaCppEngine, registry: Mapping[str, Model
     family = family_of("llamacpp", engine.image)
     build = family.build_number(engine.image) if family else None
     refused = build is not None and build >= VOCAB_REFUSED_FROM
-    what = (f"llama.cpp b{build} refuses the pair at start (\"draft model vocab type must match target model to "
-            "use speculation\")" if refused else
-            f"llama.cpp up to b{VOCAB_TRANSLATED_UP_TO} translates every draft through text, and from "
-            f"b{VOCAB_REFUSED_FROM} on refuses the pair at start")
-    yield Problem(file, "engine.speculative.drafter",
-                  f"the draft model {drafter.file} ({drafter.repo}) has {mine} tokens and the model "
-                  f"{engine.model.file} ({engine.model.repo}) {target}, more than "
-                  f"{SPEC_VOCAB_MAX_SIZE_DIFFERENCE} apart: {what}",
-                  "use a draft model of the target's own family and tokenizer", rule="drafter-vocab",
-                  severity="error" if refused else "warning")
+    what = (
+        f'llama.cpp b{build} refuses the pair at start ("draft model vocab type must match target model to '
+        'use speculation")'
+        if refused
+        else f"llama.cpp up to b{VOCAB_TRANSLATED_UP_TO} translates every draft through text, and from "
+        f"b{VOCAB_REFUSED_FROM} on refuses the pair at start"
+    )
+    yield Problem(
+        file,
+        "engine.speculative.drafter",
+        f"the draft model {drafter.file} ({drafter.repo}) has {mine} tokens and the model "
+        f"{engine.model.file} ({engine.model.repo}) {target}, more than "
+        f"{SPEC_VOCAB_MAX_SIZE_DIFFERENCE} apart: {what}",
+        "use a draft model of the target's own family and tokenizer",
+        rule="drafter-vocab",
+        severity="error" if refused else "warning",
+    )

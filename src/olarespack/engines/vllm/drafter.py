@@ -21,11 +21,21 @@ from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 from olarespack.models.arch import ModelInfo
 
 MTP_REWRITES = {
-    "gemma4_assistant": "gemma4_mtp", "gemma4_unified_assistant": "gemma4_mtp", "ernie4_5_moe": "ernie_mtp",
-    "qwen3_next": "qwen3_next_mtp", "exaone_moe": "exaone_moe_mtp", "qwen3_5": "qwen3_5_mtp",
-    "qwen3_5_moe": "qwen3_5_mtp", "qwen3_5_text": "qwen3_5_mtp", "qwen3_5_moe_text": "qwen3_5_mtp",
-    "longcat_flash": "longcat_flash_mtp", "longcat_flash_ngram": "longcat_flash_mtp", "hy_v3": "hy_v3_mtp",
-    "hy_v4": "hy_v4_mtp", "step3p5": "step3p5_mtp", "glm5_next": "glm5_next_mtp",
+    "gemma4_assistant": "gemma4_mtp",
+    "gemma4_unified_assistant": "gemma4_mtp",
+    "ernie4_5_moe": "ernie_mtp",
+    "qwen3_next": "qwen3_next_mtp",
+    "exaone_moe": "exaone_moe_mtp",
+    "qwen3_5": "qwen3_5_mtp",
+    "qwen3_5_moe": "qwen3_5_mtp",
+    "qwen3_5_text": "qwen3_5_mtp",
+    "qwen3_5_moe_text": "qwen3_5_mtp",
+    "longcat_flash": "longcat_flash_mtp",
+    "longcat_flash_ngram": "longcat_flash_mtp",
+    "hy_v3": "hy_v3_mtp",
+    "hy_v4": "hy_v4_mtp",
+    "step3p5": "step3p5_mtp",
+    "glm5_next": "glm5_next_mtp",
 }
 # methods whose drafter is a model of its own, fed tokens only: its hidden size is its own
 SEPARATE_DRAFT_METHODS = frozenset({"draft_model", "ngram", "ngram_gpu", "suffix", "custom_class"})
@@ -52,11 +62,17 @@ def mtp_drafter_problems(file: str, engine: VllmEngine, registry: Mapping[str, M
     spelled = kind.replace("-", "_")
     if not (kind in MTP_REWRITES or spelled in MTP_REWRITES or spelled.endswith(("_mtp", "_assistant"))):
         return  # vLLM may still rewrite it by its architectures, which the model facts do not keep
-    hint = (f" ({MTP_REWRITES[spelled]} by way of {spelled}, the name vLLM reads: {kind} is another build's "
-            "spelling)" if spelled in MTP_REWRITES and spelled != kind else "")
-    yield Problem(file, "engine.speculative.model",
-                  f"the drafter {speculative.model} has config model_type {kind!r}, which vLLM {facts.release} does "
-                  f"not load as an MTP drafter{hint}: it stops with \"Unsupported speculative method: 'mtp'\"",
-                  f"use a drafter checkpoint whose config.json vLLM {facts.release} reads as an MTP model "
-                  f"({', '.join(sorted(types - {'mtp'})[:6])}, ...), or a release that knows its type",
-                  rule="drafter-architecture")
+    hint = (
+        f" ({MTP_REWRITES[spelled]} by way of {spelled}, the name vLLM reads: {kind} is another build's spelling)"
+        if spelled in MTP_REWRITES and spelled != kind
+        else ""
+    )
+    yield Problem(
+        file,
+        "engine.speculative.model",
+        f"the drafter {speculative.model} has config model_type {kind!r}, which vLLM {facts.release} does "
+        f"not load as an MTP drafter{hint}: it stops with \"Unsupported speculative method: 'mtp'\"",
+        f"use a drafter checkpoint whose config.json vLLM {facts.release} reads as an MTP model "
+        f"({', '.join(sorted(types - {'mtp'})[:6])}, ...), or a release that knows its type",
+        rule="drafter-architecture",
+    )
