@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from olarespack.core.errors import ModelDataError
+from olarespack.models.projector import projector_width
 
 MAX_KV = 10_000
 MAX_TENSORS = 200_000
@@ -230,12 +231,10 @@ def _read_gguf(path: Path, stack: contextlib.ExitStack) -> GgufHeader:
     if not isinstance(arch, str) or not arch:
         raise ModelDataError(f"{path}: metadata general.architecture: missing; is this a llama.cpp model file?")
     if arch == "clip":
-        from olarespack.models.projector import projector_width
-
         try:
             width, how = projector_width({t.name: [int(d) for d in t.shape] for t in reader.tensors}, value)
-        except ModelDataError as exc:
-            raise ModelDataError(f"{path}: {exc}") from None
+        except ModelDataError as exc:  # value()'s own errors name the file already
+            raise ModelDataError(str(exc) if str(exc).startswith(f"{path}:") else f"{path}: {exc}") from None
         notes += [f"projector output width {width} ({how}; llama.cpp clip_n_mmproj_embd)"] if width else []
         return GgufHeader(path.name, size, header_sha, arch, None, notes=tuple(notes), embedding_width=width)
     tokens = reader.get_field("tokenizer.ggml.tokens")
