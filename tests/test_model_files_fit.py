@@ -245,8 +245,9 @@ def write_wide_vocab_drafter(path: Path, monkeypatch: pytest.MonkeyPatch, extra:
 def drafted_spec(project: Path, build: int) -> Path:
     spec = write_spec(project, projector_repo=None, build=build)
     data = yaml.safe_load(spec.read_text(encoding="utf-8"))
-    # no --spec-type: the draft model selects it (b9101's --spec-type has no draft)
-    data["engine"]["speculative"] = {"draft_max": 4, "drafter": {"repo": DRAFT_REPO, "file": DRAFT_FILE}}
+    # b9101's --spec-type has no draft (its draft model selects it); b11434 drafts only with --spec-type draft
+    typed = {"type": "draft"} if build >= 9113 else {}
+    data["engine"]["speculative"] = {**typed, "draft_max": 4, "drafter": {"repo": DRAFT_REPO, "file": DRAFT_FILE}}
     spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return spec
 
@@ -271,6 +272,7 @@ def test_a_draft_model_of_another_vocabulary_per_build(drafted: Path, build: int
         f"has 427 tokens and the model {MODEL_FILE} ({TARGET_REPO}) 227" in out
     ), out
     assert "[drafter-vocab]" in out and "drafter-target" not in out, out
+    assert "serves without speculative decoding" in out, out
 
 
 @pytest.mark.helm
@@ -288,11 +290,13 @@ def test_the_server_does_with_that_draft_model_what_lint_says(
     flag = "--model-draft" if "--model-draft" in local else "-md"
     local[local.index(flag) + 1] = str(drafted / "a" / DRAFT_FILE)
     result = boot(local, env, drafted / "server.log")
+    assert_served(result)  # neither build stops: b9101 drafts through text, b11434 does not draft at all
     if build >= 11434:
-        assert result.code not in (None, 0), f"b{build} served a draft model of another vocabulary"
-        assert "draft model vocab type must match target model" in result.log, result.log[-4000:]
+        assert (
+            "failed to initialize speculative decoding context: draft model vocab type must match target model"
+            in result.log
+        ), result.log[-4000:]
     else:
-        assert_served(result)
         assert "tokens will be translated between the two" in result.log, result.log[-4000:]
 
 

