@@ -128,6 +128,15 @@ RULES: dict[str, Rule] = {
     "drafter-target": Rule("engine", "the drafter is made for the target (its drafter_for list, hidden size and "
                            "vocabulary, else its family)", "a drafter shares the target's tokens and hidden states: "
                            "vLLM refuses a mismatched pair or rejects every draft"),
+    "mmproj-width": Rule("engine", "the projector writes embeddings as wide as the model's (GGUF headers)",
+                         "llama.cpp tools/mtmd/mtmd.cpp mtmd_context: clip_n_mmproj_embd != llama_model_n_embd_inp "
+                         "is \"mismatch between text model and mmproj\"; llama-server does not start"),
+    "drafter-vocab": Rule("engine", "a llama.cpp draft model's vocabulary is within 128 tokens of the target's",
+                          "llama.cpp common/speculative.cpp common_speculative_are_compatible: b9101 translates "
+                          "every draft; b9113 on refuse it and serve without speculative decoding"),
+    "drafter-architecture": Rule("engine", "an MTP drafter's config model_type is one the image's vLLM loads",
+                                 "vLLM vllm/config/speculative.py SpeculativeConfig.hf_config_override and "
+                                 "__post_init__: \"Unsupported speculative method: 'mtp'\""),
     "parser-family": Rule("engine", "tool-call and reasoning parsers suit the model's family (data/families.yaml)",
                           "vLLM's parsers read one family's markup: another family's tool calls come back as text"),
     "parser-unknown": Rule("engine", "warning: the parser is one vLLM registers",

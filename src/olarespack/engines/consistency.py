@@ -5,8 +5,10 @@ Pure functions over repository names and the model facts (`arch.models_for(spec_
 - `drafter_problems(file, path, target, drafter, registry)`: the drafter must be made for the target. In order of
   evidence: the drafter's facts list the targets it was made for (`drafter_for`; a quantized copy of a listed
   target counts, by `base_name`); else both sides' facts agree on hidden size and vocabulary (a DFlash or EAGLE
-  drafter is often another architecture, so its facts' family is not compared when the sizes are known); else
-  the families (facts, else the repository name) agree. Nothing known on one side: nothing is said.
+  drafter is often another architecture, so its facts' family is not compared when the sizes are known; the
+  hidden size only where the method reads the target's hidden states, at the drafter's `target_hidden_size`
+  when it has one); else the families (facts, else the repository name) agree. Nothing known on one side:
+  nothing is said.
 - `parser_problems(file, model, registry, ...)`: a tool or reasoning parser made for another family is an
   error; a name vLLM does not register is a warning; a model whose family cannot be told gets no judgement.
 
@@ -122,9 +124,13 @@ def _listed_target(target: str, made_for: tuple[str, ...]) -> bool:
     return target in made_for or base_name(target) in {base_name(repo) for repo in made_for}
 
 
-def drafter_problems(file: str, path: str, target: str, drafter: str, registry: Registry) -> Iterator[Problem]:
+def drafter_problems(file: str, path: str, target: str, drafter: str, registry: Registry, *,
+                     hidden_states: bool = True, vocab: bool = True) -> Iterator[Problem]:
     """The drafter `drafter` must be made for the model `target` (see the module docstring for the evidence
-    used). `path` is the spec field the problem names (e.g. engine.speculative)."""
+    used). `path` is the spec field the problem names (e.g. engine.speculative). `hidden_states`: the method feeds
+    the target's hidden states to the drafter (MTP, EAGLE, DFlash), so the widths must agree; a separate draft
+    model (vLLM draft_model, llama.cpp's draft) has a width of its own. `vocab`: compare the vocabularies here
+    (an engine that judges them by its own rule, llama.cpp's per build, passes False)."""
     fix = "use a drafter made for this model (its model card names the target), or drop the speculative decoding"
     info, target_info = registry.get(drafter), registry.get(target)
     if info is not None and info.drafter_for:
@@ -135,12 +141,20 @@ def drafter_problems(file: str, path: str, target: str, drafter: str, registry: 
         return
     if info and info.arch and target_info and target_info.arch:
         ours, theirs = info.arch, target_info.arch
-        if ours.hidden_size and theirs.hidden_size:
-            if ours.hidden_size != theirs.hidden_size:
-                yield Problem(file, path, f"the drafter {drafter} has hidden size {ours.hidden_size}, the target "
+        width = ours.target_hidden_size or ours.hidden_size  # the width it reads the target's states at
+        if not hidden_states and ours.vocab_size and theirs.vocab_size:
+            if vocab and ours.vocab_size != theirs.vocab_size:
+                yield Problem(file, path, f"the draft model {drafter} has a vocabulary of {ours.vocab_size} tokens, "
+                              f"the target {target} {theirs.vocab_size}: its drafts are other tokens", fix,
+                              rule="drafter-target")
+            return
+        if hidden_states and width and theirs.hidden_size:
+            if width != theirs.hidden_size:
+                named = "reads hidden states" if ours.target_hidden_size else "has hidden size"
+                yield Problem(file, path, f"the drafter {drafter} {named} {width} wide, the target "
                               f"{target} {theirs.hidden_size}: it was made for another model", fix,
                               rule="drafter-target")
-            elif ours.vocab_size and theirs.vocab_size and ours.vocab_size != theirs.vocab_size:
+            elif vocab and ours.vocab_size and theirs.vocab_size and ours.vocab_size != theirs.vocab_size:
                 yield Problem(file, path, f"the drafter {drafter} has a vocabulary of {ours.vocab_size} tokens, the "
                               f"target {target} {theirs.vocab_size}: it was made for another model", fix,
                               rule="drafter-target")

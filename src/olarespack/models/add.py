@@ -29,6 +29,7 @@ from olarespack.models.arch import (
 from olarespack.models.folder import model_files
 from olarespack.models.gguf_file import GgufHeader, read_gguf
 from olarespack.models.localfile import parse_json, read_local_file
+from olarespack.models.projector import width_mismatch
 from olarespack.write import Status, write_file
 
 # The config.json fields arch.arch_from_hf_config reads (see its module docstring), and model_type for the
@@ -39,6 +40,7 @@ CONFIG_FIELDS = (
     "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "max_position_embeddings", "vocab_size",
     "intermediate_size", "moe_intermediate_size", "num_experts_per_tok", "top_k_experts", "torch_dtype", "dtype",
     "hidden_size_per_layer_input", "num_experts", "num_local_experts", "n_routed_experts",
+    "backbone_hidden_size", "target_hidden_size",
 )
 
 
@@ -126,6 +128,7 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
             arch_from_hf_config(header.config or {})
         except ModelDataError as exc:
             raise ModelDataError(f"{header.name}: {exc}") from None
+    _projectors_fit(models, [h for h in headers if h.projector])
     main = models[0]
     files: dict[str, Any] = {}
     sources = []
@@ -135,8 +138,12 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
             entry.update(host_bytes=header.host_bytes, host_exact=True)
         if header.gpu_copy_bytes:
             entry["gpu_copy_bytes"] = header.gpu_copy_bytes
+        if header.embedding_width:
+            entry["embedding_width"] = header.embedding_width
         files[header.name] = entry
-        kind = "projector" if header.projector else f"architecture {header.architecture}"
+        kind = f"architecture {header.architecture}"
+        if header.projector:
+            kind = "projector" + "".join(f"; {note}" for note in header.notes if note.startswith("projector "))
         sources.append(f"file {header.name}: {header.bytes} bytes, header sha256:{header.sha256} ({kind})")
     sources.append(f"architecture: from the metadata of {main.name} (llama.cpp keys, in config.json names)")
     sources += [f"note: {note}" for note in main.notes]
@@ -146,6 +153,18 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
                                           else ""))
     sources.append(f"written by: {described.command}")
     return {**_common(described, main.architecture), "files": files, "config": main.config, "sources": sources}
+
+
+def _projectors_fit(models: Sequence[GgufHeader], projectors: Sequence[GgufHeader]) -> None:
+    """Every projector writes embeddings as wide as every model file takes (what llama-server checks at boot)."""
+    for projector in projectors:
+        for header in models:
+            width = (header.config or {}).get("hidden_size")
+            if projector.embedding_width and isinstance(width, int):
+                problem = width_mismatch(header.name, width, projector.name, projector.embedding_width)
+                if problem:
+                    raise ModelDataError(f"{problem}; give the projector made for this model (the mmproj file of "
+                                         "the model's own repository)")
 
 
 class _Dumper(yaml.SafeDumper):

@@ -22,7 +22,8 @@ Hugging Face config.json fields understood (everything else is ignored):
 - `max_position_embeddings`, `vocab_size`, `intermediate_size` (an int or a per-layer list),
   `moe_intermediate_size`, `num_experts_per_tok` / `top_k_experts`, `torch_dtype` / `dtype`, for the
   activation and compute-buffer estimates; `num_experts` / `num_local_experts` / `n_routed_experts`, for the
-  share of an MoE's weights one token reads (bench's bound).
+  share of an MoE's weights one token reads (bench's bound); a drafter's `backbone_hidden_size` /
+  `target_hidden_size`.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ class ModelArch:
     vocab_size: int | None = None
     dtype_bytes: int = 2
     per_layer_input_size: int | None = None  # Gemma 3n / 4 E models: hidden_size_per_layer_input
+    # a drafter that reads the target's hidden states at another width than its own: the target's width
+    # (Gemma 4 assistants' backbone_hidden_size, speculators' target_hidden_size)
+    target_hidden_size: int | None = None
 
     def kv_bytes_per_token(self, dtype_bytes: float, kind: AttentionKind | None = None) -> float:
         """K + V bytes one token adds over the layers of one kind (all when None), ignoring windows."""
@@ -87,6 +91,7 @@ class GgufFile:
     host_bytes: int = 0  # part llama.cpp keeps in host memory (input-layer embeddings)
     host_exact: bool = True
     gpu_copy_bytes: int = 0  # part of host_bytes also copied to the GPU (token_embd as the tied output)
+    embedding_width: int | None = None  # a projector: the width of the embeddings it writes into the text model
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,7 @@ class ModelInfo:
     native_context: int | None = None  # the context the model was trained for, when below its positions
     family: str | None = None  # model family (config model_type without _text, e.g. gemma4, qwen3): parser rules
     drafter_for: tuple[str, ...] = ()  # a drafter: the target repositories it was made for
+    model_type: str | None = None  # the config's own model_type (a drafter's decides how vLLM loads it)
 
     @property
     def trained_context(self) -> int | None:
@@ -211,6 +217,8 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
         vocab_size=_int(cfg, "vocab_size", positive=True),
         dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
         per_layer_input_size=_int(cfg, "hidden_size_per_layer_input", positive=True),
+        target_hidden_size=_int(cfg, "backbone_hidden_size", _int(cfg, "target_hidden_size", positive=True),
+                                positive=True),
     )
 
 
@@ -226,6 +234,11 @@ def family_of(config: Mapping[str, Any]) -> str | None:
     return kind.lower().removesuffix("_text") or None
 
 
+def model_type_of(config: Mapping[str, Any]) -> str | None:
+    kind = config.get("model_type")
+    return kind if isinstance(kind, str) and kind else None
+
+
 def load_hf_config(path: Path) -> ModelArch:
     """Read a local config.json (no network)."""
     data = read_json_file(path)
@@ -239,7 +252,8 @@ def model_from_hf_config(path: Path, *, repo: str, weights_bytes: int, kv: Liter
                          weights_exact: bool = False) -> ModelInfo:
     """A ModelInfo for a model olarespack does not ship, from its local config.json and weight size."""
     return ModelInfo(repo=repo, title=repo, arch=load_hf_config(path), kv=kv, weights_bytes=weights_bytes,
-                     weights_exact=weights_exact, sources=(str(path),), family=family_of(read_json_file(path)))
+                     weights_exact=weights_exact, sources=(str(path),), family=family_of(read_json_file(path)),
+                     model_type=model_type_of(read_json_file(path)))
 
 
 # --------------------------------------------------------------------------- model files (shipped and project)
@@ -262,6 +276,7 @@ class _Weights(_Strict):
     host_bytes: Bytes = 0
     host_exact: bool = True
     gpu_copy_bytes: Bytes = 0
+    embedding_width: int | None = Field(None, gt=0, le=1 << 24)  # a projector's output width (models.projector)
 
 
 class _ModelFile(_Strict):
@@ -303,14 +318,14 @@ def model_from_data(shown: str, data: Any) -> ModelInfo:
         raise ModelDataError(f"{shown}: config: {exc}") from None
     if (arch is None) != (raw.kv == "shared"):
         raise ModelDataError(f"{shown}: config: a config is required exactly when kv is own")
-    files = {fname: GgufFile(w.bytes, w.exact, w.host_bytes, w.host_exact, w.gpu_copy_bytes)
+    files = {fname: GgufFile(w.bytes, w.exact, w.host_bytes, w.host_exact, w.gpu_copy_bytes, w.embedding_width)
              for fname, w in raw.files.items()}
     return ModelInfo(repo=raw.repo, title=raw.title, arch=arch, kv=raw.kv,
                      weights_bytes=raw.weights.bytes if raw.weights else 0,
                      weights_exact=raw.weights.exact if raw.weights else False,
                      files=files, sources=tuple(raw.sources), native_context=raw.native_context,
                      family=raw.family or (family_of(raw.config) if raw.config else None),
-                     drafter_for=tuple(raw.drafter_for))
+                     drafter_for=tuple(raw.drafter_for), model_type=model_type_of(raw.config or {}))
 
 
 def _model_info(name: str, text: str) -> ModelInfo:

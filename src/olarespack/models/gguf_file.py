@@ -35,6 +35,7 @@ from typing import Any
 
 from olarespack.core.errors import ModelDataError
 from olarespack.models.gguf_header import GgufIndex, HeaderError, read_index
+from olarespack.models.projector import projector_width
 
 # Architectures whose llama.cpp loader sets the sliding pattern in code when the file carries none
 # (hparams.set_swa_pattern(N) in src/llama-model.cpp): N - 1 sliding layers, then one full.
@@ -55,6 +56,7 @@ class GgufHeader:
     host_bytes: int = 0
     gpu_copy_bytes: int = 0  # part of host_bytes also on the GPU: token_embd as the tied output
     notes: tuple[str, ...] = ()
+    embedding_width: int | None = None  # a projector: the width it writes into the text model (models.projector)
 
     @property
     def projector(self) -> bool:
@@ -111,7 +113,12 @@ def _facts(path: Path, size: int, index: GgufIndex) -> GgufHeader:
     if not isinstance(arch, str) or not arch:
         raise ModelDataError(f"{path}: metadata general.architecture: missing; is this a llama.cpp model file?")
     if arch == "clip":
-        return GgufHeader(path.name, size, digest.hexdigest(), arch, None, notes=tuple(notes))
+        try:
+            width, how = projector_width({name: list(dims) for name, dims in index.shapes.items()}, value)
+        except ModelDataError as exc:  # value()'s own errors name the file already
+            raise ModelDataError(str(exc) if str(exc).startswith(f"{path}:") else f"{path}: {exc}") from None
+        notes += [f"projector output width {width} ({how}; llama.cpp clip_n_mmproj_embd)"] if width else []
+        return GgufHeader(path.name, size, digest.hexdigest(), arch, None, notes=tuple(notes), embedding_width=width)
     try:
         config, config_notes = hf_config(arch, value, index.length("tokenizer.ggml.tokens"))
     except ModelDataError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 MAX_KV: Final = 10_000
@@ -59,6 +59,7 @@ class GgufIndex:
     index_end: int  # the tensor index's last byte + 1
     data_offset: int
     full_bytes: int  # the whole file's size as its tensor index describes it
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # of projector tensors (mm.*): their dims
 
     def value(self, key: str) -> Any:
         """A metadata value as gguf-py's contents() gives it (int, float, bool, str or a list), None if absent.
@@ -124,6 +125,7 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
         if not 1 <= alignment <= 1 << 16 or alignment & (alignment - 1):
             raise HeaderError(f"general.alignment {alignment} is not a power of two up to 65536")
     end, sizes = 0, {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for number in range(n_tensors):
         walk.tick()
         name = walk.text(MAX_KEY, f"the name of tensor {number}").decode("utf-8", "replace")
@@ -146,6 +148,8 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
         end = max(end, at + values // block * size)
         if name in keep:
             sizes[name] = values // block * size
+        if name.startswith("mm."):  # a projector's layers: their widths are what it feeds the model
+            shapes[name] = tuple(dims)
     index_end = walk.at
     data_offset = -(-index_end // alignment) * alignment
     if data_offset > MAX_HEADER_BYTES:
@@ -155,7 +159,7 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
     full = data_offset + -(-end // alignment) * alignment
     if full > MAX_FILE_BYTES:
         raise HeaderError(f"the tensor index describes a file of {full} bytes, more than any model file")
-    return GgufIndex(buf, walk.order, entries, sizes, index_end, data_offset, full)
+    return GgufIndex(buf, walk.order, entries, sizes, index_end, data_offset, full, shapes)
 
 
 class _Walk:

@@ -1,6 +1,6 @@
 """What llama-server would refuse at boot or run badly, found from the spec: batch sizes, a quantized V
 cache without flash attention, what the image's family knows (cache and speculative types), where the chat
-template is mounted, the drafter, the calibration, Gemma 4's projector."""
+template is mounted, the drafter, the calibration, Gemma 4's projector, the GGUF files' fit (llamacpp.files)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from olarespack.engines.calibration import calibration_problems
 from olarespack.engines.common import is_gemma4
 from olarespack.engines.consistency import drafter_problems
 from olarespack.engines.images import ImageFamily, family_of
+from olarespack.engines.llamacpp.files import file_problems
 from olarespack.engines.llamacpp.flags import spec_type, spec_type_names
 from olarespack.engines.llamacpp.semver import image_build, semver_build, tag_release
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine, downloaded_files, gguf_path
@@ -33,13 +34,17 @@ def rules(file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]
                       severity="warning" if auto else "error")
     yield from _family(file, engine)
     yield from _chat_template(file, engine)
+    try:
+        registry: dict[str, ModelInfo] = models_for(file)
+    except ModelDataError:
+        registry = {}  # the fit rule reports model data it cannot read
     drafter = engine.speculative.drafter if engine.speculative else None
     if drafter is not None:
-        try:
-            registry: dict[str, ModelInfo] = models_for(file)
-        except ModelDataError:
-            registry = {}  # the fit rule reports model data it cannot read
-        yield from drafter_problems(file, "engine.speculative.drafter", engine.model.repo, drafter.repo, registry)
+        # a separate draft model has a width of its own; an MTP head reads the target's hidden states
+        separate = engine.speculative is not None and engine.speculative.type in (None, "draft")
+        yield from drafter_problems(file, "engine.speculative.drafter", engine.model.repo, drafter.repo, registry,
+                                    hidden_states=not separate, vocab=not separate)
+    yield from file_problems(file, engine, registry)
     yield from calibration_problems(file, engine.model.repo, engine.image, hardware, engine.calibration)
     mmproj = engine.model.mmproj
     if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():

@@ -20,6 +20,7 @@ from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import image_release
 from olarespack.engines.vllm import cuda
 from olarespack.engines.vllm.bootlog import VllmLog
+from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
 from olarespack.engines.vllm.spec import (
@@ -207,7 +208,9 @@ class Vllm(Engine[VllmEngine]):
         except ModelDataError:
             registry = {}  # the fit rule reports model data it cannot read
         if engine.speculative and engine.speculative.model:
-            yield from drafter_problems(file, "engine.speculative", engine.model, engine.speculative.model, registry)
+            yield from drafter_problems(file, "engine.speculative", engine.model, engine.speculative.model, registry,
+                                        hidden_states=reads_hidden_states(engine))
+            yield from mtp_drafter_problems(file, engine, registry)
         yield from parser_problems(file, engine.model, registry, tool_parser=engine.tool_call_parser,
                                    reasoning_parser=engine.reasoning_parser)
         yield from calibration_problems(file, engine.model, engine.image, hardware, engine.calibration)
