@@ -9,8 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-import tiny_gguf  # the tests' generator of the same architecture, here at full size
+from olarespack.smoke import tiny_gguf  # smoke's (and the tests') generator of the same architecture, at full size
 
 if __name__ == "__main__":
     tiny_gguf.write_gemma4_audio_projector(Path(sys.argv[1]), n_embd_text=2560, n_embd=1024, n_head=8, n_ff=4096,

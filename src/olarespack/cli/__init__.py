@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from olarespack import __version__
-from olarespack.cli import bench, build, calibrate, check, export, importer, init, market, model, plan, release
+from olarespack.cli import bench, build, calibrate, check, export, importer, init, market, model, plan, release, smoke
 from olarespack.cli.group import CatchingGroup
 
 
@@ -42,5 +42,5 @@ def main(ctx: click.Context) -> None:
 
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init, init.install_helm, build.values, plan.plan, bench.bench):
+                init.init, init.install_helm, build.values, plan.plan, bench.bench, smoke.smoke):
     main.add_command(command)

