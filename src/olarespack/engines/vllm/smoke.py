@@ -33,7 +33,9 @@ TINY_TIMEOUT_S = 900
 # vLLM's V1 model runner (the only one without Triton, so the only one on a CPU) refuses these at config time
 # (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
 CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n]*"),)
-ERROR_LINE = re.compile(r"(?:Error|error|ERROR)[^\n]*")
+# a traceback's last line (`ValueError: ...`, after vLLM's `(EngineCore pid=N)` prefix), else a logged error
+RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(\w*(?:Error|Exception): .*)$", re.MULTILINE)
+ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
 FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
 
 
@@ -235,8 +237,8 @@ class VllmSmoke(EngineSmoke):
         for pattern in CPU_REFUSALS:
             if match := pattern.search(log):
                 return match.group(0)
-        lines = ERROR_LINE.findall(log)
-        return lines[-1][:500] if lines else None
+        lines = RAISED.findall(log) or ERROR_LINE.findall(log)
+        return lines[-1].strip()[:500] if lines else None
 
 
 def _model_folder(root: Path, repo: str) -> Path:

