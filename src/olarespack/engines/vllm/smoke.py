@@ -34,8 +34,21 @@ TINY_TIMEOUT_S = 900
 # (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
 CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n]*"),)
 # a traceback's last line (`ValueError: ...`, after vLLM's `(EngineCore pid=N)` prefix), else a logged error
-RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(\w*(?:Error|Exception): .*)$", re.MULTILINE)
+RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$",
+                    re.MULTILINE)
 ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
+WRAPPERS = re.compile(r"initialization failed|Worker failed with error|See root cause")
+FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux), for what vLLM's CPU kernels need."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
 FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
 
 
@@ -139,7 +152,14 @@ class VllmSmoke(EngineSmoke):
                               "the model id becomes a local folder: an id is refused offline"))
         items = iter(argv[3:])
         for item in items:
-            if item in ("--host", "--port", "--download-dir", "--speculative-config"):
+            if item == "--kv-cache-dtype" and not {"avx512f", "amx_tile"} & cpu_flags():
+                value = next(items, "")
+                out += [item, "auto" if value in FP8_KV else value]
+                if value in FP8_KV:
+                    changes.append(Change(item, value, "auto", "this CPU has neither AVX-512 nor AMX, without which "
+                                          "vLLM's CPU attention keeps no fp8 KV cache (\"FP8 KV cache on CPU requires "
+                                          "x86 with AVX-512 or AMX\"); where it has them, fp8 boots as set"))
+            elif item in ("--host", "--port", "--download-dir", "--speculative-config"):
                 value = next(items, "")
                 if item == "--host":
                     out += [item, "127.0.0.1"]
@@ -191,8 +211,8 @@ class VllmSmoke(EngineSmoke):
             said: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise SmokeError(f"vLLM's config check failed: {done.stderr.strip()[-1500:]}") from None
-        if not said.get("refused"):
-            said["refused"] = "nothing (the CPU build accepts it)"
+        found = next((m.group(0) for p in CPU_REFUSALS if (m := p.search(said.get("refused", "")))), None)
+        said["refused"] = found or said.get("refused", "")[:300] or "nothing (the CPU build accepts it)"
         return said
 
     def _env(self, env: dict[str, str], scratch: Path, changes: list[Change], runtime: Runtime,
@@ -237,8 +257,9 @@ class VllmSmoke(EngineSmoke):
         for pattern in CPU_REFUSALS:
             if match := pattern.search(log):
                 return match.group(0)
-        lines = RAISED.findall(log) or ERROR_LINE.findall(log)
-        return lines[-1].strip()[:500] if lines else None
+        raised = [line for line in RAISED.findall(log) if not WRAPPERS.search(line)]
+        lines = raised or RAISED.findall(log) or ERROR_LINE.findall(log)
+        return lines[0].strip()[:500] if lines else None  # the first: the root cause, before what wraps it
 
 
 def _model_folder(root: Path, repo: str) -> Path:
