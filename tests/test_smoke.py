@@ -24,8 +24,8 @@ from conftest import APP_FILES, APPS, ROOT, run_cli
 from olarespack.engines import engine_for
 from olarespack.engines.llamacpp.smoke import SMOKE as LLAMA_SMOKE
 from olarespack.engines.smoke import ModelFiles, Runtime, red_png
-from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
 from olarespack.engines.vllm import smoke as vllm_smoke
+from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
 from olarespack.engines.vllm.smoke import full_attention_copy, mixes_layer_kinds
 from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
@@ -115,7 +115,8 @@ def test_the_root_cause_is_named_not_what_wraps_it() -> None:
     assert VLLM_SMOKE.refusal(log) == "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
     assert VLLM_SMOKE.refusal("ValueError: Model Runner V1 does not support: mixed sliding/full dflash drafts\n") \
         == "Model Runner V1 does not support: mixed sliding/full dflash drafts"
-    assert LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == "error: invalid argument: --mlock"
+    assert LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == \
+        "error: invalid argument: --mlock"
 
 
 @pytest.mark.helm
@@ -212,9 +213,11 @@ def smoke_cli(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
 @pytest.mark.boot
 @pytest.mark.helm
 @pytest.mark.parametrize("stem", sorted(KIND))
-def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, capfd: pytest.CaptureFixture[str]) -> None:
+def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, tmp_path: Path,
+                                                           capfd: pytest.CaptureFixture[str]) -> None:
     engine = engine_for_app(stem)
-    code, out, seconds = smoke_cli(capfd, "--tiny", "--engine", str(engine), f"apps/{stem}.yaml")
+    code, out, seconds = smoke_cli(capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"),
+                                   f"apps/{stem}.yaml")
     assert code == 0, out
     assert "chat: ok" in out and "up in" in out
     spec = load_spec(APPS / f"{stem}.yaml").engine
@@ -231,3 +234,20 @@ def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, capfd: pyt
     if getattr(spec, "speculative", None) and KIND[stem] == "vllm":
         assert re.search(r"/metrics: \d+ tokens drafted", out), out
     print(f"{stem} ({bound.title}): smoke --tiny in {seconds:.0f} s")
+
+
+@pytest.mark.boot
+@pytest.mark.helm
+@pytest.mark.parametrize("stem", ["gemma4-audio", "gemma4-vision"])
+def test_a_flag_the_engine_refuses_at_boot_fails_the_smoke(stem: str, tmp_path: Path,
+                                                           capfd: pytest.CaptureFixture[str]) -> None:
+    engine = engine_for_app(stem)
+    data = yaml.safe_load((APPS / f"{stem}.yaml").read_text(encoding="utf-8"))
+    data["engine"]["extra_args"] = ["--no-such-flag"]
+    spec_file = tmp_path / f"{stem}.yaml"
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    code, out, _ = smoke_cli(capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"),
+                             str(spec_file))
+    assert code == 1, out
+    refused = next(line for line in out.splitlines() if line.startswith("refused at boot: "))
+    assert "--no-such-flag" in refused and "exited" in refused, out

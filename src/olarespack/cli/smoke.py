@@ -64,7 +64,7 @@ def smoke(spec_file: Path, tiny: bool, models: Path | None, engine_path: Path | 
     if report.refused:
         click.echo(f"refused at boot: {report.refused}")
     else:
-        click.echo(f"up in {report.boot_seconds:.0f} s")
+        click.echo(f"up in {report.boot_seconds:.1f} s")
     for answer in report.answers:
         click.echo(f"{answer.request}: {'ok' if answer.ok else 'REFUSED'}: {answer.said}")
     if report.metrics:

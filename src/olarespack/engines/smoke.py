@@ -11,6 +11,7 @@ import json
 import struct
 import wave
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,9 @@ class EngineSmoke:
         raise NotImplementedError
 
     def booting(self, engine: Any, argv: list[str], env: dict[str, str], runtime: Runtime, files: ModelFiles,
-                port: int, scratch: Path) -> Booting:
-        """The pod's command line and env made to run here; each change recorded with its reason."""
+                port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
+        """The pod's command line and env made to run here; each change recorded with its reason (`say`: progress
+        of a long step, such as a check the engine runs first)."""
         raise NotImplementedError
 
     def requests(self, engine: Any, files: ModelFiles) -> list[Request]:

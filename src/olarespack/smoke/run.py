@@ -93,7 +93,8 @@ def smoke(spec_file: Path, work: Path, *, models: Path | None = None, engine_pat
         files = local.tiny_models(bound.spec, runtime, work / "models")
     else:
         files = local.user_models(bound.spec, models)
-    booting = local.booting(bound.spec, argv, env, runtime, files, free_port(), work)
+    booting = local.booting(bound.spec, argv, env, runtime, files, free_port(), work,
+                            say=lambda line: say(f"{spec.name}: {line}"))
     report = SmokeReport(label, runtime, files, booting, work / "server.log")
     served = engine.bench().served_name(bound.spec) or "model"
     with report.log.open("wb") as log:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
@@ -97,7 +98,7 @@ class LlamaCppSmoke(EngineSmoke):
         return ModelFiles(paths, real=True)
 
     def booting(self, engine: LlamaCppEngine, argv: list[str], env: dict[str, str], runtime: Runtime,
-                files: ModelFiles, port: int, scratch: Path) -> Booting:
+                files: ModelFiles, port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
         changes = [*files.changes, Change("executable", argv[0], str(runtime.executable),
                                           f"the CPU build of b{image_build(engine)} (no GPU here; the image is a "
                                           "CUDA build of the same sources)")]

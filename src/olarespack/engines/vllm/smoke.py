@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -140,7 +141,7 @@ class VllmSmoke(EngineSmoke):
         return ModelFiles(paths, real=True)
 
     def booting(self, engine: VllmEngine, argv: list[str], env: dict[str, str], runtime: Runtime,
-                files: ModelFiles, port: int, scratch: Path) -> Booting:
+                files: ModelFiles, port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
         if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
             raise SmokeError(f"the chart runs {' '.join(argv[:3])!r}, not `vllm serve MODEL`")
         changes = list(files.changes)
@@ -172,13 +173,13 @@ class VllmSmoke(EngineSmoke):
                     changes.append(Change(item, value, str(scratch / "downloads"),
                                           "the pod's volume is not here (nothing downloads: the models are local)"))
                 else:
-                    out += [item, self._speculative(value, files, scratch, changes, notes, runtime, argv)]
+                    out += [item, self._speculative(value, files, scratch, changes, notes, runtime, argv, say)]
             else:
                 out.append(item)
         return Booting(out, self._env(env, scratch, changes, runtime, engine), port, changes, notes)
 
     def _speculative(self, value: str, files: ModelFiles, scratch: Path, changes: list[Change], notes: list[str],
-                     runtime: Runtime, argv: list[str]) -> str:
+                     runtime: Runtime, argv: list[str], say: Callable[[str], None]) -> str:
         config = json.loads(value)
         draft = files.paths.get("draft")
         if draft is None or "model" not in config:
@@ -187,6 +188,8 @@ class VllmSmoke(EngineSmoke):
         changes.append(Change("--speculative-config model", str(json.loads(value)["model"]), str(draft),
                               "a local folder: an id is refused offline"))
         if config.get("method") == "dflash" and mixes_layer_kinds(draft):
+            say("the DFlash draft mixes sliding and full layers: vLLM's own config code checks the speculative config "
+                "first (a minute or two)")
             said = self._check(runtime, argv, {**config, "model": str(draft)}, files)
             notes.append(f"vLLM's CPU build refuses the speculative config as it is: {said['refused']}")
             notes.append("vLLM's SpeculativeConfig accepted it: " + (said.get("speculative") or "not reached"))
