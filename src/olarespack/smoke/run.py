@@ -89,7 +89,7 @@ def smoke(spec_file: Path, work: Path, *, models: Path | None = None, engine_pat
     runtime = local.runtime(bound.spec, cache, engine_path)
     say(f"{spec.name}: {engine.title} on {runtime.label}")
     if models is None:
-        say(f"{spec.name}: writing tiny random-weight models of its architecture into {work / 'models'}")
+        say(f"{spec.name}: tiny random-weight models of its architecture (the stand-ins of its files)")
         files = local.tiny_models(bound.spec, runtime, work / "models")
     else:
         files = local.user_models(bound.spec, models)

