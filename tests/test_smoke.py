@@ -115,6 +115,9 @@ def test_the_root_cause_is_named_not_what_wraps_it() -> None:
     assert VLLM_SMOKE.refusal(log) == "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
     assert VLLM_SMOKE.refusal("ValueError: Model Runner V1 does not support: mixed sliding/full dflash drafts\n") \
         == "Model Runner V1 does not support: mixed sliding/full dflash drafts"
+    usage = ("usage: api_server.py [-h]\n   [--log-level {CRITICAL,ERROR,WARNING}]\n"
+             "api_server.py: error: unrecognized arguments: --no-such-flag\n")
+    assert VLLM_SMOKE.refusal(usage) == "api_server.py: error: unrecognized arguments: --no-such-flag"
     assert LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == \
         "error: invalid argument: --mlock"
 

@@ -48,9 +48,10 @@ def smoke(spec_file: Path, tiny: bool, models: Path | None, engine_path: Path | 
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     report = None
+    # not resolved: a venv's python is a link to the base interpreter, and only the link's path is the venv
     try:
         report = run_smoke(spec_file, work, models=models.resolve() if models else None,
-                           engine_path=engine_path.resolve() if engine_path else None, cache=cache or DEFAULT_CACHE,
+                           engine_path=engine_path.absolute() if engine_path else None, cache=cache or DEFAULT_CACHE,
                            say=lambda line: click.echo(line, err=True), boot_timeout=boot_timeout)
     finally:
         if keep is None and report is not None and report.ok:

@@ -42,6 +42,7 @@ CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n\[]*[^\n\[ ]"
 RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$",
                     re.MULTILINE)
 ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
+USAGE_ERROR = re.compile(r"^\S+: error: .*$", re.MULTILINE)  # argparse's: the command line itself was refused
 WRAPPERS = re.compile(r"initialization failed|Worker failed with error|See root cause")
 FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
@@ -255,6 +256,8 @@ class VllmSmoke(EngineSmoke):
         for pattern in CPU_REFUSALS:
             if match := pattern.search(log):
                 return match.group(0)
+        if usage := USAGE_ERROR.search(log):
+            return usage.group(0)[:500]
         raised = [line for line in RAISED.findall(log) if not WRAPPERS.search(line)]
         lines = raised or RAISED.findall(log) or ERROR_LINE.findall(log)
         return lines[0].strip()[:500] if lines else None  # the first: the root cause, before what wraps it
