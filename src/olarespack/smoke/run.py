@@ -60,8 +60,9 @@ class SmokeReport:
 
     @property
     def failures(self) -> list[str]:
-        return ([f"boot: {self.refused}"] if self.refused else []) + \
-            [f"{a.request}: {a.said}" for a in self.answers if not a.ok]
+        return ([f"boot: {self.refused}"] if self.refused else []) + [
+            f"{a.request}: {a.said}" for a in self.answers if not a.ok
+        ]
 
 
 def free_port() -> int:
@@ -71,9 +72,16 @@ def free_port() -> int:
         return port
 
 
-def smoke(spec_file: Path, work: Path, *, models: Path | None = None, engine_path: Path | None = None,
-          cache: Path = DEFAULT_CACHE, say: Callable[[str], None] = lambda _: None,
-          boot_timeout: float = BOOT_TIMEOUT_S) -> SmokeReport:
+def smoke(
+    spec_file: Path,
+    work: Path,
+    *,
+    models: Path | None = None,
+    engine_path: Path | None = None,
+    cache: Path = DEFAULT_CACHE,
+    say: Callable[[str], None] = lambda _: None,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+) -> SmokeReport:
     """Boot the spec's chart here and ask it what the app offers; tiny stand-in models unless `models` is given.
     SmokeError: it cannot start here (no local engine build, a model file missing)."""
     label = str(spec_file)
@@ -93,32 +101,45 @@ def smoke(spec_file: Path, work: Path, *, models: Path | None = None, engine_pat
         files = local.tiny_models(bound.spec, runtime, work / "models")
     else:
         files = local.user_models(bound.spec, models)
-    booting = local.booting(bound.spec, argv, env, runtime, files, free_port(), work,
-                            say=lambda line: say(f"{spec.name}: {line}"))
+    booting = local.booting(
+        bound.spec, argv, env, runtime, files, free_port(), work, say=lambda line: say(f"{spec.name}: {line}")
+    )
     report = SmokeReport(label, runtime, files, booting, work / "server.log")
     served = engine.bench().served_name(bound.spec) or "model"
     with report.log.open("wb") as log:
-        server = subprocess.Popen(booting.argv, stdout=log, stderr=subprocess.STDOUT, cwd=work,
-                                  env={**os.environ, **booting.env}, start_new_session=True)
+        server = subprocess.Popen(
+            booting.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=work,
+            env={**os.environ, **booting.env},
+            start_new_session=True,
+        )
         try:
             report.boot_seconds = _wait_up(server, booting, say, spec.name, report.log, boot_timeout)
             if server.poll() is not None or report.boot_seconds < 0:
                 text = report.log.read_text(encoding="utf-8", errors="replace")
-                why = f"did not answer within {boot_timeout:g} s" if server.poll() is None else \
-                    f"exited {server.returncode}"
+                why = (
+                    f"did not answer within {boot_timeout:g} s"
+                    if server.poll() is None
+                    else f"exited {server.returncode}"
+                )
                 report.refused = f"{engine.title} {why}: {local.refusal(text) or 'see the log'} (log: {report.log})"
                 report.boot_seconds = abs(report.boot_seconds)
                 return report
-            say(f"{spec.name}: up in {report.boot_seconds:.0f} s; sending {len(local.requests(bound.spec, files))} "
-                "requests")
+            say(
+                f"{spec.name}: up in {report.boot_seconds:.0f} s; sending {len(local.requests(bound.spec, files))} "
+                "requests"
+            )
             _ask(report, local.requests(bound.spec, files), booting.port, served, engine.bench())
         finally:
             _stop(server)
     return report
 
 
-def _wait_up(server: subprocess.Popen[bytes], booting: Booting, say: Callable[[str], None], name: str, log: Path,
-             timeout: float) -> float:
+def _wait_up(
+    server: subprocess.Popen[bytes], booting: Booting, say: Callable[[str], None], name: str, log: Path, timeout: float
+) -> float:
     """Seconds from start to the health check answering 200; negative when it never did (timeout or exit)."""
     import httpx
 
@@ -182,7 +203,8 @@ def _checked(request: Request, reply: Reply, real: bool, chat_prompt: int | None
     text = str(message.get("content") or "")
     calls = [c.get("function", {}) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     said = f"200, {reply.prompt_tokens} prompt tokens, " + (
-        f"tool call {calls[0].get('name')} {calls[0].get('arguments')}" if calls else f"said {text[:60]!r}")
+        f"tool call {calls[0].get('name')} {calls[0].get('arguments')}" if calls else f"said {text[:60]!r}"
+    )
     if request.tool and (real or request.only_tiny) and not any(c.get("name") == request.tool for c in calls):
         return Answer(request.name, False, f"{said}: no {request.tool} tool call")
     if request.expect and real and request.expect not in text.lower():

@@ -25,9 +25,32 @@ VOCAB = 512
 HIDDEN = 64
 SLIDING_WINDOW = 512
 BYTES_AT = 32  # the first id of the 256 byte tokens; the control tokens come before, fillers after
-CONTROL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>",
-           "<|audio>", "<audio|>", "<|audio|>", "<|video|>", "<|tool_call>", "<tool_call|>", "<|tool>", "<tool|>",
-           "<|tool_response>", "<tool_response|>", '<|"|>', "<|channel>", "<channel|>", "<|think|>"]
+CONTROL = [
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<mask>",
+    "<|turn>",
+    "<turn|>",
+    "<|image>",
+    "<image|>",
+    "<|image|>",
+    "<|audio>",
+    "<audio|>",
+    "<|audio|>",
+    "<|video|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|tool>",
+    "<tool|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    '<|"|>',
+    "<|channel>",
+    "<channel|>",
+    "<|think|>",
+]
 ID = {token: i for i, token in enumerate(CONTROL)}
 # Gemma 4's turn format: <|turn>ROLE\n ... <turn|>\n; images and audio at their placeholder tokens; tools declared in
 # a system turn as <|tool>JSON<tool|>, calls and results in Gemma 4's own syntax (what the gemma4 tool parser reads)
@@ -64,11 +87,25 @@ def tokenizer_files(out: Path) -> Any:
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in CONTROL])
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>",
-        mask_token="<mask>", chat_template=CHAT_TEMPLATE, model_max_length=262144,
-        extra_special_tokens={"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
-                              "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>",
-                              "sot_token": "<|turn>", "eot_token": "<turn|>"})
+        tokenizer_object=tokenizer,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=262144,
+        extra_special_tokens={
+            "image_token": "<|image|>",
+            "boi_token": "<|image>",
+            "eoi_token": "<image|>",
+            "audio_token": "<|audio|>",
+            "boa_token": "<|audio>",
+            "eoa_token": "<audio|>",
+            "sot_token": "<|turn>",
+            "eot_token": "<turn|>",
+        },
+    )
     fast.save_pretrained(out)
     return fast
 
@@ -81,10 +118,13 @@ def processor_files(out: Path, tokenizer: Any) -> None:
     from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
     from transformers.models.gemma4.video_processing_gemma4 import Gemma4VideoProcessor
 
-    processor = Gemma4Processor(feature_extractor=Gemma4AudioFeatureExtractor(),
-                                image_processor=Gemma4ImageProcessor(patch_size=16, pooling_kernel_size=3),
-                                tokenizer=tokenizer, video_processor=Gemma4VideoProcessor(),
-                                chat_template=CHAT_TEMPLATE)
+    processor = Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),
+        image_processor=Gemma4ImageProcessor(patch_size=16, pooling_kernel_size=3),
+        tokenizer=tokenizer,
+        video_processor=Gemma4VideoProcessor(),
+        chat_template=CHAT_TEMPLATE,
+    )
     processor.save_pretrained(out)
 
 
@@ -92,13 +132,31 @@ def text_config(**changes: Any) -> dict[str, Any]:
     """26B-A4B's text model in miniature: MoE (4 experts, 2 a token) beside the dense MLP, sliding layers of head
     size 64 and full layers of 128 with one KV head and K = V, no per-layer inputs."""
     config: dict[str, Any] = dict(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=64, global_head_dim=128, num_global_key_value_heads=1, attention_k_eq_v=True,
-        layer_types=["sliding_attention", "full_attention"], sliding_window=SLIDING_WINDOW,
-        max_position_embeddings=262144, enable_moe_block=True, num_experts=4, top_k_experts=2,
-        moe_intermediate_size=64, hidden_size_per_layer_input=0, vocab_size_per_layer_input=0,
-        final_logit_softcapping=30.0, pad_token_id=ID["<pad>"], eos_token_id=ID["<eos>"], bos_token_id=ID["<bos>"],
-        tie_word_embeddings=True)
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        global_head_dim=128,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=SLIDING_WINDOW,
+        max_position_embeddings=262144,
+        enable_moe_block=True,
+        num_experts=4,
+        top_k_experts=2,
+        moe_intermediate_size=64,
+        hidden_size_per_layer_input=0,
+        vocab_size_per_layer_input=0,
+        final_logit_softcapping=30.0,
+        pad_token_id=ID["<pad>"],
+        eos_token_id=ID["<eos>"],
+        bos_token_id=ID["<bos>"],
+        tie_word_embeddings=True,
+    )
     config.update(changes)
     return config
 
@@ -108,13 +166,30 @@ def write_target(out: Path) -> dict[str, Any]:
     from transformers import Gemma4Config, Gemma4ForConditionalGeneration, GenerationConfig
 
     torch.manual_seed(0)
-    vision = dict(hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=1, num_attention_heads=1,
-                  num_key_value_heads=1, head_dim=64, patch_size=16, pooling_kernel_size=3,
-                  position_embedding_size=10240)
-    config = Gemma4Config(text_config=text_config(), vision_config=vision, audio_config=None,
-                          boi_token_id=ID["<|image>"], eoi_token_id=ID["<image|>"], image_token_id=ID["<|image|>"],
-                          video_token_id=ID["<|video|>"], boa_token_id=ID["<|audio>"], eoa_token_index=ID["<audio|>"],
-                          audio_token_id=ID["<|audio|>"], tie_word_embeddings=True)
+    vision = dict(
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=64,
+        patch_size=16,
+        pooling_kernel_size=3,
+        position_embedding_size=10240,
+    )
+    config = Gemma4Config(
+        text_config=text_config(),
+        vision_config=vision,
+        audio_config=None,
+        boi_token_id=ID["<|image>"],
+        eoi_token_id=ID["<image|>"],
+        image_token_id=ID["<|image|>"],
+        video_token_id=ID["<|video|>"],
+        boa_token_id=ID["<|audio>"],
+        eoa_token_index=ID["<audio|>"],
+        audio_token_id=ID["<|audio|>"],
+        tie_word_embeddings=True,
+    )
     config.architectures = ["Gemma4ForConditionalGeneration"]
     model = Gemma4ForConditionalGeneration(config).to(torch.bfloat16)
     model.save_pretrained(out)
@@ -123,11 +198,18 @@ def write_target(out: Path) -> dict[str, Any]:
     written = json.loads((out / "config.json").read_text(encoding="utf-8"))
     written["vision_config"]["default_output_length"] = 280
     (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    GenerationConfig(bos_token_id=ID["<bos>"], pad_token_id=ID["<pad>"],
-                     eos_token_id=[ID["<eos>"], ID["<turn|>"]]).save_pretrained(out)
+    GenerationConfig(
+        bos_token_id=ID["<bos>"], pad_token_id=ID["<pad>"], eos_token_id=[ID["<eos>"], ID["<turn|>"]]
+    ).save_pretrained(out)
     processor_files(out, tokenizer_files(out))
-    return {"folder": str(out), "architecture": "Gemma4ForConditionalGeneration", "layers": ["sliding", "full"],
-            "experts": [4, 2], "vision": True, "parameters": sum(p.numel() for p in model.parameters())}
+    return {
+        "folder": str(out),
+        "architecture": "Gemma4ForConditionalGeneration",
+        "layers": ["sliding", "full"],
+        "experts": [4, 2],
+        "vision": True,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def write_mtp(out: Path) -> dict[str, Any]:
@@ -136,10 +218,18 @@ def write_mtp(out: Path) -> dict[str, Any]:
     from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
 
     torch.manual_seed(1)
-    text = text_config(num_hidden_layers=1, layer_types=["full_attention"], enable_moe_block=False,
-                       num_experts=None, top_k_experts=None, moe_intermediate_size=None, num_kv_shared_layers=1)
-    config = Gemma4AssistantConfig(text_config=text, backbone_hidden_size=HIDDEN, num_centroids=8,
-                                   centroid_intermediate_top_k=2)
+    text = text_config(
+        num_hidden_layers=1,
+        layer_types=["full_attention"],
+        enable_moe_block=False,
+        num_experts=None,
+        top_k_experts=None,
+        moe_intermediate_size=None,
+        num_kv_shared_layers=1,
+    )
+    config = Gemma4AssistantConfig(
+        text_config=text, backbone_hidden_size=HIDDEN, num_centroids=8, centroid_intermediate_top_k=2
+    )
     config.architectures = ["Gemma4AssistantForCausalLM"]
     model = Gemma4AssistantForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out)
@@ -157,19 +247,39 @@ def write_dflash(out: Path, layers: list[str]) -> dict[str, Any]:
     torch.manual_seed(2)
     kinds = [f"{kind}_attention" for kind in layers]
     target_layers = [0, 1]
-    config = Qwen3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=len(kinds),
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, layer_types=kinds,
-                         sliding_window=SLIDING_WINDOW, use_sliding_window="sliding_attention" in kinds,
-                         max_position_embeddings=262144, tie_word_embeddings=True, rms_norm_eps=1e-6)
-    weights = {name: tensor.to(torch.bfloat16).contiguous() for name, tensor in Qwen3Model(config).state_dict().items()
-               if not name.startswith("embed_tokens")}
+    config = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=len(kinds),
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        layer_types=kinds,
+        sliding_window=SLIDING_WINDOW,
+        use_sliding_window="sliding_attention" in kinds,
+        max_position_embeddings=262144,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+    )
+    weights = {
+        name: tensor.to(torch.bfloat16).contiguous()
+        for name, tensor in Qwen3Model(config).state_dict().items()
+        if not name.startswith("embed_tokens")
+    }
     weights["fc.weight"] = (torch.randn(HIDDEN, HIDDEN * len(target_layers)) * 0.02).to(torch.bfloat16)
     weights["hidden_norm.weight"] = torch.ones(HIDDEN, dtype=torch.bfloat16)
     out.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
     data = config.to_dict()
-    data.update(architectures=["DFlashDraftModel"], model_type="qwen3", target_hidden_size=HIDDEN, dtype="bfloat16",
-                block_size=8, dflash_config={"mask_token_id": ID["<mask>"], "target_layer_ids": target_layers})
+    data.update(
+        architectures=["DFlashDraftModel"],
+        model_type="qwen3",
+        target_hidden_size=HIDDEN,
+        dtype="bfloat16",
+        block_size=8,
+        dflash_config={"mask_token_id": ID["<mask>"], "target_layer_ids": target_layers},
+    )
     (out / "config.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return {"folder": str(out), "architecture": "DFlashDraftModel", "layers": layers}
 

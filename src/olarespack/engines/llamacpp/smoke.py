@@ -23,8 +23,14 @@ from olarespack.engines.smoke import (
     image_request,
 )
 
-MODEL_FLAGS = {"-m": "model", "--model": "model", "-md": "draft", "--model-draft": "draft",
-               "-mm": "projector", "--mmproj": "projector"}
+MODEL_FLAGS = {
+    "-m": "model",
+    "--model": "model",
+    "-md": "draft",
+    "--model-draft": "draft",
+    "-mm": "projector",
+    "--mmproj": "projector",
+}
 ERROR_LINE = re.compile(r"^(?:error|.*\berror:|.*failed to|.*GGML_ASSERT).*$", re.MULTILINE | re.IGNORECASE)
 
 
@@ -39,10 +45,16 @@ def projector_takes(path: Path) -> set[str]:
     """What a projector GGUF encodes, from its header: "image" (a vision encoder), "audio" (an audio encoder)."""
     import gguf
 
-    keys = {field.name: field.contents() for field in gguf.GGUFReader(str(path)).fields.values()
-            if field.name in ("clip.has_vision_encoder", "clip.has_audio_encoder")}
-    return {kind for kind, key in (("image", "clip.has_vision_encoder"), ("audio", "clip.has_audio_encoder"))
-            if keys.get(key) is True}
+    keys = {
+        field.name: field.contents()
+        for field in gguf.GGUFReader(str(path)).fields.values()
+        if field.name in ("clip.has_vision_encoder", "clip.has_audio_encoder")
+    }
+    return {
+        kind
+        for kind, key in (("image", "clip.has_vision_encoder"), ("audio", "clip.has_audio_encoder"))
+        if keys.get(key) is True
+    }
 
 
 class LlamaCppSmoke(EngineSmoke):
@@ -52,9 +64,11 @@ class LlamaCppSmoke(EngineSmoke):
         if binary is None:
             found = sorted(cache.glob(f"servers/b{build}-*/bin/llama-server"))
             if not found:
-                raise SmokeError(f"no CPU llama-server b{build} in {cache / 'servers'}: build it with `python "
-                                 f"tools/engine_releases/llama_server.py --build {build}` (cmake and a C++ compiler; "
-                                 "about 10 minutes), or give one with --engine")
+                raise SmokeError(
+                    f"no CPU llama-server b{build} in {cache / 'servers'}: build it with `python "
+                    f"tools/engine_releases/llama_server.py --build {build}` (cmake and a C++ compiler; "
+                    "about 10 minutes), or give one with --engine"
+                )
             binary = found[-1]
         if not binary.is_file():
             raise SmokeError(f"--engine {binary}: not a file (give a llama-server binary)")
@@ -70,17 +84,35 @@ class LlamaCppSmoke(EngineSmoke):
 
         folder.mkdir(parents=True, exist_ok=True)
         paths = {"model": tiny_gguf.write_gemma4(folder / "tiny-gemma4.gguf")}
-        changes = [Change("model file", engine.model.file, "tiny Gemma 4 GGUF (random F32 weights)",
-                          "--tiny: Gemma 4 E4B's layout in miniature (sliding and full layers, per-layer inputs, "
-                          "a KV-shared tail)")]
+        changes = [
+            Change(
+                "model file",
+                engine.model.file,
+                "tiny Gemma 4 GGUF (random F32 weights)",
+                "--tiny: Gemma 4 E4B's layout in miniature (sliding and full layers, per-layer inputs, "
+                "a KV-shared tail)",
+            )
+        ]
         if engine.model.mmproj:
             paths["projector"] = tiny_gguf.write_gemma4_audio_projector(folder / "tiny-gemma4-audio-mmproj.gguf")
-            changes.append(Change("projector file", engine.model.mmproj, "tiny Gemma 4 audio projector (gemma4a)",
-                                  "--tiny: the USM Conformer audio encoder in miniature (no vision encoder)"))
+            changes.append(
+                Change(
+                    "projector file",
+                    engine.model.mmproj,
+                    "tiny Gemma 4 audio projector (gemma4a)",
+                    "--tiny: the USM Conformer audio encoder in miniature (no vision encoder)",
+                )
+            )
         if engine.speculative and engine.speculative.drafter:
             paths["draft"] = paths["model"]
-            changes.append(Change("drafter file", engine.speculative.drafter.file, "the tiny model itself",
-                                  "--tiny: a draft of the same vocabulary"))
+            changes.append(
+                Change(
+                    "drafter file",
+                    engine.speculative.drafter.file,
+                    "the tiny model itself",
+                    "--tiny: a draft of the same vocabulary",
+                )
+            )
         return ModelFiles(paths, real=False, changes=changes)
 
     def user_models(self, engine: LlamaCppEngine, folder: Path) -> ModelFiles:
@@ -97,11 +129,26 @@ class LlamaCppSmoke(EngineSmoke):
             paths[role] = folder / local
         return ModelFiles(paths, real=True)
 
-    def booting(self, engine: LlamaCppEngine, argv: list[str], env: dict[str, str], runtime: Runtime,
-                files: ModelFiles, port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
-        changes = [*files.changes, Change("executable", argv[0], str(runtime.executable),
-                                          f"the CPU build of b{image_build(engine)} (no GPU here; the image is a "
-                                          "CUDA build of the same sources)")]
+    def booting(
+        self,
+        engine: LlamaCppEngine,
+        argv: list[str],
+        env: dict[str, str],
+        runtime: Runtime,
+        files: ModelFiles,
+        port: int,
+        scratch: Path,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> Booting:
+        changes = [
+            *files.changes,
+            Change(
+                "executable",
+                argv[0],
+                str(runtime.executable),
+                f"the CPU build of b{image_build(engine)} (no GPU here; the image is a CUDA build of the same sources)",
+            ),
+        ]
         out = [str(runtime.executable)]
         items = iter(argv[1:])
         for item in items:

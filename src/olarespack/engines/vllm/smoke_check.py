@@ -28,8 +28,9 @@ def main() -> int:
     def recorded(self, *a, **k):
         config = original(self, *a, **k)
         if config is not None:
-            built["speculative"] = (f"method {config.method}, draft {config.model}, "
-                                    f"{config.num_speculative_tokens} tokens a step")
+            built["speculative"] = (
+                f"method {config.method}, draft {config.model}, {config.num_speculative_tokens} tokens a step"
+            )
         return config
 
     AsyncEngineArgs.create_speculative_config = recorded
