@@ -110,13 +110,20 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     os.chdir(old)
 
 
-# Modules that boot real engine servers (seconds to minutes each): they run after every quick test, so a
-# mistake the quick tests catch is reported before the boots start.
-ENGINE_BOOTS = ("test_llama_server_boot", "test_llamacpp_kv_real", "test_bench_llama_server", "test_smoke")
+# Modules that boot real engine servers (seconds each): they carry the `engine` mark and run after every quick
+# test, and the `boot` tests (smoke: a vLLM boot takes minutes) after them, so a mistake the quick tests catch is
+# reported before the boots start; `pytest -m "not engine"` is the quick path.
+ENGINE_BOOTS = ("test_llama_server_boot", "test_llamacpp_kv_real", "test_bench_llama_server", "test_model_files_fit",
+                "test_smoke")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    def boots(item: pytest.Item) -> bool:
-        return any(item.nodeid.startswith(f"tests/{name}") or f"/{name}" in item.nodeid for name in ENGINE_BOOTS)
+    def order(item: pytest.Item) -> int:
+        if item.get_closest_marker("boot") is not None:
+            return 2
+        return 1 if item.get_closest_marker("engine") is not None else 0
 
-    items.sort(key=boots)  # stable: the order within each group is kept
+    for item in items:
+        if item.path.stem in ENGINE_BOOTS or item.get_closest_marker("boot") is not None:
+            item.add_marker(pytest.mark.engine)
+    items.sort(key=order)  # stable: the order within each group is kept

@@ -1,4 +1,4 @@
-"""The GGUF header reader on a real tiny Gemma 4 file (tests/tiny_gguf.py): the per-layer input width and the
+"""The GGUF header reader on a real tiny Gemma 4 file (smoke/tiny_gguf.py): the per-layer input width and the
 tensors llama.cpp keeps in host memory."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import gguf
 import numpy as np
 import pytest
 
-import tiny_gguf
 from olarespack.core.errors import ModelDataError
 from olarespack.models import arch
 from olarespack.models.gguf_file import read_gguf
+from olarespack.smoke import tiny_gguf
 
 F32 = 4
 

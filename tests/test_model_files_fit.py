@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import yaml
 
-import tiny_gguf
 from conftest import APPS, run_cli
 from olarespack.core.errors import ModelDataError
 from olarespack.models.gguf_file import read_gguf
 from olarespack.models.projector import WIDTH_TENSORS
+from olarespack.smoke import tiny_gguf
 from test_llama_server_boot import Tiny, assert_served, boot, local_argv, pod_argv, server_of, servers  # noqa: F401
 from test_serve import free_port
 

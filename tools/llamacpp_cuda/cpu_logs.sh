@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The CPU boot logs in tests/fixtures/llama-logs/: the tiny Gemma 4 (tests/tiny_gguf.py) booted by the CPU
+# The CPU boot logs in tests/fixtures/llama-logs/: the tiny Gemma 4 (src/olarespack/smoke/tiny_gguf.py) booted by the CPU
 # llama-servers `make test` builds, with the audio chart's arguments, at default verbosity and with -v, stopped
 # with SIGINT after one request (llama.cpp prints its memory breakdown as it exits).
 #   bash tools/llamacpp_cuda/cpu_logs.sh SERVER BUILD   e.g. ~/.cache/olarespack-engine-releases/servers/b9101-*/bin/llama-server 9101
 set -eu
 server=$1 build=$2 out=tests/fixtures/llama-logs port=${PORT:-18611}
 model=$(mktemp -d)/tiny-gemma4.gguf
-PYTHONPATH=tests .venv/bin/python -c "import tiny_gguf, pathlib; tiny_gguf.write_gemma4(pathlib.Path('$model'))"
+.venv/bin/python -c "from olarespack.smoke import tiny_gguf; import pathlib; tiny_gguf.write_gemma4(pathlib.Path('$model'))"
 for verbosity in default v; do
   extra=(); [ $verbosity = v ] && extra=(-v)
   log=$out/b$build-cpu-$verbosity.log

@@ -130,7 +130,7 @@ class Reply:
     seconds: float  # request sent to the completion's end
     first_token_s: float | None = None  # request sent to the first event carrying text (streamed only)
     last_token_s: float | None = None
-    body: dict[str, Any] = field(default_factory=dict)  # usage and timings (a stream's last ones)
+    body: dict[str, Any] = field(default_factory=dict)  # usage, timings (a stream's last), a whole answer's choices
 
 
 def check_usage(usage: object, max_tokens: int, where: str) -> tuple[int, int | None]:
@@ -380,4 +380,5 @@ def reply_of(answer: object, max_tokens: int, where: str, seconds: float) -> Rep
             raise BenchError(f"{where}: the server answered an error: {printable(str(answer['error'])[:300])}")
         raise BenchError(f"{where}: the answer has no choices list: not an OpenAI-compatible completion")
     completion, prompt = check_usage(answer.get("usage"), max_tokens, where)
-    return Reply(completion, prompt, seconds, body={k: answer[k] for k in ("usage", "timings") if k in answer})
+    return Reply(completion, prompt, seconds,
+                 body={k: answer[k] for k in ("usage", "timings", "choices") if k in answer})

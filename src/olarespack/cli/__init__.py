@@ -33,6 +33,7 @@ from olarespack.cli import (
     plan,
     release,
     releases,
+    smoke,
 )
 from olarespack.cli.group import CatchingGroup
 
@@ -57,5 +58,5 @@ def main(ctx: click.Context) -> None:
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
                 init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases,
-                outdated.outdated, outdated.propose):
+                outdated.outdated, outdated.propose, smoke.smoke):
     main.add_command(command)

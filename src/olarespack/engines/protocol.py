@@ -30,6 +30,7 @@ from olarespack.engines.importing import EngineImport, ImportSource
 if TYPE_CHECKING:
     from olarespack.core.errors import Problem
     from olarespack.engines.fit import FitReport, FitRequest
+    from olarespack.engines.smoke import EngineSmoke
 
 S = TypeVar("S", bound=EngineSpec)
 S_co = TypeVar("S_co", bound=EngineSpec, covariant=True)
@@ -128,6 +129,20 @@ class EngineBase(ABC):
         found = getattr(import_module(f"{package}.bench"), "BENCH", None)
         if not isinstance(found, EngineBench):
             raise TypeError(f"{package}.bench.BENCH is not an EngineBench")
+        return found
+
+
+    def smoke(self) -> EngineSmoke:
+        """How `olarespack smoke` boots this engine here (engines/smoke.py EngineSmoke): the SMOKE of the engine
+        package's smoke module, found as bench's is."""
+        from importlib import import_module
+
+        from olarespack.engines.smoke import EngineSmoke
+
+        package = type(self).__module__.rpartition(".")[0]
+        found = getattr(import_module(f"{package}.smoke"), "SMOKE", None)
+        if not isinstance(found, EngineSmoke):
+            raise TypeError(f"{package}.smoke.SMOKE is not an EngineSmoke")
         return found
 
 

@@ -145,6 +145,14 @@ def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], lis
     return engine.kind, server.resolved.argv, server.resolved.unresolved
 
 
+def server_container(target: Target, helm: Helm) -> tuple[EngineBase, list[str], dict[str, str], list[str]]:
+    """(the engine, the command line its server finally runs, the container's env as the pod sees it, what could
+    not be resolved) of a chart rendered for Olares: what smoke boots."""
+    containers, _ = _containers(_documents(target, helm))
+    engine, server = _server(target.chart.label, containers)
+    return engine, server.resolved.argv, dict(server.env.values), server.resolved.unresolved
+
+
 def _server(label: str, containers: list[_Container]) -> tuple[EngineBase, _Container]:
     """The first container that runs an engine's server, and that engine."""
     for container in containers:

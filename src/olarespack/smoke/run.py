@@ -1,0 +1,230 @@
+"""One smoke: the spec's chart rendered by the real helm, its server container read as the pod runs it (importer's
+resolver: $(VAR) expanded from its env), that command line started on the engine's local build with only the
+changes the engine says this machine forces (engines/<kind>/smoke.py), then the requests the app offers, the
+server's /metrics read with bench's reader, and the server stopped. Progress goes to `say`; nothing prints."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from olarespack.bench.client import BenchError, Limits, Reply, Server
+from olarespack.check.inputs import Target
+from olarespack.engines import engine_for
+from olarespack.engines.smoke import Booting, Change, ModelFiles, Request, Runtime, SmokeError
+from olarespack.fit.budget import resolve_context
+from olarespack.helm import HelmBinary
+from olarespack.importer import server_container
+from olarespack.render import render_chart
+from olarespack.spec.load import load_spec
+from olarespack.write import write_chart
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "olarespack-engine-releases"
+BOOT_TIMEOUT_S = 1800.0  # vLLM on two busy cores: 130-210 s measured, far more when others compile beside it
+PROGRESS_EVERY_S = 30.0
+MAX_TOKENS = 64
+
+
+@dataclass
+class Answer:
+    request: str
+    ok: bool
+    said: str  # the answer in short, or why it was refused
+
+
+@dataclass
+class SmokeReport:
+    spec: str
+    runtime: Runtime
+    files: ModelFiles
+    booting: Booting
+    log: Path
+    boot_seconds: float = 0.0
+    refused: str = ""  # why the server did not come up ("" it did)
+    answers: list[Answer] = field(default_factory=list)
+    metrics: str = ""
+
+    @property
+    def changes(self) -> list[Change]:
+        return self.booting.changes
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and all(answer.ok for answer in self.answers)
+
+    @property
+    def failures(self) -> list[str]:
+        return ([f"boot: {self.refused}"] if self.refused else []) + [
+            f"{a.request}: {a.said}" for a in self.answers if not a.ok
+        ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def smoke(
+    spec_file: Path,
+    work: Path,
+    *,
+    models: Path | None = None,
+    engine_path: Path | None = None,
+    cache: Path = DEFAULT_CACHE,
+    say: Callable[[str], None] = lambda _: None,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+) -> SmokeReport:
+    """Boot the spec's chart here and ask it what the app offers; tiny stand-in models unless `models` is given.
+    SmokeError: it cannot start here (no local engine build, a model file missing)."""
+    label = str(spec_file)
+    spec, _ = resolve_context(label, load_spec(spec_file))
+    chart = render_chart(spec, label)
+    folder = work / "chart" / chart.name
+    write_chart(chart, folder)
+    engine, argv, env, unresolved = server_container(Target(chart, folder), HelmBinary())
+    if unresolved:
+        raise SmokeError(f"{label}: the server's command line has references the pod would not resolve: {unresolved}")
+    bound = engine_for(spec.engine)
+    local = engine.smoke()
+    runtime = local.runtime(bound.spec, cache, engine_path)
+    say(f"{spec.name}: {engine.title} on {runtime.label}")
+    if models is None:
+        say(f"{spec.name}: tiny random-weight models of its architecture (the stand-ins of its files)")
+        files = local.tiny_models(bound.spec, runtime, work / "models")
+    else:
+        files = local.user_models(bound.spec, models)
+    booting = local.booting(
+        bound.spec, argv, env, runtime, files, free_port(), work, say=lambda line: say(f"{spec.name}: {line}")
+    )
+    report = SmokeReport(label, runtime, files, booting, work / "server.log")
+    served = engine.bench().served_name(bound.spec) or "model"
+    with report.log.open("wb") as log:
+        server = subprocess.Popen(
+            booting.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=work,
+            env={**os.environ, **booting.env},
+            start_new_session=True,
+        )
+        try:
+            report.boot_seconds = _wait_up(server, booting, say, spec.name, report.log, boot_timeout)
+            if server.poll() is not None or report.boot_seconds < 0:
+                text = report.log.read_text(encoding="utf-8", errors="replace")
+                why = (
+                    f"did not answer within {boot_timeout:g} s"
+                    if server.poll() is None
+                    else f"exited {server.returncode}"
+                )
+                report.refused = f"{engine.title} {why}: {local.refusal(text) or 'see the log'} (log: {report.log})"
+                report.boot_seconds = abs(report.boot_seconds)
+                return report
+            say(
+                f"{spec.name}: up in {report.boot_seconds:.0f} s; sending {len(local.requests(bound.spec, files))} "
+                "requests"
+            )
+            _ask(report, local.requests(bound.spec, files), booting.port, served, engine.bench())
+        finally:
+            _stop(server)
+    return report
+
+
+def _wait_up(
+    server: subprocess.Popen[bytes], booting: Booting, say: Callable[[str], None], name: str, log: Path, timeout: float
+) -> float:
+    """Seconds from start to the health check answering 200; negative when it never did (timeout or exit)."""
+    import httpx
+
+    started = time.monotonic()
+    shown = started
+    url = f"http://127.0.0.1:{booting.port}{booting.health_path}"
+    while server.poll() is None:
+        now = time.monotonic()
+        if now - started > timeout:
+            return -(now - started)
+        if now - shown >= PROGRESS_EVERY_S:
+            shown = now
+            say(f"{name}: booting, {now - started:.0f} s (log: {log})")
+        try:
+            if httpx.get(url, timeout=5.0, trust_env=False).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    return -(time.monotonic() - started)
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """Stop the server and what it started (vLLM's engine core is a child process of its own)."""
+    if server.poll() is None:
+        try:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, 9)
+            server.wait()
+        except ProcessLookupError:
+            pass
+
+
+def _ask(report: SmokeReport, requests: list[Request], port: int, served: str, bench: Any) -> None:
+    real = report.files.real
+    with Server(f"http://127.0.0.1:{port}", None, Limits(max_tokens=MAX_TOKENS, run_s=600.0)) as server:
+        chat_prompt: int | None = None
+        for request in requests:
+            if (request.only_real and not real) or (request.only_tiny and real):
+                continue
+            try:
+                reply = server.complete({"model": served, **request.body})
+            except BenchError as err:
+                report.answers.append(Answer(request.name, False, f"refused: {err}"))
+                continue
+            if request.name == "chat":
+                chat_prompt = reply.prompt_tokens
+                timings = bench.timings(reply.body)
+                if timings is not None:
+                    report.metrics = f"the server's timings: {timings.tokens} tokens at {timings.per_second:.1f} t/s"
+            report.answers.append(_checked(request, reply, real, chat_prompt))
+        if bench.metrics_path:
+            _metrics(report, server, bench)
+
+
+def _checked(request: Request, reply: Reply, real: bool, chat_prompt: int | None) -> Answer:
+    choices = reply.body.get("choices") or [{}]
+    message = choices[0].get("message") or {} if isinstance(choices[0], dict) else {}
+    text = str(message.get("content") or "")
+    calls = [c.get("function", {}) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    said = f"200, {reply.prompt_tokens} prompt tokens, " + (
+        f"tool call {calls[0].get('name')} {calls[0].get('arguments')}" if calls else f"said {text[:60]!r}"
+    )
+    if request.tool and (real or request.only_tiny) and not any(c.get("name") == request.tool for c in calls):
+        return Answer(request.name, False, f"{said}: no {request.tool} tool call")
+    if request.expect and real and request.expect not in text.lower():
+        return Answer(request.name, False, f"{said}: expected {request.expect!r}")
+    media = request.name in ("image", "audio")
+    if media and chat_prompt is not None and (reply.prompt_tokens or 0) <= chat_prompt + 10:
+        return Answer(request.name, False, f"{said}: the {request.name} added no tokens to the prompt")
+    return Answer(request.name, True, said)
+
+
+def _metrics(report: SmokeReport, server: Server, bench: Any) -> None:
+    try:
+        text = server.text(bench.metrics_path)
+        counts = bench.draft_counts(text) if text is not None else None
+    except (BenchError, ValueError) as err:
+        report.answers.append(Answer(bench.metrics_path, False, f"not read: {err}"))
+        return
+    if text is None:
+        report.answers.append(Answer(bench.metrics_path, False, "the server has none"))
+    elif counts is None:
+        report.metrics = f"{bench.metrics_path}: read, no drafting counters (no speculative decoding ran)"
+    else:
+        report.metrics = f"{bench.metrics_path}: {counts.drafted} tokens drafted, {counts.accepted} accepted"
