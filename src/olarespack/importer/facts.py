@@ -149,7 +149,10 @@ def startup_minutes(container: Mapping[str, Any], notes: list[str]) -> int | Non
 
 
 def next_release(installed: str) -> str:
-    """The first version of an imported app: one patch above the installed chart's."""
+    """The first version of an imported app: one patch above the installed chart's (a version that is no SemVer
+    stays as it is, for the spec's own check to name)."""
+    if not semver.Version.is_valid(installed):
+        return installed
     return str(semver.Version.parse(installed).bump_patch())
 
 

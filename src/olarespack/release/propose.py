@@ -72,10 +72,12 @@ def propose(helm: Helm, root: Path, remote: str, files: Sequence[Path], driver: 
                 proposals.append(Proposal(app.app, candidate.release, branch, title, "",
                                           f"already proposed: {remote} has {branch}"))
             else:
-                body = _moved(helm, repo, Path(app.file), candidate.image, branch, title, driver, today)
-                _git(root, "push", "--quiet", remote, f"{branch}:{branch}")
+                try:
+                    body = _moved(helm, repo, Path(app.file), candidate.image, branch, title, driver, today)
+                    _git(root, "push", "--quiet", remote, f"{branch}:{branch}")
+                finally:  # back where it started, whatever happened on the branch
+                    _git(root, "checkout", "--quiet", "--force", start)
                 proposals.append(Proposal(app.app, candidate.release, branch, title, body))
-                _git(root, "checkout", "--quiet", start)
     return proposals
 
 
