@@ -17,6 +17,7 @@ from typing import Any
 from olarespack.bench.client import BenchError, Limits, Reply, Server
 from olarespack.check.inputs import Target
 from olarespack.engines import engine_for
+from olarespack.engines.release_files import cache_dir
 from olarespack.engines.smoke import Booting, Change, ModelFiles, Request, Runtime, SmokeError
 from olarespack.fit.budget import resolve_context
 from olarespack.helm import HelmBinary
@@ -25,7 +26,7 @@ from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "olarespack-engine-releases"
+DEFAULT_CACHE = cache_dir()  # the same cache `make test` fills (XDG_CACHE_HOME, else ~/.cache)
 BOOT_TIMEOUT_S = 1800.0  # vLLM on two busy cores: 130-210 s measured, far more when others compile beside it
 PROGRESS_EVERY_S = 30.0
 MAX_TOKENS = 64
