@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from olarespack.bench.client import BenchError, Limits, Reply, Server
 from olarespack.check.inputs import Target
 from olarespack.engines import engine_for
+from olarespack.engines.base import EngineBench
 from olarespack.engines.release_files import cache_dir
 from olarespack.engines.smoke import Booting, Change, ModelFiles, Request, Runtime, SmokeError
 from olarespack.fit.budget import resolve_context
@@ -176,7 +176,7 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
             pass
 
 
-def _ask(report: SmokeReport, requests: list[Request], port: int, served: str, bench: Any) -> None:
+def _ask(report: SmokeReport, requests: list[Request], port: int, served: str, bench: EngineBench) -> None:
     real = report.files.real
     with Server(f"http://127.0.0.1:{port}", None, Limits(max_tokens=MAX_TOKENS, run_s=600.0)) as server:
         chat_prompt: int | None = None
@@ -216,16 +216,21 @@ def _checked(request: Request, reply: Reply, real: bool, chat_prompt: int | None
     return Answer(request.name, True, said)
 
 
-def _metrics(report: SmokeReport, server: Server, bench: Any) -> None:
+def _metrics(report: SmokeReport, server: Server, bench: EngineBench) -> None:
+    path = bench.metrics_path
+    if path is None:  # an engine without counters: nothing to read
+        return
     try:
-        text = server.text(bench.metrics_path)
+        text, whole = server.text(path)
+        if text is not None and not whole:
+            raise BenchError(f"GET {path}: read only in part (past its bound)")
         counts = bench.draft_counts(text) if text is not None else None
     except (BenchError, ValueError) as err:
-        report.answers.append(Answer(bench.metrics_path, False, f"not read: {err}"))
+        report.answers.append(Answer(path, False, f"not read: {err}"))
         return
     if text is None:
-        report.answers.append(Answer(bench.metrics_path, False, "the server has none"))
+        report.answers.append(Answer(path, False, "the server has none"))
     elif counts is None:
-        report.metrics = f"{bench.metrics_path}: read, no drafting counters (no speculative decoding ran)"
+        report.metrics = f"{path}: read, no drafting counters (no speculative decoding ran)"
     else:
-        report.metrics = f"{bench.metrics_path}: {counts.drafted} tokens drafted, {counts.accepted} accepted"
+        report.metrics = f"{path}: {counts.drafted} tokens drafted, {counts.accepted} accepted"
