@@ -30,9 +30,21 @@ def _refuse(file: str, path: str, message: str, fix: str = BY_HAND) -> ProblemsE
     return ProblemsError([Problem(file, path, message, fix, rule="bump")])
 
 
-def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, bool]:
-    """The spec text with the newest changelog entry's bench set to `values` (None-valued keys left out), and
-    whether it replaced one."""
+def _flow(item: dict[str, Any]) -> str:
+    """A mapping on one line; text always quoted (a comma or brace would end a plain scalar in flow style)."""
+    shown = (json.dumps(v, ensure_ascii=False) if isinstance(v, str) else _scalar(v) for v in item.values())
+    return "{" + ", ".join(f"{key}: {value}" for key, value in zip(item, shown, strict=True)) + "}"
+
+
+def _lines(pad: str, key: str, value: Any) -> list[str]:
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return [f"{pad}{key}:\n", *(f"{pad}  - {_flow(item)}\n" for item in value)]
+    return [f"{pad}{key}: {_scalar(value)}\n"]
+
+
+def record_bench(file: str, text: str, values: dict[str, Any], key: str = "bench") -> tuple[str, bool]:
+    """The spec text with the newest changelog entry's `key` (bench, or a sweep) set to `values` (None-valued
+    keys left out), and whether it replaced one."""
     data: Any = YAML(typ="rt").load(text)
     changelog = data.get("changelog") if hasattr(data, "lc") else None
     if not hasattr(changelog, "lc") or not changelog or not hasattr(changelog[0], "lc"):
@@ -55,11 +67,11 @@ def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, boo
         (data.lc.key(top[after])[0] if after < len(top) else len(lines))
     pad = " " * column
     kept = {k: v for k, v in values.items() if v is not None}
-    block = [f"{pad}bench:\n", *(f"{pad}  {key}: {_scalar(value)}\n" for key, value in kept.items())]
-    replaced = "bench" in entry
+    block = [f"{pad}{key}:\n", *(line for name, value in kept.items() for line in _lines(pad + "  ", name, value))]
+    replaced = key in entry
     if replaced:
-        position = keys.index("bench")
-        start = entry.lc.key("bench")[0]
+        position = keys.index(key)
+        start = entry.lc.key(key)[0]
         end = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else stop
         lines[start:last_content_line(lines, start, end)] = block
     else:
@@ -72,7 +84,7 @@ def record_bench(file: str, text: str, values: dict[str, Any]) -> tuple[str, boo
         after_edit = safe.load(new_text)
     except YAMLError:
         after_edit = None
-    expected = {**before, "changelog": [{**before["changelog"][0], "bench": kept}, *before["changelog"][1:]]}
+    expected = {**before, "changelog": [{**before["changelog"][0], key: kept}, *before["changelog"][1:]]}
     if after_edit != expected:
-        raise _refuse(file, "changelog[0].bench", "the spec's layout defeats an in-place edit")
+        raise _refuse(file, f"changelog[0].{key}", "the spec's layout defeats an in-place edit")
     return new_text, replaced

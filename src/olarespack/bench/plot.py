@@ -44,3 +44,37 @@ def plot_png(result: Result, title: str) -> bytes:
         return out.getvalue()
     finally:
         pyplot.close(figure)
+
+
+def plot_sweep_png(field: str, values: list[str], averages: list[float | None], lows: list[float | None],
+                   peaks: list[float | None], best: int | None, title: str) -> bytes:
+    """One bar a value (its average, the runs' range as an error bar), the chosen one marked: the seed post's
+    bar chart of a num_speculative_tokens sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(8, 4.5), dpi=100)
+    try:
+        heights = [a or 0.0 for a in averages]
+        below = [max(a - lo, 0.0) if a is not None and lo is not None else 0.0 for a, lo in zip(averages, lows,
+                                                                                              strict=True)]
+        above = [max(p - a, 0.0) if a is not None and p is not None else 0.0 for a, p in zip(averages, peaks,
+                                                                                           strict=True)]
+        colours = ["tab:green" if i == best else "tab:blue" for i in range(len(values))]
+        bars = axes.bar(values, heights, yerr=[below, above], capsize=4, color=colours)
+        for bar, average in zip(bars, averages, strict=True):
+            label = f"{average:.1f}" if average is not None else "refused"
+            axes.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                          va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+        axes.set_xlabel(field)
+        axes.set_ylabel("tokens/s (average; bars: slowest to fastest run)")
+        axes.set_ylim(bottom=0)
+        axes.set_title(title, fontsize=10)
+        axes.grid(True, axis="y", alpha=0.3)
+        out = io.BytesIO()
+        figure.savefig(out, format="png")
+        return out.getvalue()
+    finally:
+        pyplot.close(figure)

@@ -9,6 +9,7 @@ whatever the description's words around it."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -127,3 +128,37 @@ def impossible_bench(spec: AppSpec) -> StaleBench | None:
     bound = decode_bound(spec, record.hardware, bench.draft_tokens(spec.engine))
     said = over_bound([record.tps_peak], bound) if isinstance(bound, DecodeBound) else None
     return StaleBench(found.path, f"the recorded peak {said}", fix) if said else None
+
+
+def _method(record: BenchRecord) -> dict[str, Any]:
+    """How a record was measured: two records compare only where all of it is the same."""
+    return {"prompt": record.prompt, "max_tokens": record.tokens, "temperature": record.temperature,
+            "top_p": record.top_p, "rate taken by": record.tps_source, "hardware": record.hardware,
+            "GPU mode": record.gpu_mode or "not recorded"}
+
+
+def compared(new_version: str, new: BenchRecord, old_version: str, old: BenchRecord) -> str:
+    """One sentence on how the figures moved from an older version's record ("250.5 t/s, +85% against 1.0.4's
+    135 t/s, ..."), or why they cannot be compared (measured another way: prompt, tokens, sampling, how the rate
+    was taken, hardware or GPU mode differ, or a mode was not recorded)."""
+    before, now = _method(old), _method(new)
+    differ = [f"{key} {before[key]} against {now[key]}" for key in now if now[key] != before[key]]
+    if new.gpu_mode is None or old.gpu_mode is None:
+        differ += [] if any(d.startswith("GPU mode") for d in differ) else ["the GPU mode was not recorded"]
+    if differ:
+        return (f"{new.tps_avg:g} t/s; not compared with {old_version}'s {old.tps_avg:g} t/s: measured another way "
+                f"({'; '.join(differ)})")
+    change = 100 * (new.tps_avg - old.tps_avg) / old.tps_avg
+    release = (f"engine {old.engine_release} -> {new.engine_release}" if old.engine_release != new.engine_release
+               else f"same engine release {new.engine_release}" if new.engine_release else "engine release unknown")
+    settings = "same settings" if new.settings_hash == old.settings_hash else "settings changed"
+    return (f"{new.tps_avg:g} t/s, {change:+.0f}% against {old_version}'s {old.tps_avg:g} t/s ({release}, {settings}, "
+            f"same prompt {new.prompt}, {new.hardware}, GPU {new.gpu_mode})")
+
+
+def comparisons(spec: AppSpec) -> dict[str, str]:
+    """version -> how its record compares with the next older record in the changelog (entries with a record
+    that have an older one)."""
+    recorded = [(entry.version, entry.bench) for entry in spec.changelog if entry.bench is not None]
+    return {str(version): compared(str(version), record, str(older), older_record)
+            for (version, record), (older, older_record) in itertools.pairwise(recorded)}

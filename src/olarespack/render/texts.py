@@ -90,7 +90,13 @@ def preset_section(spec: AppSpec, engine: Bound[EngineSpec], listed_args: list[s
 
 
 def changelog_text(spec: AppSpec) -> str:
-    return "\n\n".join(f"v{entry.version}: {entry.note.strip()}" for entry in spec.changelog)
+    """Each entry's note; where its version and an older one both recorded a bench, how the figures moved."""
+    from olarespack.bench.record import comparisons
+
+    moved = comparisons(spec)
+    return "\n\n".join(f"v{entry.version}: {entry.note.strip()}"
+                        + (f" Measured: {moved[str(entry.version)]}." if str(entry.version) in moved else "")
+                        for entry in spec.changelog)
 
 
 def market_texts(spec: AppSpec, file: str, context: dict[str, Any], preset: str) -> dict[str, Texts]:

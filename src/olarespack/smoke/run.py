@@ -9,16 +9,18 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from olarespack.bench.client import BenchError, Limits, Reply, Server
 from olarespack.check.inputs import Target
 from olarespack.engines import engine_for
 from olarespack.engines.base import EngineBench
 from olarespack.engines.release_files import cache_dir
-from olarespack.engines.smoke import Booting, Change, ModelFiles, Request, Runtime, SmokeError
+from olarespack.engines.smoke import Booting, Change, EngineSmoke, ModelFiles, Request, Runtime, SmokeError
 from olarespack.fit.budget import resolve_context
 from olarespack.helm import HelmBinary
 from olarespack.importer import server_container
@@ -73,7 +75,25 @@ def free_port() -> int:
         return port
 
 
-def smoke(
+@dataclass
+class Serving:
+    """A booted server of the spec's chart: where it answers and what it serves (booted() yields it)."""
+
+    report: SmokeReport
+    port: int
+    served: str
+    engine: EngineSmoke
+    bench: EngineBench
+    engine_spec: Any  # the spec's engine section (the engine's own model)
+    name: str  # the app's name
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextmanager
+def booted(
     spec_file: Path,
     work: Path,
     *,
@@ -82,8 +102,9 @@ def smoke(
     cache: Path = DEFAULT_CACHE,
     say: Callable[[str], None] = lambda _: None,
     boot_timeout: float = BOOT_TIMEOUT_S,
-) -> SmokeReport:
-    """Boot the spec's chart here and ask it what the app offers; tiny stand-in models unless `models` is given.
+) -> Iterator[Serving]:
+    """The spec's chart booted here (tiny stand-in models unless `models` is given) for as long as the block
+    runs, then stopped. A server that did not come up yields a report whose `refused` says why.
     SmokeError: it cannot start here (no local engine build, a model file missing)."""
     label = str(spec_file)
     spec, _ = resolve_context(label, load_spec(spec_file))
@@ -127,14 +148,32 @@ def smoke(
                 )
                 report.refused = f"{engine.title} {why}: {local.refusal(text) or 'see the log'} (log: {report.log})"
                 report.boot_seconds = abs(report.boot_seconds)
-                return report
-            say(
-                f"{spec.name}: up in {report.boot_seconds:.0f} s; sending {len(local.requests(bound.spec, files))} "
-                "requests"
-            )
-            _ask(report, local.requests(bound.spec, files), booting.port, served, engine.bench())
+            else:
+                say(f"{spec.name}: up in {report.boot_seconds:.0f} s")
+            yield Serving(report, booting.port, served, local, engine.bench(), bound.spec, spec.name)
         finally:
             _stop(server)
+
+
+def smoke(
+    spec_file: Path,
+    work: Path,
+    *,
+    models: Path | None = None,
+    engine_path: Path | None = None,
+    cache: Path = DEFAULT_CACHE,
+    say: Callable[[str], None] = lambda _: None,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+) -> SmokeReport:
+    """Boot the spec's chart here and ask it what the app offers; tiny stand-in models unless `models` is given.
+    SmokeError: it cannot start here (no local engine build, a model file missing)."""
+    with booted(spec_file, work, models=models, engine_path=engine_path, cache=cache, say=say,
+                boot_timeout=boot_timeout) as serving:
+        report = serving.report
+        if not report.refused:
+            requests = serving.engine.requests(serving.engine_spec, report.files)
+            say(f"{serving.name}: sending {len(requests)} requests")
+            _ask(report, requests, serving.port, serving.served, serving.bench)
     return report
 
 

@@ -179,6 +179,37 @@ class BenchRecord(StrictModel):
         return self
 
 
+SweepValue = Annotated[bool | int | float | Text, Field(union_mode="left_to_right")]
+
+
+class SweepPoint(StrictModel):
+    value: SweepValue = Field(description="The value the engine was restarted with.")
+    tps_avg: Rate | None = Field(None, description="Average tokens per second of its runs.")
+    tps_min: Rate | None = Field(None, description="Its slowest run.")
+    tps_peak: Rate | None = Field(None, description="Its fastest run.")
+    steady_avg: Rate | None = Field(None, description="Average without the runs of a slow phase.")
+    acceptance: float | None = Field(None, ge=0, le=100, description="Speculative acceptance over its runs (%).")
+    slow_runs: list[Annotated[int, Field(ge=1, le=1_000)]] | None = Field(None, description="Its slow phase's runs.")
+    refused: Text | None = Field(None, description="Why it was not measured (the engine refused the value).")
+
+
+class SweepRecord(StrictModel):
+    """A sweep of one setting (`olarespack bench --sweep FIELD=V1,V2 --write`): the engine restarted with each
+    value and benched, the value chosen by the criterion written into the spec, and this kept with the entry."""
+
+    field: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,7}$")] = Field(
+        description="The spec field swept (a dotted path, e.g. engine.speculative.num_speculative_tokens).")
+    criterion: Literal["average", "steady"] = Field(
+        description="average: the highest average; steady: the highest average without slow runs.")
+    chosen: SweepValue = Field(description="The value written into the spec.")
+    points: list[SweepPoint] = Field(min_length=2, max_length=20, description="Each value's figures, in order.")
+    runs: int = Field(ge=1, le=1_000, description="Measured runs per value.")
+    tokens: int = Field(gt=0, le=1_000_000, description="max_tokens of every request.")
+    prompt: Text = Field(description="The prompt's name.")
+    where: Text = Field(description="The engine build it ran on (a CPU build here, or the box's).")
+    date: dt.date = Field(description="The day it was measured.")
+
+
 class ChangelogEntry(StrictModel):
     version: SemVer
     date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
@@ -186,6 +217,7 @@ class ChangelogEntry(StrictModel):
     bench: BenchRecord | None = Field(
         None, description="The speed measured on this version (`olarespack bench --record`); the newest entry "
         "that has one is what descriptions cite as [[ bench.tps_avg ]].")
+    sweep: SweepRecord | None = Field(None, description="The sweep that chose a setting of this version.")
 
 
 class AppSpec(StrictModel):
