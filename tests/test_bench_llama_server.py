@@ -39,14 +39,14 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_gguf.write_gemma4(tmp_path_factory.mktemp("gguf") / "tiny-gemma4.gguf")
 
 
-def _boot(binary: Path, model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _boot(binary: Path, model: Path, log: Path, *more: str) -> tuple[subprocess.Popen[bytes], str]:
     """The server with the tiny model drafting for itself (every draft kept for the target to judge)."""
     shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
     typed = ["--spec-type", "draft-simple"] if "draft-simple" in shown.stdout + shown.stderr else []
     port = free_port()
     argv = [str(binary), "-m", str(model), "-md", str(model), *typed, "--spec-draft-n-max", "4",
             "--spec-draft-p-min", "0", "-c", "4096", "--host", "127.0.0.1", "--port", str(port),
-            "--alias", ALIAS]
+            "--alias", ALIAS, *more]
     with log.open("wb") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -98,3 +98,22 @@ def test_bench_gives_the_servers_own_rates(build: int, tiny: Path, tmp_path: Pat
     assert record["series"] == [round(run["tps"], 2) for run in result["runs"]]
     # the release the spec's image names, not the binary's: the record says what the app runs on the box
     assert record["tps_source"] == "server" and record["engine_release"] == engine_for(load_spec(spec).engine).version()
+
+
+@pytest.mark.parametrize("build", sorted(SERVERS))
+def test_a_grid_of_concurrency_and_depth_measures_every_cell(build: int, tiny: Path, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    server, url = _boot(SERVERS[build], tiny, log, "-np", "2", "-c", "8192")
+    try:
+        code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), "--url", url, "--concurrency", "1,2",
+                            "--depth", "0,512", "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--json")
+    finally:
+        stop(server, grace=30)
+    assert code == 0, out
+    cells = json.loads(out[out.index("{"):out.rindex("}") + 1])["cells"]
+    assert [(c["depth"], c["concurrency"], c["requests"]) for c in cells] == [(0, 1, 1), (0, 2, 2), (512, 1, 1),
+                                                                              (512, 2, 2)]
+    shallow, deep = cells[0]["prompt_tokens"], cells[2]["prompt_tokens"]
+    assert deep - shallow >= 256, cells  # the server counted the filler (the tokens its tokenizer made of it)
+    assert all(c["ttft_ms"] > 0 and c["tps_per_request"] > 0 and c["tps_total"] > 0 for c in cells)
+    assert all(c["tps_source"] == "server" for c in cells)

@@ -170,3 +170,23 @@ def test_a_sweep_over_the_real_engine_writes_its_table_plot_and_chosen_value(
     if "speculative" in field:  # vLLM's counters were read per value
         assert all("acceptance" in p for p in swept["points"]), swept
     assert load_spec(spec).changelog[0].sweep is not None  # the written spec loads as a spec
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--concurrency", "1,2"], "give --url"),
+    (["--url", "http://127.0.0.1:1", "--depth", "0,8192", "--record"], "not --record"),
+    (["--url", "http://127.0.0.1:1", "--concurrency", "0,2"], "each from 1 to 64"),
+    (["--url", "http://127.0.0.1:1", "--depth", "0,a"], "whole numbers"),
+    (["--url", "http://127.0.0.1:1", "--depth", "0,0"], "twice"),
+])
+def test_grid_options_out_of_place_are_usage_errors(args: list[str], said: str) -> None:
+    code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), *args)
+    assert code == 2 and said in out, out
+
+
+def test_the_filler_is_about_the_depth_asked() -> None:
+    from olarespack.bench.grid import CHARS_PER_TOKEN, filler
+
+    assert filler(0) == ""
+    text = filler(8192)
+    assert 8192 * CHARS_PER_TOKEN - 200 < len(text) <= 8192 * CHARS_PER_TOKEN + 2 and text == filler(8192)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
@@ -171,7 +172,12 @@ def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings
     values = {"field": sweep.field, "criterion": criterion, "chosen": chosen.value, "points": rows,
               "runs": settings.runs, "tokens": settings.max_tokens, "prompt": settings.prompt_name,
               "where": where[:200], "date": today}
-    SweepRecord.model_validate(values)
+    try:
+        SweepRecord.model_validate(values)
+    except ValidationError as exc:  # the values are bounded before; this guards what the spec would refuse
+        said = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise BenchError(f"sweep of {sweep.field}: the figures do not make a record the spec accepts "
+                         f"({said})") from None
     return values
 
 

@@ -273,13 +273,17 @@ def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
               help="--sweep: the best value by the highest average, or by the average without slow runs.")
 @click.option("--write", is_flag=True, help="--sweep: put the best value into the spec and record the sweep in "
                                              "its changelog entry.")
+@click.option("--concurrency", "concurrency_given", metavar="N1,N2,...",
+              help="With --url: send N requests at once per level (e.g. 1,2,4): TTFT and decode rate per cell.")
+@click.option("--depth", "depth_given", metavar="T1,T2,...",
+              help="With --url: context depths, tokens of filler before the prompt (e.g. 0,8192,32768).")
 @options.apps_dir
 def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exec: bool, namespace: str | None,
           user: str | None, model: str | None, runs: int, warmups: int, max_tokens: int, temperature: float,
           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, api_key: str | None,
           hardware: str | None, gpu_mode: str | None, as_json: bool, plot_file: Path | None, record: bool,
           sweep_given: str | None, tiny: bool, models_dir: Path | None, engine_path: Path | None, criterion: str,
-          write: bool, apps_dir: Path) -> None:
+          write: bool, concurrency_given: str | None, depth_given: str | None, apps_dir: Path) -> None:
     """Measure an app's tokens per second against its server: the standard prompt, warm-ups, then N runs.
 
     A run's rate is the server's own decode timing where it gives one (llama.cpp), else the streamed decode
@@ -292,12 +296,31 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
     --sweep FIELD=V1,V2 boots the chart's server here once per value (as `olarespack smoke` does: the engine's
     local build, --tiny stand-ins or --models files), benches each, prints a table with the best value by
     --criterion, draws the values with --plot and with --write puts the best into the spec, the sweep recorded
-    in the changelog entry. Exits 1 when no value could be measured."""
+    in the changelog entry. Exits 1 when no value could be measured.
+
+    --concurrency 1,2,4 and --depth 0,8192 (with --url) measure a grid: for each context depth (tokens of filler
+    text before the prompt) and concurrency level (requests sent at once, --runs rounds), the time to first
+    token, each request's decode rate and the total rate."""
     from olarespack.bench.shown import Shown
 
     shown = Shown(api_key)
     sweep_only = {"--tiny": tiny, "--models": models_dir, "--engine": engine_path, "--write": write,
                   "--criterion": criterion != "average"}
+    if concurrency_given is not None or depth_given is not None:
+        others = [name for name, on in (("--responses", log_file), ("--job", as_job), ("--exec", as_exec),
+                                        ("--record", record), ("--sweep", sweep_given), ("--plot", plot_file),
+                                        *sweep_only.items()) if on]
+        if url is None or others:
+            raise UsageError("--concurrency and --depth measure a live server: give --url"
+                             + (f", not {', '.join(others)}" if others else ""))
+        shown = Shown(api_key)
+        try:
+            _grid(shown, app, apps_dir, url, api_key, model, runs, warmups, max_tokens, temperature, top_p,
+                  prompt_file, no_stream, run_timeout, gpu_mode, as_json, concurrency_given or "1", depth_given or "0")
+        except OlaresPackError as exc:
+            exc.args = (shown.text(str(exc)),)
+            raise
+        return
     if sweep_given is None:
         given = [name for name, on in sweep_only.items() if on]
         if given:
@@ -506,3 +529,40 @@ def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) ->
         write_spec_text(path, text)
     click.echo(f"ok {path}: {sweep.field} = {chosen}, the sweep recorded in changelog[0].sweep; `olarespack bump` "
                "gives the changed chart its version", err=True)
+
+
+def _grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None, runs: int,
+          warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool,
+          run_timeout: float, gpu_mode: str | None, as_json: bool, concurrency_given: str, depth_given: str) -> None:
+    from olarespack.bench.client import Limits, Server, base_url
+    from olarespack.bench.grid import MAX_CONCURRENCY, MAX_DEPTH, grid_table, parse_levels, run_grid
+    from olarespack.bench.live import pick_model
+    from olarespack.bench.run import Settings
+    from olarespack.engines import engine_for
+
+    concurrencies = parse_levels(concurrency_given, "--concurrency", 1, MAX_CONCURRENCY)
+    depths = parse_levels(depth_given, "--depth", 0, MAX_DEPTH)
+    base_url(url)
+    spec = _loaded(_spec_file(app, apps_dir))
+    engine_bench = engine_for(spec.engine).engine.bench()
+    prompt, prompt_name = _prompt(prompt_file)
+    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
+    served = model or engine_bench.served_name(spec.engine)
+    with Server(url, api_key, limits) as server:
+        chosen, notes = pick_model(server.models(), model, served, server.shown)
+        where = server.shown
+    settings = Settings(model=chosen, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
+                        gpu_mode=gpu_mode)
+    cells = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
+                     say=lambda line: click.echo(shown.text(line), err=True))
+    if as_json:
+        import json
+
+        click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, "url": where,
+                                          "gpu_mode": gpu_mode, "notes": notes,
+                                          "cells": [cell.summary() for cell in cells]}),
+                              indent=2, sort_keys=True))
+        return
+    for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
+        click.echo(shown.text(line))
