@@ -187,7 +187,7 @@ def install_stand_in_platform() -> None:
     import vllm.platforms as platforms
     from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
-    class StandInCudaPlatform(Platform):
+    class StandInCudaPlatform(Platform):  # type: ignore[misc]  # vLLM has no stubs here (its own venv)
         _enum = PlatformEnum.CUDA
         device_name = "cuda"
         device_type = "cuda"
