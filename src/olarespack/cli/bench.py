@@ -8,7 +8,6 @@ the new spec must load, and it replaces the old one in one rename (write.write_f
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,84 +16,25 @@ import click
 from pydantic import ValidationError
 
 from olarespack.cli import options
+from olarespack.cli.bench_inputs import (
+    hardware_given,
+    loaded,
+    plot_target,
+    progress_printer,
+    prompt_text,
+    read_given,
+    spec_file,
+)
 from olarespack.core.errors import OlaresPackError, ProblemsError, UsageError
 from olarespack.spec.models import AppSpec
 
 if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the command runs
     from olarespack.bench.bound import Findings
     from olarespack.bench.client import Limits
-    from olarespack.bench.run import Progress, Result, Run, Settings
+    from olarespack.bench.run import Result, Settings
     from olarespack.bench.shown import Shown
     from olarespack.engines.base import EngineBench
 
-MAX_PROMPT = 64 << 10
-
-
-def _spec_file(given: str, apps_dir: Path) -> Path:
-    """APP_OR_SPEC: a spec file, else the spec in the apps folder with that file stem or app name."""
-    path = Path(given)
-    if path.is_file():
-        return path
-    import yaml
-
-    for candidate in sorted(apps_dir.glob("*.yaml")) if apps_dir.is_dir() else []:
-        if candidate.stem == given:
-            return candidate
-        try:
-            name = yaml.safe_load(candidate.read_text(encoding="utf-8")).get("name")
-        except (yaml.YAMLError, AttributeError, OSError, UnicodeDecodeError):
-            continue
-        if name == given:
-            return candidate
-    raise UsageError(f"APP_OR_SPEC {given!r}: no such spec file, and no spec in {apps_dir}/ for that app")
-
-
-def _loaded(path: Path) -> AppSpec:
-    """The spec with its context resolved as the build resolves it (the settings hash covers the context)."""
-    from olarespack.fit.budget import resolve_context
-    from olarespack.spec.load import load_spec
-
-    spec, found = resolve_context(str(path), load_spec(path))
-    errors = [p for p in found if p.severity == "error"]
-    if errors:
-        raise ProblemsError(errors)
-    return spec
-
-
-def _read_given(path: Path, option: str, what: str, limit: int) -> bytes:
-    """A file an option names, read once: regular files only (a named pipe is refused, not waited on), at most
-    limit + 1 bytes, so the caller says what is too long."""
-    from olarespack.core.errors import ModelDataError
-    from olarespack.models.localfile import read_local_file
-
-    try:
-        return read_local_file(path, what, limit + 1)
-    except ModelDataError as exc:
-        raise UsageError(f"{option} {exc}") from None
-
-
-def _prompt(prompt_file: Path | None) -> tuple[str, str]:
-    from olarespack.bench.run import PROMPT, shipped_prompt
-
-    if prompt_file is None:
-        return shipped_prompt(), PROMPT
-    data = _read_given(prompt_file, "--prompt-file", "a prompt text", MAX_PROMPT)
-    if len(data) > MAX_PROMPT or not data.strip():
-        raise UsageError(f"--prompt-file {prompt_file}: give a non-empty text of at most {MAX_PROMPT >> 10} KiB")
-    try:
-        text = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise UsageError(f"--prompt-file {prompt_file}: not UTF-8 text") from None
-    return text, f"{prompt_file.name}@{hashlib.sha256(data).hexdigest()[:8]}"
-
-
-def _progress(settings: Settings) -> Progress:
-    def told(run: Run) -> None:
-        label = f"warm-up {run.index}/{settings.warmups}" if run.warmup else f"run {run.index}/{settings.runs}"
-        ttft = f", first token {run.ttft_ms:.0f} ms" if run.ttft_ms is not None else ""
-        click.echo(f"{label}: {run.tps:.2f} t/s ({run.source}), {run.tokens} tokens{ttft}", err=True)
-
-    return told
 
 
 def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str | None = None,
@@ -194,42 +134,6 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
     click.echo(f"# and: olarespack bench {spec.name} --responses bench.log [--record]", err=True)
 
 
-def _plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
-    """--plot names a new PNG: never the spec it may record into nor any file bench reads (however spelled, or
-    through a link), and a place a file can be written, checked before the first request."""
-    from olarespack.cli.group import output_folder
-
-    for given in inputs:
-        if given is None:
-            continue
-        same = plot_file.exists() and given.exists() and plot_file.samefile(given)
-        if same or plot_file.resolve() == given.resolve():
-            raise UsageError(f"--plot {plot_file}: that is {given}, which bench reads (or records into); give "
-                             "another file for the picture, e.g. bench.png")
-    if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
-        raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
-    output_folder(plot_file.parent, "--plot")
-
-
-def _hardware(given: str | None, spec: AppSpec, record: bool) -> str | None:
-    """The hardware the server runs on: told with --hardware (a data/hardware.yaml profile). Neither a vLLM nor a
-    llama.cpp server says which GPU it runs on (llama.cpp's /props gives its build and model, not its device),
-    so a record needs it said, and for the spec's own hardware (its figures are cited as that app's speed)."""
-    from olarespack.core.hardware import profiles
-
-    known = ", ".join(sorted(profiles()))
-    if given is not None and given not in profiles():
-        raise UsageError(f"--hardware {given!r}: not a hardware profile (one of {known}, from data/hardware.yaml)")
-    if record and given is None:
-        raise UsageError(f"--record needs --hardware NAME, the hardware the server runs on ({known}): a server does "
-                         f"not say it, and a figure is recorded for where it was measured (the spec targets "
-                         f"{spec.hardware})")
-    if record and given != spec.hardware:
-        raise UsageError(f"--hardware {given}: the spec targets {spec.hardware}, and its record is cited as that "
-                         "app's speed; bench on that hardware, or leave out --record")
-    return given
-
-
 @click.command()
 @click.argument("app", metavar="APP_OR_SPEC")
 @click.option("--url", help="The server's address, e.g. http://127.0.0.1:8000 (a /v1 suffix is fine).")
@@ -315,7 +219,9 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
                              + (f", not {', '.join(others)}" if others else ""))
         shown = Shown(api_key)
         try:
-            _grid(shown, app, apps_dir, url, api_key, model, runs, warmups, max_tokens, temperature, top_p,
+            from olarespack.cli.bench_modes import grid
+
+            grid(shown, app, apps_dir, url, api_key, model, runs, warmups, max_tokens, temperature, top_p,
                   prompt_file, no_stream, run_timeout, gpu_mode, as_json, concurrency_given or "1", depth_given or "0")
         except OlaresPackError as exc:
             exc.args = (shown.text(str(exc)),)
@@ -333,7 +239,9 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
             raise UsageError(f"--sweep boots the app's server here for each value: not with {', '.join(others)}")
         if tiny == (models_dir is not None):
             raise UsageError("--sweep: give --tiny (random-weight stand-ins) or --models DIR (the spec's own files)")
-        _sweep(sweep_given, app, apps_dir, runs, warmups, max_tokens, temperature, top_p, prompt_file, no_stream,
+        from olarespack.cli.bench_modes import sweep
+
+        sweep(sweep_given, app, apps_dir, runs, warmups, max_tokens, temperature, top_p, prompt_file, no_stream,
                run_timeout, gpu_mode, as_json, plot_file, models_dir, engine_path, criterion, write)
         return
     try:
@@ -367,18 +275,18 @@ def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_jo
         raise UsageError("--record writes a measurement: give --url or --responses")
     if url is not None:
         base_url(url)  # a usage error before anything else is read
-    path = _spec_file(app, apps_dir)
-    spec = _loaded(path)
-    hardware = _hardware(hardware, spec, record)
+    path = spec_file(app, apps_dir)
+    spec = loaded(path)
+    hardware = hardware_given(hardware, spec, record)
     engine = engine_for(spec.engine)
     limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
-    prompt, prompt_name = _prompt(prompt_file)
+    prompt, prompt_name = prompt_text(prompt_file)
     served = model or engine.engine.bench().served_name(spec.engine)
     settings = Settings(model=served or spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
                         temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
                         gpu_mode=gpu_mode)
     if plot_file is not None:
-        _plot_target(plot_file, [path, prompt_file, log_file])
+        plot_target(plot_file, [path, prompt_file, log_file])
     if as_job or as_exec:
         if not namespace and not user:
             raise UsageError("--job and --exec need the app's namespace: --user NAME (namespace APP-NAME) or "
@@ -443,126 +351,14 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
     from olarespack.bench.live import bench_live, pick_model
 
     if log_file is not None:
-        data = _read_given(log_file, "--responses", "a bench log", MAX_LOG)
+        data = read_given(log_file, "--responses", "a bench log", MAX_LOG)
         if len(data) > MAX_LOG:
             raise UsageError(f"--responses {log_file}: over {MAX_LOG >> 20} MiB; give one bench's log")
         return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench)
     with Server(url or "", api_key, limits) as server:
         chosen, notes = pick_model(server.models(), model, served, server.shown)
-        result = bench_live(server, engine_bench, replace(settings, model=chosen), _progress(settings))
+        result = bench_live(server, engine_bench, replace(settings, model=chosen), progress_printer(settings))
     result.notes[:0] = notes
     return result
 
 
-def _sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
-           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, gpu_mode: str | None,
-           as_json: bool, plot_file: Path | None, models_dir: Path | None, engine_path: Path | None, criterion: str,
-           write: bool) -> None:
-    import shutil
-    import tempfile
-
-    from olarespack.bench.client import BenchError, Limits
-    from olarespack.bench.run import Settings
-    from olarespack.bench.sweep import as_dict, best, parse_sweep, record, run_sweep, table, variant_text
-    from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
-    from olarespack.spec.inplace import editing, read_spec_text
-
-    sweep = parse_sweep(given)
-    path = _spec_file(app, apps_dir)
-    spec = _loaded(path)
-    prompt, prompt_name = _prompt(prompt_file)
-    settings = Settings(model=spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
-                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
-                        gpu_mode=gpu_mode)
-    if plot_file is not None:
-        _plot_target(plot_file, [path, prompt_file])
-    if write:  # what the write would refuse is said before the first boot
-        with editing(path):
-            text = read_spec_text(path)
-        for value in sweep.values:
-            variant_text(str(path), text, sweep, value)
-    work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
-    try:
-        points, where = run_sweep(path, sweep, settings, Limits(max_tokens=max_tokens, run_s=run_timeout), work,
-                                  models=models_dir.resolve() if models_dir else None,
-                                  engine_path=engine_path.absolute() if engine_path else None, cache=DEFAULT_CACHE,
-                                  say=lambda line: click.echo(line, err=True), boot_timeout=BOOT_TIMEOUT_S,
-                                  progress=_progress(settings))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    chosen = best(points, criterion)
-    if plot_file is not None:
-        from olarespack.bench.plot import plot_sweep_png
-        from olarespack.write import write_file
-
-        summaries = [p.result.summary() if p.result else None for p in points]
-        title = f"{spec.name} {spec.version}: {sweep.field} on {where}, {runs} run(s) each, {prompt_name}"
-        write_file(plot_file, plot_sweep_png(
-            sweep.field, [str(p.value) for p in points], [p.average for p in points],
-            [s["tps_min"] if s else None for s in summaries], [s["tps_peak"] if s else None for s in summaries],
-            points.index(chosen) if chosen else None, title))
-        click.echo(f"ok {plot_file}: the values drawn", err=True)
-    if as_json:
-        import json
-
-        click.echo(json.dumps({"app": spec.name, "version": spec.version, "where": where,
-                               **as_dict(sweep, points, criterion)}, indent=2, sort_keys=True, default=str))
-    else:
-        for line in table(sweep, points, criterion):
-            click.echo(line)
-    if chosen is None:
-        raise BenchError(f"sweep of {sweep.field}: no value was measured ({points[0].refused})")
-    if write:
-        _write_sweep(path, sweep, chosen.value, record(sweep, points, criterion, settings, where, dt.date.today()))
-
-
-def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) -> None:
-    from olarespack.bench.edit import record_bench
-    from olarespack.bench.sweep import variant_text
-    from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
-    from olarespack.spec.load import load_edited_spec
-
-    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
-        text = variant_text(str(path), read_spec_text(path), sweep, chosen)
-        text, _ = record_bench(str(path), text, values, key="sweep")
-        load_edited_spec(text, str(path))
-        write_spec_text(path, text)
-    click.echo(f"ok {path}: {sweep.field} = {chosen}, the sweep recorded in changelog[0].sweep; `olarespack bump` "
-               "gives the changed chart its version", err=True)
-
-
-def _grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None, runs: int,
-          warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool,
-          run_timeout: float, gpu_mode: str | None, as_json: bool, concurrency_given: str, depth_given: str) -> None:
-    from olarespack.bench.client import Limits, Server, base_url
-    from olarespack.bench.grid import MAX_CONCURRENCY, MAX_DEPTH, grid_table, parse_levels, run_grid
-    from olarespack.bench.live import pick_model
-    from olarespack.bench.run import Settings
-    from olarespack.engines import engine_for
-
-    concurrencies = parse_levels(concurrency_given, "--concurrency", 1, MAX_CONCURRENCY)
-    depths = parse_levels(depth_given, "--depth", 0, MAX_DEPTH)
-    base_url(url)
-    spec = _loaded(_spec_file(app, apps_dir))
-    engine_bench = engine_for(spec.engine).engine.bench()
-    prompt, prompt_name = _prompt(prompt_file)
-    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
-    served = model or engine_bench.served_name(spec.engine)
-    with Server(url, api_key, limits) as server:
-        chosen, notes = pick_model(server.models(), model, served, server.shown)
-        where = server.shown
-    settings = Settings(model=chosen, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
-                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
-                        gpu_mode=gpu_mode)
-    cells = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
-                     say=lambda line: click.echo(shown.text(line), err=True))
-    if as_json:
-        import json
-
-        click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, "url": where,
-                                          "gpu_mode": gpu_mode, "notes": notes,
-                                          "cells": [cell.summary() for cell in cells]}),
-                              indent=2, sort_keys=True))
-        return
-    for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
-        click.echo(shown.text(line))

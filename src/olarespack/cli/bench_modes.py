@@ -1,0 +1,129 @@
+"""`olarespack bench`'s sweep (--sweep: the chart booted here once per value, bench/sweep.py) and grid
+(--concurrency / --depth against a live server, bench/grid.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from olarespack.cli.bench_inputs import loaded, plot_target, progress_printer, prompt_text, spec_file
+
+if TYPE_CHECKING:
+    from olarespack.bench.shown import Shown
+
+
+def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
+           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, gpu_mode: str | None,
+           as_json: bool, plot_file: Path | None, models_dir: Path | None, engine_path: Path | None, criterion: str,
+           write: bool) -> None:
+    import shutil
+    import tempfile
+
+    from olarespack.bench.client import BenchError, Limits
+    from olarespack.bench.run import Settings
+    from olarespack.bench.sweep import as_dict, best, parse_sweep, record, run_sweep, table, variant_text
+    from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
+    from olarespack.spec.inplace import editing, read_spec_text
+
+    sweep = parse_sweep(given)
+    path = spec_file(app, apps_dir)
+    spec = loaded(path)
+    prompt, prompt_name = prompt_text(prompt_file)
+    settings = Settings(model=spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
+                        gpu_mode=gpu_mode)
+    if plot_file is not None:
+        plot_target(plot_file, [path, prompt_file])
+    if write:  # what the write would refuse is said before the first boot
+        with editing(path):
+            text = read_spec_text(path)
+        for value in sweep.values:
+            variant_text(str(path), text, sweep, value)
+    work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
+    try:
+        points, where = run_sweep(path, sweep, settings, Limits(max_tokens=max_tokens, run_s=run_timeout), work,
+                                  models=models_dir.resolve() if models_dir else None,
+                                  engine_path=engine_path.absolute() if engine_path else None, cache=DEFAULT_CACHE,
+                                  say=lambda line: click.echo(line, err=True), boot_timeout=BOOT_TIMEOUT_S,
+                                  progress=progress_printer(settings))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    chosen = best(points, criterion)
+    if plot_file is not None:
+        from olarespack.bench.plot import plot_sweep_png
+        from olarespack.write import write_file
+
+        summaries = [p.result.summary() if p.result else None for p in points]
+        title = f"{spec.name} {spec.version}: {sweep.field} on {where}, {runs} run(s) each, {prompt_name}"
+        write_file(plot_file, plot_sweep_png(
+            sweep.field, [str(p.value) for p in points], [p.average for p in points],
+            [s["tps_min"] if s else None for s in summaries], [s["tps_peak"] if s else None for s in summaries],
+            points.index(chosen) if chosen else None, title))
+        click.echo(f"ok {plot_file}: the values drawn", err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"app": spec.name, "version": spec.version, "where": where,
+                               **as_dict(sweep, points, criterion)}, indent=2, sort_keys=True, default=str))
+    else:
+        for line in table(sweep, points, criterion):
+            click.echo(line)
+    if chosen is None:
+        raise BenchError(f"sweep of {sweep.field}: no value was measured ({points[0].refused})")
+    if write:
+        _write_sweep(path, sweep, chosen.value, record(sweep, points, criterion, settings, where, dt.date.today()))
+
+
+def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) -> None:
+    from olarespack.bench.edit import record_bench
+    from olarespack.bench.sweep import variant_text
+    from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
+    from olarespack.spec.load import load_edited_spec
+
+    with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
+        text = variant_text(str(path), read_spec_text(path), sweep, chosen)
+        text, _ = record_bench(str(path), text, values, key="sweep")
+        load_edited_spec(text, str(path))
+        write_spec_text(path, text)
+    click.echo(f"ok {path}: {sweep.field} = {chosen}, the sweep recorded in changelog[0].sweep; `olarespack bump` "
+               "gives the changed chart its version", err=True)
+
+
+def grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None, runs: int,
+          warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool,
+          run_timeout: float, gpu_mode: str | None, as_json: bool, concurrency_given: str, depth_given: str) -> None:
+    from olarespack.bench.client import Limits, Server, base_url
+    from olarespack.bench.grid import MAX_CONCURRENCY, MAX_DEPTH, grid_table, parse_levels, run_grid
+    from olarespack.bench.live import pick_model
+    from olarespack.bench.run import Settings
+    from olarespack.engines import engine_for
+
+    concurrencies = parse_levels(concurrency_given, "--concurrency", 1, MAX_CONCURRENCY)
+    depths = parse_levels(depth_given, "--depth", 0, MAX_DEPTH)
+    base_url(url)
+    spec = loaded(spec_file(app, apps_dir))
+    engine_bench = engine_for(spec.engine).engine.bench()
+    prompt, prompt_name = prompt_text(prompt_file)
+    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
+    served = model or engine_bench.served_name(spec.engine)
+    with Server(url, api_key, limits) as server:
+        chosen, notes = pick_model(server.models(), model, served, server.shown)
+        where = server.shown
+    settings = Settings(model=chosen, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
+                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
+                        gpu_mode=gpu_mode)
+    cells = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
+                     say=lambda line: click.echo(shown.text(line), err=True))
+    if as_json:
+        import json
+
+        click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, "url": where,
+                                          "gpu_mode": gpu_mode, "notes": notes,
+                                          "cells": [cell.summary() for cell in cells]}),
+                              indent=2, sort_keys=True))
+        return
+    for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
+        click.echo(shown.text(line))
