@@ -190,3 +190,33 @@ def test_the_filler_is_about_the_depth_asked() -> None:
     assert filler(0) == ""
     text = filler(8192)
     assert 8192 * CHARS_PER_TOKEN - 200 < len(text) <= 8192 * CHARS_PER_TOKEN + 2 and text == filler(8192)
+
+
+def test_values_that_are_not_one_finite_value_or_repeat_one_are_refused() -> None:
+    for given in ("engine.threads=1,.inf", "engine.threads=1,.nan"):
+        with pytest.raises(UsageError, match="finite"):
+            parse_sweep(given)
+    with pytest.raises(UsageError, match="twice"):
+        parse_sweep("engine.threads=1,1.0")
+
+
+def test_a_merged_or_broken_spec_is_refused_naming_the_field() -> None:
+    merged = "base: &b {threads: 8}\nengine:\n  <<: *b\n  alias: x\n"
+    with pytest.raises(ValueError, match="one-line"):
+        set_scalar(merged, ("engine", "threads"), 2)
+    with pytest.raises(ValueError, match="not YAML"):
+        set_scalar("engine: [\n", ("engine", "threads"), 2)
+
+
+def test_a_refusal_kept_in_the_spec_is_printable_text_without_template_markers() -> None:
+    from olarespack.bench.sweep import recorded_reason
+
+    reason = recorded_reason("vLLM exited 1: {{ bos_token }} [[x]] \x1b[2J (log: /tmp/olarespack-sweep-x/server.log)")
+    assert "{{" not in reason and "[[" not in reason and "\x1b" not in reason and "/tmp/" not in reason
+
+
+def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLARESPACK_API_KEY", "secret-key")
+    code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), "--sweep", "engine.nothing=1,2", "--tiny")
+    assert code != 0 and "engine.nothing is not in the spec" in out and "--api-key" not in out, out

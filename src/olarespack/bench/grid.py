@@ -5,6 +5,7 @@ decode rate are each request's own (bench's definitions), its total rate all tok
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from olarespack.bench.client import Limits, Server
+from olarespack.bench.client import BenchError, Limits, Server
 from olarespack.bench.run import Run, Settings, measure
 from olarespack.core.errors import UsageError
 from olarespack.engines.base import EngineBench
@@ -23,6 +24,15 @@ MAX_DEPTH = 262_144  # tokens: 1 MiB of filler text at most
 CHARS_PER_TOKEN = 4  # the filler's estimate; the server's prompt_tokens say what it was
 FILLER = ("The archive keeps a record of every ship that entered the harbour, its cargo, its crew and the weather "
           "on the day it arrived. ")
+
+
+def _body(settings: Settings, depth: int) -> dict[str, Any]:
+    """One request of a cell: a prefix of its own before the filler, so neither llama.cpp's prompt cache nor
+    vLLM's prefix caching serves the depth from an earlier request (the time to first token is a real prefill)."""
+    body = settings.body()
+    text = f"Request {secrets.token_hex(6)}.\n" + filler(depth) + settings.prompt
+    body["messages"] = [{"role": "user", "content": text}]
+    return body
 
 
 def parse_levels(given: str, option: str, low: int, high: int) -> tuple[int, ...]:
@@ -64,29 +74,36 @@ class Cell:
 
 def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, engine: EngineBench,
              concurrencies: tuple[int, ...], depths: tuple[int, ...],
-             say: Callable[[str], None] = lambda _: None) -> list[Cell]:
-    """Every cell measured in turn (depths outer, concurrency inner); BenchError from the first that fails."""
+             say: Callable[[str], None] = lambda _: None) -> tuple[list[Cell], str | None]:
+    """Every cell measured in turn (depths outer, concurrency inner): the cells, and why the grid stopped at the
+    first cell that failed (None when all were measured). BenchError from the warm-ups."""
     servers = [Server(url, api_key, limits) for _ in range(max(concurrencies))]
     try:
         shown = servers[0].shown
         for index in range(1, settings.warmups + 1):
             measure(servers[0].complete(settings.body()), engine, index, True, shown)
             say(f"warm-up {index}/{settings.warmups}")
-        cells = []
+        cells: list[Cell] = []
         with ThreadPoolExecutor(max_workers=max(concurrencies)) as pool:
             for depth in depths:
-                body = settings.body()
-                body["messages"] = [{"role": "user", "content": filler(depth) + settings.prompt}]
                 for concurrency in concurrencies:
                     cell = Cell(depth, concurrency)
                     for round_index in range(1, settings.runs + 1):
+                        bodies = [_body(settings, depth) for _ in range(concurrency)]
                         started = time.monotonic()
-                        replies = list(pool.map(Server.complete, servers[:concurrency], [body] * concurrency))
+                        try:
+                            replies = list(pool.map(Server.complete, servers[:concurrency], bodies))
+                        except BenchError as exc:  # the cells measured so far are kept and printed
+                            return cells, f"depth {depth}, concurrency {concurrency}: {exc}"
                         wall = time.monotonic() - started
                         for number, reply in enumerate(replies, start=1):
-                            cell.runs.append(measure(reply, engine, len(cell.runs) + 1, False,
-                                                     f"{shown} depth {depth}, concurrency {concurrency}, "
-                                                     f"round {round_index}, request {number}"))
+                            try:
+                                run = measure(reply, engine, len(cell.runs) + 1, False,
+                                              f"{shown} depth {depth}, concurrency {concurrency}, round "
+                                              f"{round_index}, request {number}")
+                            except BenchError as exc:
+                                return cells, str(exc)
+                            cell.runs.append(run)
                             if reply.prompt_tokens is not None:
                                 cell.prompt_tokens.append(reply.prompt_tokens)
                         cell.round_rates.append(sum(r.completion_tokens for r in replies) / wall)
@@ -94,7 +111,7 @@ def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, 
                     say(f"depth {depth}, concurrency {concurrency}: {summary['tps_per_request']:.2f} t/s a request, "
                         f"{summary['tps_total']:.2f} t/s in all")
                     cells.append(cell)
-        return cells
+        return cells, None
     finally:
         for server in servers:
             server.__exit__()

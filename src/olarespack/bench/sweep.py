@@ -10,6 +10,7 @@ steady   the highest average without the runs of a slow phase (speculative decod
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import statistics
 from collections.abc import Callable
@@ -25,7 +26,9 @@ from olarespack.bench.client import BenchError, Limits, Server
 from olarespack.bench.live import bench_live
 from olarespack.bench.run import Progress, Result, Settings
 from olarespack.core.errors import Problem, ProblemsError, UsageError
+from olarespack.core.text import printable
 from olarespack.core.yamledit import set_scalar
+from olarespack.engines.smoke import SmokeError
 
 CRITERIA = ("average", "steady")
 MAX_VALUES = 20
@@ -60,11 +63,13 @@ def parse_sweep(given: str) -> Sweep:
             value = YAML(typ="safe", pure=True).load(text)
         except YAMLError:
             value = None
-        if not isinstance(value, bool | int | float | str):
-            raise UsageError(f"--sweep {field}: {text[:40]!r} is not one value (a number, true/false or a word)")
+        if not isinstance(value, bool | int | float | str) or (isinstance(value, float) and not math.isfinite(value)):
+            raise UsageError(f"--sweep {field}: {text[:40]!r} is not one value (a finite number, true/false or a word)")
         values.append(value)
-    if len({repr(v) for v in values}) != len(values):
-        raise UsageError(f"--sweep {field}: a value is given twice")
+    same = {("number", float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else ("text", str(v))
+            for v in values}
+    if len(same) != len(values):
+        raise UsageError(f"--sweep {field}: a value is given twice (1 and 1.0 count as one)")
     return Sweep(field, tuple(values))
 
 
@@ -145,6 +150,13 @@ def as_dict(sweep: Sweep, points: list[Point], criterion: str) -> dict[str, Any]
                         "result": p.result.as_dict() if p.result else None} for p in points]}
 
 
+def recorded_reason(refused: str) -> str:
+    """A refusal as the spec keeps it: printable, without the temporary log's path, and without the template
+    markers a spec's text may not hold (the reason is engine log text)."""
+    text = re.sub(r"\s*\(log: [^)]*\)", "", printable(refused)).replace("{{", "{ {").replace("[[", "[ [")
+    return text.replace("{%", "{ %")[:200] or "refused"
+
+
 def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings, where: str,
            today: dt.date) -> dict[str, Any]:
     """The sweep as the changelog entry keeps it (SweepRecord), rounded for reading."""
@@ -161,7 +173,7 @@ def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings
     for point in points:
         row: dict[str, Any] = {"value": point.value}
         if point.result is None:
-            row["refused"] = point.refused[:200]
+            row["refused"] = recorded_reason(point.refused)
         else:
             summary = point.result.summary()
             row.update(tps_avg=rate(summary["tps_avg"]), tps_min=rate(summary["tps_min"]),
@@ -200,19 +212,23 @@ def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits,
         copy = folder / spec_file.name
         copy.write_text(variant, encoding="utf-8")
         say(f"sweep {index}/{len(sweep.values)}: {sweep.field} = {value}")
-        with booted(copy, folder, models=models, engine_path=engine_path, cache=cache, say=say,
-                    boot_timeout=boot_timeout) as serving:
-            where = serving.report.runtime.label
-            point = Point(value, boot_seconds=serving.report.boot_seconds)
-            if serving.report.refused:
-                point.refused = serving.report.refused
-            else:
-                with Server(serving.url, None, limits) as server:
-                    try:
-                        point.result = bench_live(server, serving.bench, replace(settings, model=serving.served),
-                                                  progress)
-                    except BenchError as exc:
-                        point.refused = f"bench: {exc}"
+        point = Point(value)
+        try:
+            with booted(copy, folder, models=models, engine_path=engine_path, cache=cache, say=say,
+                        boot_timeout=boot_timeout) as serving:
+                where = serving.report.runtime.label
+                point.boot_seconds = serving.report.boot_seconds
+                if serving.report.refused:
+                    point.refused = serving.report.refused
+                else:
+                    with Server(serving.url, None, limits) as server:
+                        try:
+                            point.result = bench_live(server, serving.bench,
+                                                      replace(settings, model=serving.served), progress)
+                        except BenchError as exc:
+                            point.refused = f"bench: {exc}"
+        except SmokeError as exc:  # this value cannot start here; the others may
+            point.refused = f"not started: {exc}"
         say(f"sweep {index}/{len(sweep.values)}: " + (f"refused: {point.refused}" if point.result is None else
                                                       f"{point.average:.2f} t/s on average"))
         points.append(point)

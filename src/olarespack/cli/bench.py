@@ -233,8 +233,8 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
             raise UsageError(f"{', '.join(given)}: only with --sweep FIELD=V1,V2,...")
     else:
         others = [name for name, on in (("--url", url), ("--responses", log_file), ("--job", as_job),
-                                        ("--exec", as_exec), ("--record", record), ("--api-key", api_key),
-                                        ("--model", model)) if on]
+                                        ("--exec", as_exec), ("--record", record), ("--model", model),
+                                        ("--api-key", _typed("api_key"))) if on]
         if others:
             raise UsageError(f"--sweep boots the app's server here for each value: not with {', '.join(others)}")
         if tiny == (models_dir is not None):
@@ -362,3 +362,9 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
     return result
 
 
+
+
+def _typed(name: str) -> bool:
+    """Whether an option was given on the command line (not read from its environment variable)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.COMMANDLINE

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from olarespack.cli.bench_inputs import loaded, plot_target, progress_printer, prompt_text, spec_file
+from olarespack.core.text import printable
 
 if TYPE_CHECKING:
     from olarespack.bench.shown import Shown
@@ -42,15 +43,20 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
             text = read_spec_text(path)
         for value in sweep.values:
             variant_text(str(path), text, sweep, value)
+        _try_write(path, text, sweep, settings, where="the engine build")
     work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
+    points: list[Any] = []
     try:
         points, where = run_sweep(path, sweep, settings, Limits(max_tokens=max_tokens, run_s=run_timeout), work,
                                   models=models_dir.resolve() if models_dir else None,
                                   engine_path=engine_path.absolute() if engine_path else None, cache=DEFAULT_CACHE,
-                                  say=lambda line: click.echo(line, err=True), boot_timeout=BOOT_TIMEOUT_S,
-                                  progress=progress_printer(settings))
+                                  say=lambda line: click.echo(printable(line), err=True),
+                                  boot_timeout=BOOT_TIMEOUT_S, progress=progress_printer(settings))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if any(point.result is None for point in points):  # a refused value's server log stays where it was
+            click.echo(f"note: the refused values' server logs are kept in {work}", err=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     chosen = best(points, criterion)
     if plot_file is not None:
         from olarespack.bench.plot import plot_sweep_png
@@ -70,11 +76,27 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
                                **as_dict(sweep, points, criterion)}, indent=2, sort_keys=True, default=str))
     else:
         for line in table(sweep, points, criterion):
-            click.echo(line)
+            click.echo(printable(line))
     if chosen is None:
-        raise BenchError(f"sweep of {sweep.field}: no value was measured ({points[0].refused})")
+        raise BenchError(printable(f"sweep of {sweep.field}: no value was measured ({points[0].refused})"))
     if write:
         _write_sweep(path, sweep, chosen.value, record(sweep, points, criterion, settings, where, dt.date.today()))
+
+
+def _try_write(path: Path, text: str, sweep: Any, settings: Any, where: str) -> None:
+    """The write --write would make, tried on the spec's text with stand-in figures before the first boot:
+    what the changelog's layout or the spec would refuse is said before the sweep runs, not after it."""
+    from olarespack.bench.edit import record_bench
+    from olarespack.bench.run import Result, Run
+    from olarespack.bench.sweep import Point, record, variant_text
+    from olarespack.spec.load import load_edited_spec
+
+    stand_in = [Point(value, Result("", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0)
+                                                  for i in range(1, settings.runs + 1)]))
+                for value in sweep.values]
+    values = record(sweep, stand_in, "average", settings, where, dt.date.today())
+    edited, _ = record_bench(str(path), variant_text(str(path), text, sweep, sweep.values[0]), values, key="sweep")
+    load_edited_spec(edited, str(path))
 
 
 def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) -> None:
@@ -115,15 +137,19 @@ def grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, 
     settings = Settings(model=chosen, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
                         temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
                         gpu_mode=gpu_mode)
-    cells = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
-                     say=lambda line: click.echo(shown.text(line), err=True))
+    cells, stopped = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
+                              say=lambda line: click.echo(shown.text(line), err=True))
     if as_json:
         import json
 
         click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, "url": where,
-                                          "gpu_mode": gpu_mode, "notes": notes,
+                                          "gpu_mode": gpu_mode, "notes": notes, "stopped": stopped,
                                           "cells": [cell.summary() for cell in cells]}),
                               indent=2, sort_keys=True))
-        return
-    for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
-        click.echo(shown.text(line))
+    else:
+        for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
+            click.echo(shown.text(line))
+    if stopped is not None:
+        from olarespack.bench.client import BenchError
+
+        raise BenchError(f"{where}: the grid stopped at {stopped} (the cells before it are above)")

@@ -49,7 +49,10 @@ def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:
 
     from ruamel.yaml.error import YAMLError
 
-    data: Any = YAML(typ="rt").load(text)
+    try:
+        data: Any = YAML(typ="rt").load(text)
+    except YAMLError as exc:
+        raise ValueError(f"the spec is not YAML ({str(exc).splitlines()[0][:120]})") from None
     node: Any = data
     for depth, key in enumerate(path):
         if not hasattr(node, "lc") or not hasattr(node, "get") or key not in node:
@@ -59,7 +62,10 @@ def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:
     key = path[-1]
     if isinstance(node[key], dict | list):
         raise ValueError(f"{'.'.join(path)} is a {'mapping' if isinstance(node[key], dict) else 'list'}, not one value")
-    line, _column = node.lc.key(key)
+    try:
+        line, _column = node.lc.key(key)
+    except KeyError:  # a key that comes from a merge (`<<:`), not written in this mapping
+        raise ValueError(f"{'.'.join(path)} is not written as a one-line `{key}: value`") from None
     lines = text.splitlines(keepends=True)
     ending = lines[line][len(lines[line].rstrip("\r\n")):]
     match = re.match(rf"^(\s*(?:-\s+)?{re.escape(key)}:[ \t]*)(\"[^\"]*\"|'[^']*'|[^#\s][^#]*?)?([ \t]+#.*)?$",
