@@ -208,9 +208,16 @@ def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits,
     where = ""
     for index, (value, variant) in enumerate(zip(sweep.values, variants, strict=True), start=1):
         folder = work / f"value-{index}"
-        folder.mkdir(parents=True, exist_ok=True)
-        copy = folder / spec_file.name
+        # the copy sits where the spec does relative to the project's models/ (<spec's folder>/../models, which
+        # `olarespack model add` fills), so its model facts are the spec's own; the boot works in run/
+        (folder / "apps").mkdir(parents=True, exist_ok=True)
+        project_models = spec_file.absolute().parent.parent / "models"
+        if project_models.is_dir():
+            (folder / "models").symlink_to(project_models, target_is_directory=True)
+        copy = folder / "apps" / spec_file.name
         copy.write_text(variant, encoding="utf-8")
+        folder = folder / "run"
+        folder.mkdir()
         say(f"sweep {index}/{len(sweep.values)}: {sweep.field} = {value}")
         point = Point(value)
         try:
