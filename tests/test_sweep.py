@@ -220,3 +220,26 @@ def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(tmp_path: Path,
     monkeypatch.setenv("OLARESPACK_API_KEY", "secret-key")
     code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), "--sweep", "engine.nothing=1,2", "--tiny")
     assert code != 0 and "engine.nothing is not in the spec" in out and "--api-key" not in out, out
+
+
+def test_the_write_changes_the_field_and_adds_the_sweep_keeping_line_endings(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from olarespack.cli.bench_modes import _write_sweep
+
+    spec = tmp_path / "gemma4-audio.yaml"
+    original = (APPS / "gemma4-audio.yaml").read_text(encoding="utf-8")
+    spec.write_bytes(original.replace("\n", "\r\n").encode("utf-8"))
+    sweep = Sweep("engine.threads", (1, 2))
+    values = record(sweep, [Point(1, result([10.0, 12.0])), Point(2, result([20.0, 22.0]))], "average", SETTINGS,
+                    "llama-server b9101 (CPU build)", dt.date(2026, 12, 2))
+    _write_sweep(spec, sweep, 2, values)
+    data = spec.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"")  # every line still ends CRLF
+    after = data.decode("utf-8").replace("\r\n", "\n").splitlines()
+    before = original.splitlines()
+    removed = [line for line in before if line not in after]
+    added = [line for line in after if line not in before]
+    assert removed == ["  threads: 8"]
+    assert added[0] == "  threads: 2" and added[1] == "    sweep:" and "      chosen: 2" in added
+    assert load_spec(spec).changelog[0].sweep is not None
