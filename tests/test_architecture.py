@@ -193,6 +193,24 @@ def test_every_engine_is_a_package_behind_the_protocol() -> None:
         assert type(engine).__module__.startswith(f"olarespack.engines.{kind}.")
 
 
+def test_every_engine_declares_its_bench_smoke_and_release_rules_on_its_class() -> None:
+    """What bench, smoke and lint need of an engine is declared by the engine class (abstract on the protocol),
+    not found by module name: an engine without one cannot be built, and each one is the right type."""
+    from olarespack.engines import ENGINES
+    from olarespack.engines.base import EngineBench
+    from olarespack.engines.protocol import EngineBase
+    from olarespack.engines.releases import ReleaseRules, refresh_command, tables
+    from olarespack.engines.smoke import EngineSmoke
+
+    assert {"bench", "smoke", "release_rules"} <= EngineBase.__abstractmethods__
+    for kind, engine in ENGINES.items():
+        assert isinstance(engine.bench(), EngineBench) and isinstance(engine.smoke(), EngineSmoke)
+        rules = engine.release_rules()
+        assert isinstance(rules, ReleaseRules)
+        assert tables(kind) and all(table.kind == kind for table in tables(kind))
+        assert refresh_command(kind, tables(kind)[-1].release).startswith("olarespack releases refresh --engine")
+
+
 # --------------------------------------------------------------------------------------- the checks catch
 
 

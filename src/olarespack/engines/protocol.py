@@ -30,6 +30,7 @@ from olarespack.engines.importing import EngineImport, ImportSource
 if TYPE_CHECKING:
     from olarespack.core.errors import Problem
     from olarespack.engines.fit import FitReport, FitRequest
+    from olarespack.engines.releases import ReleaseRules
     from olarespack.engines.smoke import EngineSmoke
 
 S = TypeVar("S", bound=EngineSpec)
@@ -119,31 +120,19 @@ class EngineBase(ABC):
         "0.33"); None where the tag's form is not known to this engine."""
         return None
 
+    # What an engine package declares beside its class, each in a module of its own (imported by the method, so
+    # the registry stays light): abstract, so an engine that lacks one cannot be built and mypy says so.
+    @abstractmethod
     def bench(self) -> EngineBench:
-        """What bench reads of this engine (engines/base.py EngineBench): the BENCH of the engine package's bench
-        module, found beside the engine's module as its template is found by its kind, so an engine package
-        adds bench support in one file of its own."""
-        from importlib import import_module
+        """What bench reads of this engine (engines/base.py EngineBench): its package's bench.BENCH."""
 
-        package = type(self).__module__.rpartition(".")[0]
-        found = getattr(import_module(f"{package}.bench"), "BENCH", None)
-        if not isinstance(found, EngineBench):
-            raise TypeError(f"{package}.bench.BENCH is not an EngineBench")
-        return found
-
-
+    @abstractmethod
     def smoke(self) -> EngineSmoke:
-        """How `olarespack smoke` boots this engine here (engines/smoke.py EngineSmoke): the SMOKE of the engine
-        package's smoke module, found as bench's is."""
-        from importlib import import_module
+        """How `olarespack smoke` boots this engine here (engines/smoke.py EngineSmoke): its package's smoke.SMOKE."""
 
-        from olarespack.engines.smoke import EngineSmoke
-
-        package = type(self).__module__.rpartition(".")[0]
-        found = getattr(import_module(f"{package}.smoke"), "SMOKE", None)
-        if not isinstance(found, EngineSmoke):
-            raise TypeError(f"{package}.smoke.SMOKE is not an EngineSmoke")
-        return found
+    @abstractmethod
+    def release_rules(self) -> ReleaseRules:
+        """Its release tables' reader, refresh command and own checks (engines/releases.py ReleaseRules)."""
 
 
 class Engine(EngineBase, Generic[S]):

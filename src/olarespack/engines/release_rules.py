@@ -17,9 +17,9 @@ from olarespack.engines.releases import (
     Item,
     ReleaseFacts,
     ReleaseMatch,
-    engine_module,
     image_release,
     read_items,
+    rules_of,
     tables,
 )
 
@@ -163,10 +163,10 @@ def release_problems(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
         from olarespack.engines import engine_for
 
         engine = engine_for(engine.with_context(1))
-    module = engine_module(engine.kind)
-    facts = module.widen(facts, family) if hasattr(module, "widen") else facts
+    rules = rules_of(engine.kind)
+    facts = rules.widen(facts, family)
     items = read_items(engine.rendered_items(), facts)
-    checked_elsewhere: frozenset[str] = getattr(module, "TYPED_VALUES_CHECKED", frozenset())
+    checked_elsewhere = rules.typed_values_checked
     for item in items:
         problem = _option_problem(file, item, facts, match, engine.title) or \
             _deprecated_problem(file, item, facts, engine.title)
@@ -175,7 +175,6 @@ def release_problems(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
             problem = _value_problem(file, item, facts, match, engine.title)
         if problem is not None:
             yield problem
-    if hasattr(module, "command_problems"):
-        yield from module.command_problems(file, items, facts)
+    yield from rules.command_problems(file, items, facts)
     yield from _env_problems(file, spec_engine, facts, match, engine.title)
 

@@ -1,27 +1,27 @@
 """What each shipped engine release accepts, from facts generated out of the engines' own artifacts.
 
 Each engine package carries its tables in `engines/<kind>/releases/<kind>-<release>.json` (written by
-tools/engine_releases/, never by hand) and a reader, `engines/<kind>/release_rules.py`, whose
-`read_table(release, raw)` turns one table into ReleaseFacts. This module finds the table an image's release
-uses: the exact one, else the nearest older one (and says so), never a silent pass for a release newer than
-every table.
+`olarespack releases refresh`, never by hand) and its ReleaseRules (the engine class's `release_rules()`):
+`read_table(release, raw)` turns one table into ReleaseFacts, and its own checks ride beside it. This module
+finds the table an image's release uses: the exact one, else the nearest older one (and says so), never a
+silent pass for a release newer than every table.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from olarespack.core.errors import Problem
     from olarespack.engines.base import EngineSpec
+    from olarespack.engines.images import ImageFamily
     from olarespack.engines.protocol import EngineBase
 
 
@@ -89,9 +89,33 @@ class ReleaseMatch:
     newer: bool = False  # the release is newer than every table: what the table lacks may be new, not wrong
 
 
-def engine_module(kind: str) -> ModuleType:
-    """The engine package's release_rules module: its table reader, refresh command and own checks."""
-    return importlib.import_module(f"olarespack.engines.{kind}.release_rules")
+def _same(facts: ReleaseFacts, family: ImageFamily) -> ReleaseFacts:
+    return facts
+
+
+def _none(file: str, items: list[Item], facts: ReleaseFacts) -> Iterator[Problem]:
+    return iter(())
+
+
+@dataclass(frozen=True)
+class ReleaseRules:
+    """What an engine package says about its releases, declared on its engine class (`release_rules()`), so a
+    new engine that lacks one cannot be built and mypy checks each part's signature."""
+
+    refresh: str  # the command that writes a release's table: `{release}` and `{number}` filled in
+    read_table: Callable[[str, dict[str, Any]], ReleaseFacts]  # one table (its JSON) -> ReleaseFacts
+    # writes the tables a refresh asks for (the engine's surface reader; the network is reached there only)
+    refresh_request: Callable[[RefreshRequest, Callable[[str], None]], tuple[list[Path], list[str]]]
+    widen: Callable[[ReleaseFacts, ImageFamily], ReleaseFacts] = _same  # a fork family's additions
+    command_problems: Callable[[str, list[Item], ReleaseFacts], Iterator[Problem]] = _none  # its own checks
+    typed_values_checked: frozenset[str] = frozenset()  # options whose value another rule checks
+
+
+def rules_of(kind: str) -> ReleaseRules:
+    """An engine's release rules, as its engine class declares them."""
+    from olarespack.engines import ENGINES
+
+    return ENGINES[kind].release_rules()
 
 
 @cache
@@ -100,7 +124,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
     from olarespack.engines import ENGINES
 
     engine = ENGINES[kind]
-    reader: Callable[[str, dict[str, object]], ReleaseFacts] = engine_module(kind).read_table
+    reader = rules_of(kind).read_table
     folder = resources.files("olarespack").joinpath(f"engines/{kind}/releases")
     found: list[tuple[tuple[int, ...], ReleaseFacts]] = []
     for entry in folder.iterdir():
@@ -116,7 +140,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
 
 def refresh_command(kind: str, release: str) -> str:
     """The command that writes the table of a release (README: Engine releases)."""
-    template: str = engine_module(kind).REFRESH
+    template = rules_of(kind).refresh
     return template.format(release=release, number=release.lstrip("bv"))
 
 
@@ -135,11 +159,7 @@ class RefreshRequest:
 def refresh(kind: str, request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
     """Write the release tables asked, from the engine's artifacts (the network is reached here only): the
     files written and one line per failure."""
-    module = importlib.import_module(f"olarespack.engines.{kind}.surface")
-    written: list[Path]
-    failed: list[str]
-    written, failed = module.refresh_request(request, progress)
-    return written, failed
+    return rules_of(kind).refresh_request(request, progress)
 
 
 def match_release(engine: EngineBase, asked: str | None) -> ReleaseMatch:

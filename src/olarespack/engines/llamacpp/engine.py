@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from olarespack.core.errors import Problem
-from olarespack.engines.base import Arg, ContainerResources
+from olarespack.engines.base import Arg, ContainerResources, EngineBench
 from olarespack.engines.bootlog import BootLog
 from olarespack.engines.common import image_tag
 from olarespack.engines.cuda import ImageCuda
@@ -31,6 +31,8 @@ from olarespack.engines.llamacpp.spec import (
     gguf_path,
 )
 from olarespack.engines.protocol import Engine
+from olarespack.engines.releases import ReleaseRules
+from olarespack.engines.smoke import EngineSmoke
 
 
 class LlamaCpp(Engine[LlamaCppEngine]):
@@ -133,6 +135,21 @@ class LlamaCpp(Engine[LlamaCppEngine]):
 
     def log_reader(self) -> LlamaCppLog:
         return LlamaCppLog(self.kind)
+
+    def bench(self) -> EngineBench:
+        from olarespack.engines.llamacpp.bench import BENCH
+
+        return BENCH
+
+    def smoke(self) -> EngineSmoke:
+        from olarespack.engines.llamacpp.smoke import SMOKE
+
+        return SMOKE
+
+    def release_rules(self) -> ReleaseRules:
+        from olarespack.engines.llamacpp.release_rules import RULES
+
+        return RULES
 
     def calibration_values(self, engine: LlamaCppEngine, log: BootLog, gpu_memory: int) -> dict[str, Any]:
         reading = log.of(self.kind, LlamaCppLog)

@@ -4,11 +4,13 @@ each build's common/arg.cpp, surface.py) read into ReleaseFacts."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from olarespack.engines.images import ImageFamily
-from olarespack.engines.releases import OptionFacts, ReleaseFacts
+from olarespack.engines.releases import OptionFacts, RefreshRequest, ReleaseFacts, ReleaseRules
 
 REFRESH = "olarespack releases refresh --engine llama.cpp {number}"
 SPEC_TYPE = "--spec-type"
@@ -65,3 +67,13 @@ def widen(facts: ReleaseFacts, family: ImageFamily) -> ReleaseFacts:
             if (found := options.get(flag)) is not None and found.values is not None and added:
                 options[flag] = replace(found, values=found.values | frozenset(added))
     return replace(facts, options=options, release=facts.release, source=f"{family.name} on {facts.source}")
+
+
+def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+    from olarespack.engines.llamacpp.surface import refresh_request  # the sdist reader: only a refresh needs it
+
+    return refresh_request(request, progress)
+
+
+RULES = ReleaseRules(refresh=REFRESH, read_table=read_table, refresh_request=_refresh_request, widen=widen,
+                     typed_values_checked=TYPED_VALUES_CHECKED)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from olarespack.core.errors import ModelDataError, Problem
-from olarespack.engines.base import Arg, Flag, compact_json
+from olarespack.engines.base import Arg, EngineBench, Flag, compact_json
 from olarespack.engines.bootlog import BootLog
 from olarespack.engines.calibration import calibration_problems
 from olarespack.engines.common import image_tag, is_gemma4
@@ -17,7 +17,8 @@ from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.protocol import Engine
-from olarespack.engines.releases import image_release
+from olarespack.engines.releases import ReleaseRules, image_release
+from olarespack.engines.smoke import EngineSmoke
 from olarespack.engines.vllm import cuda
 from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
@@ -174,6 +175,21 @@ class Vllm(Engine[VllmEngine]):
 
     def log_reader(self) -> VllmLog:
         return VllmLog(self.kind)
+
+    def bench(self) -> EngineBench:
+        from olarespack.engines.vllm.bench import BENCH
+
+        return BENCH
+
+    def smoke(self) -> EngineSmoke:
+        from olarespack.engines.vllm.smoke import SMOKE
+
+        return SMOKE
+
+    def release_rules(self) -> ReleaseRules:
+        from olarespack.engines.vllm.release_rules import RULES
+
+        return RULES
 
     def import_argv(self, argv: list[str], image: str, source: ImportSource) -> EngineImport:
         return import_vllm(argv, image, self.flags)

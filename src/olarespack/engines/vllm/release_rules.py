@@ -5,14 +5,13 @@ into ReleaseFacts, and the checks only vLLM needs: the speculative config's keys
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from olarespack.core.errors import Problem
-from olarespack.engines.releases import Item, OptionFacts, ReleaseFacts
+from olarespack.engines.releases import Item, OptionFacts, RefreshRequest, ReleaseFacts, ReleaseRules
 from olarespack.engines.vllm.spec import METHOD_SINCE
-
-REFRESH = "olarespack releases refresh --engine vllm {release}"
 
 # flags whose value is a name from one of the table's registries
 _ENUMERATED = {"--kv-cache-dtype": "kv_cache_dtypes", "--attention-backend": "attention_backends",
@@ -114,3 +113,13 @@ def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Itera
             yield Problem(file, item.path, f"{item.option} and --speculative-config's {same!r} set the same "
                           f"thing; {where} refuses the two together", f"give {same} in one place only",
                           rule="engine-release-conflict")
+
+
+def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
+    from olarespack.engines.vllm.surface import refresh_request  # the wheel reader: only a refresh needs it
+
+    return refresh_request(request, progress)
+
+
+RULES = ReleaseRules(refresh="olarespack releases refresh --engine vllm {release}", read_table=read_table,
+                     refresh_request=_refresh_request, command_problems=command_problems)
