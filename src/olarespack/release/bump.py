@@ -38,8 +38,8 @@ class Repo:
         folder = (self.charts_dir / name).resolve().relative_to(self.root.resolve()).as_posix()
         return gitref.folder_at(self.root, self.base, folder)
 
-    def spec_version(self, file: Path) -> str | None:
-        """The version a spec file said at the base, when the file was there (its chart need not be)."""
+    def _spec_at_base(self, file: Path) -> dict[str, Any] | None:
+        """A spec file's data at the base, when the file was there and loads."""
         try:
             relative = file.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
@@ -51,8 +51,19 @@ class Repo:
             data: Any = parse_yaml(relative, text)
         except SpecError:
             return None
-        version = data.get("version") if isinstance(data, dict) else None
+        return data if isinstance(data, dict) else None
+
+    def spec_version(self, file: Path) -> str | None:
+        """The version a spec file said at the base, when the file was there (its chart need not be)."""
+        version = (self._spec_at_base(file) or {}).get("version")
         return version if is_version(version) else None
+
+    def sweep_released(self, file: Path, version: str, sweep: dict[str, Any]) -> bool:
+        """Whether a version's sweep record was already there at the base (released with that version)."""
+        changelog = (self._spec_at_base(file) or {}).get("changelog")
+        entries = changelog if isinstance(changelog, list) else []
+        return any(isinstance(entry, dict) and str(entry.get("version")) == version and entry.get("sweep") == sweep
+                   for entry in entries)
 
 
 def diffs(helm: Helm, repo: Repo, files: list[Path]) -> tuple[list[App], list[AppDiff]]:
@@ -105,13 +116,24 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             continue
         path = Path(app.file)
         try:
-            edit = edit_spec(path, read_spec_text(path), part, text, today)
+            spec_text = read_spec_text(path)
+            edit = edit_spec(path, spec_text, part, text, today, carry_sweep=_unreleased_sweep(repo, path, spec_text))
             bumps.append(Bump(edit, app.spec.name, _render_edit(edit), text, tuple(stale_figures(diff))))
         except ProblemsError as exc:
             problems += exc.problems
     if problems:
         raise ProblemsError(problems)
     return bumps, skipped
+
+
+def _unreleased_sweep(repo: Repo, path: Path, text: str) -> bool:
+    """Whether the newest entry holds a sweep written since the base (`bench --sweep --write`): the setting it
+    chose is what this bump releases, so the record moves into the new entry."""
+    data: Any = parse_yaml(str(path), text)
+    changelog = data.get("changelog") if isinstance(data, dict) else None
+    top = changelog[0] if isinstance(changelog, list) and changelog and isinstance(changelog[0], dict) else {}
+    sweep = top.get("sweep")
+    return isinstance(sweep, dict) and not repo.sweep_released(path, str(top.get("version")), sweep)
 
 
 def _released_ahead(repo: Repo, app: App, diff: AppDiff) -> str | None:

@@ -40,8 +40,10 @@ def _yaml_text(note: str) -> str:
     return json.dumps(note, ensure_ascii=False)
 
 
-def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date) -> SpecEdit:
-    """The spec's text with its version raised and a changelog entry on top; nothing else moves."""
+def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date, carry_sweep: bool = False) -> SpecEdit:
+    """The spec's text with its version raised and a changelog entry on top; nothing else moves, except, with
+    carry_sweep, the sweep recorded in the entry below (a sweep not yet released: the setting it chose ships in
+    the new version, so its record goes with it)."""
     data: Any = YAML(typ="rt").load(text)  # a CommentedMap: it knows the line of every key
 
     def refuse(path: str, message: str, fix: str) -> ProblemsError:
@@ -56,21 +58,49 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date) -> S
     if not _replace_value(lines, data.lc.key("version")[0], "version", old_version, new_version):
         raise refuse("version", "the version line is not a plain `version: X.Y.Z` line", "write it on one line")
 
-    first_line, first_column = data["changelog"].lc.item(0)
+    changelog = data["changelog"]
+    before: Any = YAML(typ="safe", pure=True).load(text)
+    sweep = before["changelog"][0].get("sweep") if carry_sweep else None
+    if sweep is not None:
+        del lines[slice(*_key_block(data, changelog[0], "sweep", len(lines), lines))]
+    first_line, first_column = changelog.lc.item(0)
     indent = " " * (first_column - 2)
     entry = [f"{indent}- version: {new_version}\n", f"{indent}  date: {today.isoformat()}\n",
              f"{indent}  note: {_yaml_text(note)}\n"]
     lines[first_line:first_line] = entry
     new_text = "".join(lines)
+    new_entry: dict[str, Any] = {"version": new_version, "date": today, "note": note}
+    older = [dict(before["changelog"][0]), *before["changelog"][1:]]
+    if sweep is not None:
+        from olarespack.bench.edit import record_bench
+
+        new_text, _ = record_bench(str(file), new_text, sweep, key="sweep")
+        new_entry["sweep"] = sweep
+        del older[0]["sweep"]
 
     # the edit must change exactly the version and prepend the entry: check it on the data, not the text
-    before, after = YAML(typ="safe", pure=True).load(text), YAML(typ="safe", pure=True).load(new_text)
-    expected: dict[str, Any] = {**before, "version": new_version,
-                                "changelog": [{"version": new_version, "date": today, "note": note},
-                                              *before["changelog"]]}
+    after = YAML(typ="safe", pure=True).load(new_text)
+    expected: dict[str, Any] = {**before, "version": new_version, "changelog": [new_entry, *older]}
     if after != expected:
         raise refuse("changelog", "the changelog layout defeats an in-place edit", "edit the spec by hand")
     return SpecEdit(file, old_version, new_version, new_text)
+
+
+def _key_block(data: Any, entry: Any, key: str, end_of_file: int, lines: list[str]) -> tuple[int, int]:
+    """The lines [start, end) of one key's block in a changelog entry (its value's lines; the comments and blank
+    lines after it stay with what follows)."""
+    from olarespack.core.yamledit import last_content_line
+
+    keys = list(entry)
+    position = keys.index(key)
+    start = entry.lc.key(key)[0]
+    changelog = data["changelog"]
+    top = list(data)
+    after = top.index("changelog") + 1
+    stop = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else \
+        changelog.lc.item(1)[0] if len(changelog) > 1 else \
+        data.lc.key(top[after])[0] if after < len(top) else end_of_file
+    return start, last_content_line(lines, start, stop)
 
 
 @dataclass(frozen=True)
