@@ -19,7 +19,7 @@ from conftest import shared
 from olarespack.check.inputs import classify
 from olarespack.cli import main
 from olarespack.cli.group import helm_binary
-from olarespack.importer import _containers, _documents, server_command_line
+from olarespack.importer import _containers, rendered_documents, server_command_line
 from olarespack.importer.compare import argv_differences
 from olarespack.project import render_apps
 from olarespack.render import render_chart
@@ -71,7 +71,7 @@ def image_of(folder: Path) -> str:
     """The server container's image, as helm renders the chart for Olares."""
     with ExitStack() as stack:
         _, targets, _ = classify([str(folder)], stack)
-        containers, _ = _containers(_documents(targets[0], helm_binary()))
+        containers, _ = _containers(rendered_documents(targets[0], helm_binary()))
     return next(str(c.spec.get("image")) for c in containers if c.kind)
 
 

@@ -37,7 +37,7 @@ import yaml
 from conftest import APP_FILES, APPS, run_cli
 from olarespack.check.inputs import classify
 from olarespack.cli.group import helm_binary
-from olarespack.importer import _containers, _documents
+from olarespack.importer import _containers, rendered_documents
 from olarespack.render import render_chart
 from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
@@ -90,7 +90,7 @@ def pod_argv(spec_file: Path, out: Path) -> tuple[list[str], dict[str, str]]:
     write_chart(render_chart(load_spec(spec_file), str(spec_file)), folder)
     with ExitStack() as stack:
         _, targets, _ = classify([str(folder)], stack)
-        containers, _ = _containers(_documents(targets[0], helm_binary()))
+        containers, _ = _containers(rendered_documents(targets[0], helm_binary()))
     server = next(c for c in containers if c.kind is not None)
     assert (server.kind, server.resolved.unresolved) == ("llamacpp", []), server.resolved.unresolved
     return server.resolved.argv, dict(server.env.values)

@@ -111,7 +111,7 @@ def test_the_record_says_each_value_and_the_chosen_one() -> None:
 
 @pytest.mark.parametrize("args, said", [
     (["--sweep", "engine.threads=1,2", "--url", "http://127.0.0.1:1", "--tiny"], "not with --url"),
-    (["--sweep", "engine.threads=1,2"], "give --tiny"),
+    (["--sweep", "engine.threads=1,2"], "give one of --tiny"),
     (["--tiny", "--url", "http://127.0.0.1:1"], "--tiny: only with --sweep"),
     (["--write", "--url", "http://127.0.0.1:1"], "--write: only with --sweep"),
     (["--sweep", "engine.nothing=1,2", "--tiny", "--write"], "engine.nothing is not in the spec"),

@@ -69,12 +69,19 @@ def _env(url: str, settings: Settings, engine: EngineBench, limits: Limits) -> d
             "BENCH_REQUEST": json.dumps(body, separators=(",", ":"), ensure_ascii=False)}
 
 
+def exec_argv(app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench,
+              limits: Limits) -> list[str]:
+    """The `kubectl exec` command that runs the loop (its last item) in the engine's container, against the server
+    on loopback."""
+    env = _env(f"http://127.0.0.1:{port}", settings, engine, limits)
+    return ["kubectl", "exec", "-n", namespace, f"deploy/{app}", "-c", container, "--", "env",
+            *(f"{k}={v}" for k, v in env.items()), "sh", "-c", SCRIPT]
+
+
 def exec_command(app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench,
                  limits: Limits) -> str:
-    """The `kubectl exec` line that runs the loop in the engine's container, against the server on loopback."""
-    env = _env(f"http://127.0.0.1:{port}", settings, engine, limits)
-    argv = ["kubectl", "exec", "-n", namespace, f"deploy/{app}", "-c", container, "--", "env",
-            *(f"{k}={v}" for k, v in env.items()), "sh", "-c", SCRIPT]
+    """The `kubectl exec` line, its log written to bench.log."""
+    argv = exec_argv(app, namespace, container, port, settings, engine, limits)
     return " ".join(shlex.quote(item) for item in argv) + " > bench.log"
 
 

@@ -137,8 +137,9 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
 @click.command()
 @click.argument("app", metavar="APP_OR_SPEC")
 @click.option("--url", help="The server's address, e.g. http://127.0.0.1:8000 (a /v1 suffix is fine).")
-@click.option("--responses", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read the log of an in-box bench (--job or --exec) instead of sending requests.")
+@click.option("--responses", "log_file", type=click.Path(exists=True, path_type=Path),
+              help="Read the log of an in-box bench (--job or --exec) instead of sending requests (with --sweep: "
+                   "the folder of the in-box sweep's logs).")
 @click.option("--job", "as_job", is_flag=True, help="Print a Kubernetes Job that runs the bench in the box.")
 @click.option("--exec", "as_exec", is_flag=True, help="Print the kubectl exec line that runs it in the pod.")
 @click.option("--namespace", help="The app's namespace in the box (default: APP-USER with --user).")
@@ -165,8 +166,9 @@ def _in_box(spec: AppSpec, as_job: bool, namespace: str, settings: Settings, lim
               help="Draw the runs' tokens per second into this PNG file.")
 @click.option("--record", is_flag=True, help="Write the result into the spec's changelog entry for its version.")
 @click.option("--sweep", "sweep_given", metavar="FIELD=V1,V2,...",
-              help="Restart the app's engine here with each value of one spec field and bench each, e.g. "
-                   "engine.speculative.num_speculative_tokens=6,8,10 (with --tiny or --models).")
+              help="Restart the app's engine with each value of one spec field and bench each, e.g. "
+                   "engine.speculative.num_speculative_tokens=6,8,10: here (--tiny or --models), or in the box "
+                   "(--exec prints the steps, --responses DIR reads their logs).")
 @click.option("--tiny", is_flag=True, help="--sweep: boot on tiny random-weight models of the spec's architecture.")
 @click.option("--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="--sweep: a folder holding the spec's own model files.")
@@ -232,17 +234,34 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
         if given:
             raise UsageError(f"{', '.join(given)}: only with --sweep FIELD=V1,V2,...")
     else:
-        others = [name for name, on in (("--url", url), ("--responses", log_file), ("--job", as_job),
-                                        ("--exec", as_exec), ("--record", record), ("--model", model),
+        others = [name for name, on in (("--url", url), ("--job", as_job), ("--record", record), ("--model", model),
                                         ("--api-key", _typed("api_key"))) if on]
         if others:
-            raise UsageError(f"--sweep boots the app's server here for each value: not with {', '.join(others)}")
-        if tiny == (models_dir is not None):
-            raise UsageError("--sweep: give --tiny (random-weight stand-ins) or --models DIR (the spec's own files)")
-        from olarespack.cli.bench_modes import sweep
+            raise UsageError(f"--sweep boots the app's server here for each value, or patches the box's app (--exec): "
+                             f"not with {', '.join(others)}")
+        places = [name for name, on in (("--tiny", tiny), ("--models", models_dir), ("--exec", as_exec),
+                                        ("--responses", log_file)) if on]
+        if len(places) != 1:
+            raise UsageError("--sweep: give one of --tiny (random-weight stand-ins here), --models DIR (the spec's own "
+                             "files here), --exec (the steps that sweep the app installed in a box) or --responses "
+                             "DIR (the logs those steps wrote)" + (f", not {' and '.join(places)}" if places else ""))
+        from olarespack.cli.bench_modes import sweep, sweep_steps
 
+        if as_exec:
+            given = [name for name, on in (("--write", write), ("--plot", plot_file), ("--engine", engine_path),
+                                           ("--json", as_json)) if on]
+            if given or not (namespace or user):
+                raise UsageError("--sweep --exec prints the steps that sweep the box's app: it needs --user NAME or "
+                                 "--namespace" + (f", and {', '.join(given)} go with --responses DIR, which reads "
+                                                  "their logs" if given else ""))
+            sweep_steps(sweep_given, app, apps_dir, namespace, user, runs, warmups, max_tokens, temperature, top_p,
+                        prompt_file, run_timeout)
+            return
+        if log_file is not None and (not log_file.is_dir() or engine_path is not None):
+            raise UsageError("--sweep --responses: give the folder the in-box sweep wrote its logs in (sweep-1.log, "
+                             "...)" + (", not --engine" if engine_path is not None else ""))
         sweep(sweep_given, app, apps_dir, runs, warmups, max_tokens, temperature, top_p, prompt_file, no_stream,
-               run_timeout, gpu_mode, as_json, plot_file, models_dir, engine_path, criterion, write)
+               run_timeout, gpu_mode, as_json, plot_file, models_dir, engine_path, criterion, write, log_file)
         return
     try:
         _bench(shown, app, url, log_file, as_job, as_exec, namespace, user, model, runs, warmups, max_tokens,
@@ -271,6 +290,9 @@ def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_jo
     if len(modes) != 1:
         raise UsageError("give one of --url, --responses, --job or --exec" + (f" (not {' and '.join(modes)})"
                                                                             if modes else ""))
+    if log_file is not None and log_file.is_dir():
+        raise UsageError(f"--responses {log_file}: a folder (of an in-box sweep's logs: give --sweep); give the log "
+                         "file the in-box bench wrote")
     if record and modes[0] not in ("--url", "--responses"):
         raise UsageError("--record writes a measurement: give --url or --responses")
     if url is not None:

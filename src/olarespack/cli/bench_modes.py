@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
            top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, gpu_mode: str | None,
            as_json: bool, plot_file: Path | None, models_dir: Path | None, engine_path: Path | None, criterion: str,
-           write: bool) -> None:
+           write: bool, logs: Path | None = None) -> None:
     import shutil
     import tempfile
 
-    from olarespack.bench.client import BenchError, Limits
+    from olarespack.bench.client import Limits
     from olarespack.bench.run import Settings
-    from olarespack.bench.sweep import as_dict, best, parse_sweep, record, run_sweep, table, variant_text
+    from olarespack.bench.sweep import parse_sweep, run_sweep, variant_text
     from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
     from olarespack.spec.inplace import editing, read_spec_text
 
@@ -38,6 +38,10 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
                         gpu_mode=gpu_mode)
     if plot_file is not None:
         plot_target(plot_file, [path, prompt_file])
+    if logs is not None:  # the in-box sweep's logs: its settings are theirs
+        logged, where, settings = _logged_points(logs, sweep, spec, gpu_mode)
+        _swept(path, spec, sweep, logged, where, settings, criterion, plot_file, as_json, write)
+        return
     if write:  # what the write would refuse is said before the first boot
         with editing(path):
             text = read_spec_text(path)
@@ -57,7 +61,17 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
             click.echo(f"note: the refused values' server logs are kept in {work}", err=True)
         else:
             shutil.rmtree(work, ignore_errors=True)
+    _swept(path, spec, sweep, points, where, settings, criterion, plot_file, as_json, write)
+
+
+def _swept(path: Path, spec: Any, sweep: Any, points: list[Any], where: str, settings: Any, criterion: str,
+           plot_file: Path | None, as_json: bool, write: bool) -> None:
+    """A sweep's measured points shown (table or JSON, plot) and, with write, the best value written."""
+    from olarespack.bench.client import BenchError
+    from olarespack.bench.sweep import as_dict, best, record, table
+
     chosen = best(points, criterion)
+    runs, prompt_name = settings.runs, settings.prompt_name
     if plot_file is not None:
         from olarespack.bench.plot import plot_sweep_png
         from olarespack.write import write_file
@@ -81,6 +95,82 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
         raise BenchError(printable(f"sweep of {sweep.field}: no value was measured ({points[0].refused})"))
     if write:
         _write_sweep(path, sweep, chosen.value, record(sweep, points, criterion, settings, where, dt.date.today()))
+
+
+def _logged_points(logs: Path, sweep: Any, spec: Any, gpu_mode: str | None) -> tuple[list[Any], str, Any]:
+    """Each value's figures from the in-box sweep's logs (sweep-1.log ...), all measured the same way."""
+    from dataclasses import replace
+
+    from olarespack.bench.client import BenchError
+    from olarespack.bench.inbox import read_log
+    from olarespack.bench.inbox_sweep import read_logs
+    from olarespack.bench.sweep import Point
+    from olarespack.engines import engine_for
+
+    engine = engine_for(spec.engine).engine
+    engine_bench = engine.bench()
+    found = read_logs(logs, len(sweep.values), lambda text, name: read_log(text, name, engine_bench),
+                      engine.smoke().refusal, sweep.field)
+    results = [result for result in found if not isinstance(result, str)]
+    if not results:
+        raise BenchError(printable(f"sweep of {sweep.field}: no value was measured ({found[0]})"))
+    first = results[0].settings
+    for result in results[1:]:
+        if replace(result.settings, prompt="") != replace(first, prompt=""):
+            raise BenchError(printable(f"{result.url}: measured with other settings than {results[0].url} (model, "
+                                       "prompt, tokens, runs): run the in-box sweep's steps again as printed"))
+    settings = replace(first, gpu_mode=gpu_mode) if gpu_mode else first
+    points = [Point(value, refused=printable(result)) if isinstance(result, str) else Point(value, result)
+              for value, result in zip(sweep.values, found, strict=True)]
+    return points, "the box (kubectl exec)", settings
+
+
+def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, user: str | None, runs: int,
+                warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None,
+                run_timeout: float) -> None:
+    """The in-box sweep's steps as a shell script (bench/inbox_sweep.py): each value patched into the installed
+    app's Deployment, its rollout awaited, the bench run in the new pod, the spec's value put back."""
+    import shutil
+    import tempfile
+
+    from olarespack.bench.client import Limits
+    from olarespack.bench.inbox import exec_argv
+    from olarespack.bench.inbox_sweep import check_patchable, render, script
+    from olarespack.bench.run import Settings
+    from olarespack.bench.sweep import parse_sweep, variant_text
+    from olarespack.engines import engine_for
+    from olarespack.spec.inplace import editing, read_spec_text
+
+    sweep = parse_sweep(given)
+    path = spec_file(app, apps_dir)
+    spec = loaded(path)
+    engine = engine_for(spec.engine)
+    prompt, prompt_name = prompt_text(prompt_file)
+    settings = Settings(model=engine.engine.bench().served_name(spec.engine) or spec.name, prompt=prompt,
+                        prompt_name=prompt_name, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                        warmups=warmups, runs=runs, stream=False)
+    with editing(path):
+        text = read_spec_text(path)
+    variants = [variant_text(str(path), text, sweep, value) for value in sweep.values]
+    container = engine.engine.container_name
+    work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
+    try:
+        base = render(path, None, text, work / "spec", spec.name)
+        renders = [render(path, value, variant, work / f"value-{index}", spec.name)
+                   for index, (value, variant) in enumerate(zip(sweep.values, variants, strict=True), start=1)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for rendered in renders:
+        check_patchable(str(path), sweep.field, base, rendered, container)
+    namespace = namespace or f"{spec.name}-{user}"
+    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
+
+    bench_argv = exec_argv(spec.name, namespace, container, engine.server_port(), settings, engine.engine.bench(),
+                           limits)
+    click.echo(script(spec.name, namespace, container, sweep.field, renders, base, bench_argv, str(spec.version)),
+               nl=False)
+    click.echo(f"# run it in the box (sh sweep.sh), then: olarespack bench {path} --sweep {given} --responses DIR "
+               "[--write] [--plot FILE.png], DIR the folder it ran in", err=True)
 
 
 def _try_write(path: Path, text: str, sweep: Any, settings: Any, where: str) -> None:

@@ -76,7 +76,9 @@ class _Container:
         return self.engine.kind if self.engine else None
 
 
-def _documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
+def rendered_documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
+    """The chart as helm renders it for Olares (the values Olares injects), each object checked by the Kubernetes
+    schemas lint uses."""
     chart = target.chart
     mode = render_modes(chart.manifest)[0]
     with values_file(render_values(chart, mode)) as values:
@@ -140,7 +142,7 @@ def _referenced(containers: list[_Container]) -> str:
 def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], list[str]]:
     """(engine kind, the command line its server finally runs, what could not be resolved) of a chart, as
     helm renders it for Olares: what import reads, and what a round trip compares."""
-    containers, _ = _containers(_documents(target, helm))
+    containers, _ = _containers(rendered_documents(target, helm))
     engine, server = _server(target.chart.label, containers)
     return engine.kind, server.resolved.argv, server.resolved.unresolved
 
@@ -148,7 +150,7 @@ def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], lis
 def server_container(target: Target, helm: Helm) -> tuple[EngineBase, list[str], dict[str, str], list[str]]:
     """(the engine, the command line its server finally runs, the container's env as the pod sees it, what could
     not be resolved) of a chart rendered for Olares: what smoke boots."""
-    containers, _ = _containers(_documents(target, helm))
+    containers, _ = _containers(rendered_documents(target, helm))
     engine, server = _server(target.chart.label, containers)
     return engine, server.resolved.argv, dict(server.env.values), server.resolved.unresolved
 
@@ -233,7 +235,7 @@ def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
 def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop") -> ImportResult:
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
-    documents = _documents(target, helm)
+    documents = rendered_documents(target, helm)
     containers, configmaps = _containers(documents)
     server, engine = _server(chart.label, containers)
     result = ImportResult(chart.label, chart.name, "")
