@@ -84,6 +84,16 @@ def new_version(folder: Path) -> None:
     edit(folder / M, f"  version: '{version.group(1)}'", f"  version: '{major}.{minor}.{int(patch) + 1}'")
 
 
+def workload_options(allow: str, replicas: int = 1) -> Callable[[Path], None]:
+    """A workloadOptions entry for the app's Deployment appended to its manifest (a top-level field)."""
+    def change(folder: Path) -> None:
+        manifest = folder / M
+        manifest.write_text(manifest.read_text(encoding="utf-8") + f"workloadOptions:\n  {VISION}:\n"
+                            f"    replicas: {replicas}\n    allow:\n{allow}", encoding="utf-8")
+    return change
+
+
+VIDEO = "      - type: device.video\n        containers: [vllm]\n"
 MULTIPLE = ("  apiTimeout: 0", "  apiTimeout: 0\n  allowMultipleInstall: true")
 FIXED_ROLE = """apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -132,6 +142,19 @@ CASES: list[tuple[str, str, Callable[[Path], None], str, str, str]] = [
      M, "spec.supportArch[0]", "error"),
     ("olares-accelerator", VISION, lambda f: edit(f / M, 'limitedCpu: "16"', 'limitedCpu: "2"'), M,
      "spec.accelerator[0].limitedCpu", "error"),
+    ("olares-accelerator", VISION, lambda f: edit(f / M, 'limitedCpu: "16"', 'limitedCpu: "16"\n'
+                                                  '      supportMultiCard: true'), M,
+     "spec.accelerator[0].supportMultiCard", "warning"),
+    ("olares-accelerator", VISION, lambda f: edit(f / M, 'limitedCpu: "16"', 'limitedCpu: "16"\n'
+                                                  '      supportMultiCards: "yes"'), M,
+     "spec.accelerator[0].supportMultiCards", "error"),
+    ("olares-workload-options", VISION, workload_options("      - type: folder\n        containers: [vllm, ghost]\n"),
+     M, f"workloadOptions.{VISION}.allow[0].containers", "error"),
+    ("olares-workload-options", VISION, workload_options(VIDEO, replicas=2), M, f"workloadOptions.{VISION}.replicas",
+     "error"),
+    ("olares-workload-options", VISION, lambda f: (workload_options(VIDEO)(f), edit(f / D, "type: Recreate",
+                                                                                    "type: RollingUpdate")),
+     "templates", f"Deployment/{VISION}.spec.strategy.type", "error"),
     ("gpu-memory-generation", VISION, lambda f: edit(f / M, "olaresManifest.version: '0.12.0'",
                                                      "olaresManifest.version: '0.11.0'"), M,
      "spec.accelerator[0].requiredGPUMemory", "warning"),
@@ -184,7 +207,8 @@ CASES: list[tuple[str, str, Callable[[Path], None], str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "app", "change", "file", "path", "severity"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("rule", "app", "change", "file", "path", "severity"), CASES,
+                         ids=[f"{c[0]}-{c[4].rsplit('.', 1)[-1] or 'file'}" for c in CASES])
 def test_rule_fails_on_a_broken_chart(tmp_path: Path, helms: list[HelmBinary], rule: str, app: str,
                                       change: Callable[[Path], None], file: str, path: str, severity: str) -> None:
     folder = broken(tmp_path, app, change)

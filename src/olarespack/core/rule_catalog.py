@@ -211,6 +211,11 @@ RULES: dict[str, Rule] = {
     "olares-overlay-gateway": Rule("olares", "each overlayGateway entrance names a rendered Deployment or "
                                    "StatefulSet",
                                    "oac checkManifestWorkloadRefs (resources.CheckOverlayGatewayWorkloads)"),
+    "olares-workload-options": Rule("olares", "workloadOptions, when declared, names every rendered Deployment and "
+                                    "StatefulSet and only those, its allow[] targets real containers, and a device "
+                                    "capability (device.serial, .video, .audio, .hid) comes with replicas 1 and, "
+                                    "on a Deployment, strategy Recreate",
+                                    "oac resources.CheckWorkloadOptions (internal/resources/workloads.go)"),
     "olares-hostpath-recreate": Rule("olares", "hostPath volumes come with strategy Recreate (OnDelete for "
                                      "StatefulSets)", "oac resources.CheckHostPath"),
     "olares-container-resources": Rule("olares", "main containers set cpu and memory requests and limits, "

@@ -147,6 +147,24 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
     _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
     if gpu:
         _gpu_limit_unused(out, at, entry)
+    _multi_flags(out, at, entry)
+
+
+# ResourceMode's flags (beclab/api manifest/types.go): `supportMultiCards` and `supportMultiNodes`, plural, bool
+MULTI_FLAGS = ("supportMultiCards", "supportMultiNodes")
+
+
+def _multi_flags(out: Findings, at: str, entry: dict[str, Any]) -> None:
+    """A flag that is not a bool fails Olares' manifest decoding; the singular spellings some examples write
+    (`supportMultiCard`) are not fields Olares reads, so what they say is silently ignored."""
+    for name in MULTI_FLAGS:
+        if name in entry and not isinstance(entry[name], bool):
+            out.add(f"{at}.{name}", f"must be true or false (got {entry[name]!r}): Olares' manifest type reads a "
+                    "bool there", f"write {name}: true or {name}: false", "olares-accelerator")
+        singular = name[:-1]
+        if singular in entry:
+            out.add(f"{at}.{singular}", f"Olares reads {name} (beclab/api manifest ResourceMode), not {singular}: "
+                    "this key is ignored", f"rename it {name}", "olares-accelerator", "warning")
 
 
 def _gpu_limit_unused(out: Findings, at: str, entry: dict[str, Any]) -> None:

@@ -83,6 +83,7 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
     _upload_dest(out, manifest, documents)
     _deployment_name(out, manifest, documents, rendered.mode)
     _overlay_workloads(out, manifest, documents)
+    _workload_options(out, manifest, documents)
     for source, document, text in documents:
         kind, name = str(document.get("kind")), _name(document)
         _host_path(out, source, document)
@@ -108,6 +109,48 @@ def _overlay_workloads(out: _Out, manifest: dict[str, Any], documents: list[Docu
             out.add(MANIFEST, f"overlayGateway.entrances[{i}].workload",
                     f"workload {workload!r} does not match any rendered Deployment/StatefulSet",
                     f"name one of: {', '.join(sorted(names)) or 'no workload was rendered'}", "olares-overlay-gateway")
+
+
+# beclab/api manifest/types.go: the capabilities that give a container a device of the node (one pod at a time)
+DEVICE_CAPABILITIES = frozenset({"device.serial", "device.video", "device.audio", "device.hid"})
+
+
+def _workload_options(out: _Out, manifest: dict[str, Any], documents: list[Document]) -> None:
+    """CheckWorkloadOptions: when workloadOptions is declared, it names every rendered Deployment/StatefulSet and
+    only those, each allow[] names containers of its workload, and a device capability needs one replica and, on a
+    Deployment, strategy Recreate (a node's device cannot be held by an old and a new pod at once)."""
+    if "workloadOptions" not in manifest:
+        return
+    options = _map(manifest.get("workloadOptions"))
+    workloads = {_name(d): d for _, d, _ in documents if d.get("kind") in WORKLOADS}
+    for name in sorted(set(workloads) - set(options)):
+        out.add(MANIFEST, f"workloadOptions.{name}", f"workloadOptions is missing workload {name!r}",
+                f"add workloadOptions.{name} (replicas: 1)", "olares-workload-options")
+    for name in sorted(set(map(str, options)) - set(workloads)):
+        out.add(MANIFEST, f"workloadOptions.{name}", f"entry {name!r} does not match any rendered "
+                "Deployment/StatefulSet", f"name one of: {', '.join(sorted(workloads)) or 'none was rendered'}",
+                "olares-workload-options")
+    for name, document in sorted(workloads.items()):
+        option = _map(options.get(name))
+        names = {str(c.get("name")) for _, c in containers(document, init=False)}
+        device = False
+        for i, capability in enumerate(_list(option.get("allow"))):
+            for container in map(str, _list(_map(capability).get("containers"))):
+                if container not in names:
+                    out.add(MANIFEST, f"workloadOptions.{name}.allow[{i}].containers", f"targets unknown container "
+                            f"{container!r}", f"name one of: {', '.join(sorted(names))}", "olares-workload-options")
+            device = device or str(_map(capability).get("type")) in DEVICE_CAPABILITIES
+        if not device:
+            continue
+        replicas = option.get("replicas")
+        if isinstance(replicas, bool) or replicas != 1:
+            out.add(MANIFEST, f"workloadOptions.{name}.replicas", "must be 1 when a device capability is declared",
+                    "set replicas: 1", "olares-workload-options")
+        strategy = str(_map(_map(document.get("spec")).get("strategy")).get("type") or "RollingUpdate")
+        if document.get("kind") == "Deployment" and strategy != "Recreate":
+            out.add("templates", f"Deployment/{name}.spec.strategy.type", f"Deployment {name!r} must use "
+                    "strategy.type=Recreate when a device capability is declared", "set strategy: {type: Recreate}",
+                    "olares-workload-options")
 
 
 def _upload_dest(out: _Out, manifest: dict[str, Any], documents: list[Document]) -> None:
