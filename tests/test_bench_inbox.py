@@ -197,3 +197,25 @@ def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
         code, out = run_cli(None, "bench", str(VISION), option, str(pipe), *(("--url", "http://127.0.0.1:9")
                                                                              if option == "--prompt-file" else ()))
         assert code == 2 and "not a regular file" in out, out
+
+
+@needs_curl
+def test_the_pods_gpu_mode_is_read_from_its_container_and_recorded(server: FakeServer, tmp_path: Path) -> None:
+    """HAMi gives a GPU container CUDA_DEVICE_GPU_MODE_0 (2: time slicing); the loop logs it and the record keeps
+    it; --gpu-mode that says otherwise is refused naming both, and says the mode when the pod does not."""
+    env = env_of(job_of(VISION, "--runs", "2", "--warmups", "0", "--max-tokens", "20"))
+    log = tmp_path / "bench.log"
+    log.write_text(_run_loop({**env, "CUDA_DEVICE_GPU_MODE_0": "2"}, server.url), encoding="utf-8")
+    spec = tmp_path / "vision.yaml"
+    shutil.copy(VISION, spec)
+    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--gpu-mode", "exclusive")
+    assert code == 1 and "time-slicing mode (CUDA_DEVICE_GPU_MODE_0=2), not exclusive" in out, out
+    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--record", "--hardware", "rtx5090-laptop")
+    assert code == 0, out
+    assert yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]["gpu_mode"] == "time-slicing"
+    log.write_text(_run_loop(env, server.url), encoding="utf-8")  # a Job's container: no GPU, no mode
+    assert "### gpu-mode \n" in log.read_text(encoding="utf-8")
+    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--record", "--hardware", "rtx5090-laptop",
+                        "--gpu-mode", "memory-slicing")
+    assert code == 0, out
+    assert yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]["gpu_mode"] == "memory-slicing"

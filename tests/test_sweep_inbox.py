@@ -160,6 +160,7 @@ def run_steps(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict
     urls = {value: server.url for value, server in pods.items()}
     (tmp_path / "sweep.sh").write_text(script, encoding="utf-8")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_DEPLOYMENT": str(tmp_path / "deployment.json"),
+           "CUDA_DEVICE_GPU_MODE_0": "0",  # what HAMi gives the engine's container on an exclusive card
            "FAKE_CALLS": str(tmp_path / "calls.txt"), "FAKE_URLS": json.dumps(urls), "HOME": str(tmp_path),
            **{f"FAKE_{name.upper()}": value for name, value in fail.items()}}
     return subprocess.run(["sh", "sweep.sh"], cwd=tmp_path, env={**os.environ, **env}, capture_output=True,
@@ -177,7 +178,7 @@ def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
         assert (tmp_path / log).read_text(encoding="utf-8").splitlines()[-1] == "### end"
     spec = spec_copy(tmp_path)
     code, out = run_cli(None, "bench", str(spec), "--sweep", f"{FIELD}=2,4", "--responses", str(tmp_path),
-                        "--write", "--plot", str(tmp_path / "sweep.png"), "--gpu-mode", "exclusive")
+                        "--write", "--plot", str(tmp_path / "sweep.png"))
     assert code == 0, out
     assert f"best: {FIELD} = 4" in out
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
@@ -185,6 +186,7 @@ def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
     assert data["engine"]["speculative"]["num_speculative_tokens"] == 4
     swept = data["changelog"][0]["sweep"]
     assert swept["chosen"] == 4 and swept["where"] == "the box (kubectl exec)" and swept["runs"] == 2
+    assert swept["gpu_mode"] == "exclusive"  # from the pods' own CUDA_DEVICE_GPU_MODE_0
     assert [point["value"] for point in swept["points"]] == [2, 4]
     assert all(point["acceptance"] == 66.7 for point in swept["points"])  # each pod's own counters
 

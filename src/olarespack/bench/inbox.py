@@ -34,10 +34,16 @@ MARK = "### "
 HEADER = "olarespack-bench"
 MAX_LOG = 64 << 20
 
-# The loop: a header with the method, the engine's counters before and after the measured runs (when it has
-# them), each response followed by curl's own timing of it, and an end line that says the loop finished.
+# The loop: a header with the method, the GPU mode the container was given, the engine's counters before and
+# after the measured runs (when it has them), each response followed by curl's own timing of it, and an end line
+# that says the loop finished.
+# Olares' HAMi gives a GPU container CUDA_DEVICE_GPU_MODE_<i>, the share mode of its card (beclab/HAMi
+# pkg/device-plugin server.go; app-service pkg/compute store.go: 0 exclusive, 1 memory slicing, 2 time slicing);
+# a Job's curl container has no GPU, so its log says none.
+GPU_MODES = {"0": "exclusive", "1": "memory-slicing", "2": "time-slicing"}
 SCRIPT = """set -u
 printf '### olarespack-bench %s\\n' "$BENCH_HEADER"
+printf '### gpu-mode %s\\n' "${CUDA_DEVICE_GPU_MODE_0:-}"
 metrics() {
   if [ -n "$BENCH_METRICS" ]; then
     printf '### metrics %s\\n' "$1"
@@ -157,10 +163,23 @@ def _header(line: str, where: str) -> Settings:
     return settings
 
 
-def read_log(text: str, name: str, engine: EngineBench) -> Result:
-    """A log of the in-box loop as a bench Result, by the rules of a live bench (run.measure)."""
+def _gpu_mode(sections: list[tuple[str, list[str]]], given: str | None, where: str) -> str | None:
+    """The GPU mode the pod's container was given (its log's `### gpu-mode` line), checked against --gpu-mode."""
+    logged = next((title.partition(" ")[2].strip() for title, _ in sections if title.startswith("gpu-mode")), "")
+    if logged and logged not in GPU_MODES:
+        raise BenchError(f"{where}: `### gpu-mode {logged[:20]}` is not a share mode Olares gives (0, 1 or 2)")
+    found = GPU_MODES.get(logged)
+    if found and given and found != given:
+        raise BenchError(f"{where}: the pod ran with its GPU in {found} mode (CUDA_DEVICE_GPU_MODE_0={logged}), "
+                         f"not {given} as --gpu-mode says: leave --gpu-mode out, the log says it")
+    return found or given
+
+
+def read_log(text: str, name: str, engine: EngineBench, gpu_mode: str | None = None) -> Result:
+    """A log of the in-box loop as a bench Result, by the rules of a live bench (run.measure); its GPU mode the
+    pod's where the log says it, else `gpu_mode` (--gpu-mode)."""
     sections = _sections(text, name)
-    settings = _header(sections[0][0], name)
+    settings = replace(_header(sections[0][0], name), gpu_mode=_gpu_mode(sections, gpu_mode, name))
     total = settings.warmups + settings.runs
     if sections[-1][0] != "end":
         raise BenchError(f"{name}: the log has no `### end` line: the loop did not finish (see the Job's events, or "

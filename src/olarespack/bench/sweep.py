@@ -183,7 +183,8 @@ def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings
         rows.append({key: value for key, value in row.items() if value is not None})
     values = {"field": sweep.field, "criterion": criterion, "chosen": chosen.value, "points": rows,
               "runs": settings.runs, "tokens": settings.max_tokens, "prompt": settings.prompt_name,
-              "where": where[:200], "date": today}
+              "where": where[:200], "gpu_mode": settings.gpu_mode, "date": today}
+    values = {key: value for key, value in values.items() if value is not None}
     try:
         SweepRecord.model_validate(values)
     except ValidationError as exc:  # the values are bounded before; this guards what the spec would refuse

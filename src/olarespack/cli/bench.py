@@ -376,7 +376,7 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
         data = read_given(log_file, "--responses", "a bench log", MAX_LOG)
         if len(data) > MAX_LOG:
             raise UsageError(f"--responses {log_file}: over {MAX_LOG >> 20} MiB; give one bench's log")
-        return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench)
+        return read_log(data.decode("utf-8", errors="replace"), str(log_file), engine_bench, settings.gpu_mode)
     with Server(url or "", api_key, limits) as server:
         chosen, notes = pick_model(server.models(), model, served, server.shown)
         result = bench_live(server, engine_bench, replace(settings, model=chosen), progress_printer(settings))

@@ -109,7 +109,7 @@ def _logged_points(logs: Path, sweep: Any, spec: Any, gpu_mode: str | None) -> t
 
     engine = engine_for(spec.engine).engine
     engine_bench = engine.bench()
-    found = read_logs(logs, len(sweep.values), lambda text, name: read_log(text, name, engine_bench),
+    found = read_logs(logs, len(sweep.values), lambda text, name: read_log(text, name, engine_bench, gpu_mode),
                       engine.smoke().refusal, sweep.field)
     results = [result for result in found if not isinstance(result, str)]
     if not results:
@@ -119,7 +119,7 @@ def _logged_points(logs: Path, sweep: Any, spec: Any, gpu_mode: str | None) -> t
         if replace(result.settings, prompt="") != replace(first, prompt=""):
             raise BenchError(printable(f"{result.url}: measured with other settings than {results[0].url} (model, "
                                        "prompt, tokens, runs): run the in-box sweep's steps again as printed"))
-    settings = replace(first, gpu_mode=gpu_mode) if gpu_mode else first
+    settings = first
     points = [Point(value, refused=printable(result)) if isinstance(result, str) else Point(value, result)
               for value, result in zip(sweep.values, found, strict=True)]
     return points, "the box (kubectl exec)", settings

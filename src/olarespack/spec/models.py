@@ -207,6 +207,8 @@ class SweepRecord(StrictModel):
     tokens: int = Field(gt=0, le=1_000_000, description="max_tokens of every request.")
     prompt: Text = Field(description="The prompt's name.")
     where: Text = Field(description="The engine build it ran on (a CPU build here, or the box's).")
+    gpu_mode: Literal["exclusive", "memory-slicing", "time-slicing"] | None = Field(
+        None, description="The GPU mode the box's app ran in (read from the pod, or --gpu-mode).")
     date: dt.date = Field(description="The day it was measured.")
 
 
