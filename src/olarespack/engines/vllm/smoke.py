@@ -42,6 +42,8 @@ ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
 USAGE_ERROR = re.compile(r"^\S+: error: .*$", re.MULTILINE)  # argparse's: the command line itself was refused
 WRAPPERS = re.compile(r"initialization failed|Worker failed with error|See root cause")
 FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+# what already says how vLLM compiles: a chart that sets one boots with it as set
+COMPILATION_FLAGS = ("--optimization-level", "--compilation-config", "-cc", "--enforce-eager")
 
 
 FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
@@ -180,6 +182,17 @@ class VllmSmoke(EngineSmoke):
                     out += [item, speculative]
             else:
                 out.append(item)
+        if not any(item.split("=", 1)[0] in COMPILATION_FLAGS or re.fullmatch(r"-O\d?", item) for item in argv[3:]):
+            out += ["--optimization-level", "0"]
+            changes.append(
+                Change(
+                    "--optimization-level",
+                    "(not given: 2, compiled)",
+                    "0",
+                    "torch.compile traces the model on every CPU boot (about 100 s of a tiny model's 150 s "
+                    "here); what a CPU build compiles is not what the GPU's CUDA graphs run anyway",
+                )
+            )
         return Booting(out, self._env(env, scratch, changes, runtime, engine), port, changes, notes)
 
     def _speculative(
