@@ -248,3 +248,28 @@ def test_in_box_sweep_options_out_of_place_are_usage_errors(args: list[str], sai
 def test_a_missing_log_is_named(tmp_path: Path) -> None:
     code, out = run_cli(None, "bench", str(VISION), "--sweep", f"{FIELD}=2,4", "--responses", str(tmp_path))
     assert code == 1 and "sweep-1.log: no log of value 1 of" in out, out
+
+
+def test_a_value_with_quotes_or_a_newline_stays_text_in_the_script(tmp_path: Path) -> None:
+    """The values are the user's text: in the script they are quoted data, never a command (sh -n checks the
+    syntax; running the echo lines prints them back verbatim)."""
+    from olarespack.bench.inbox_sweep import Rendered, script
+
+    def deployment(value: str) -> dict[str, Any]:
+        return {"kind": "Deployment", "metadata": {"name": "app"}, "spec": {"template": {"spec": {"containers": [
+            {"name": "engine", "image": "i:1", "args": ["--x", value], "env": [{"name": "A", "value": value}]}]}}}}
+
+    hostile = ["a';touch pwned;'", "b\ntouch pwned2", '$(touch pwned3)']
+    renders = [Rendered(value, deployment(value), {}) for value in hostile]
+    text = script("app", "ns", "engine", "engine.x", renders, Rendered("0", deployment("0"), {}),
+                  ["kubectl", "exec", "sh", "-c", "true"], "1.0.0")
+    assert subprocess.run(["sh", "-n"], input=text, text=True, check=False).returncode == 0
+    again = next(line for line in text.splitlines() if line.startswith("#   olarespack bench"))
+    assert "pwned2" in again and "pwned3" in again  # the whole value stays on its comment line
+    # the script's echo commands (each may span lines inside its quotes), run as the script would run them
+    echoes = re.findall(r"^echo '.*?' >&2$", text, flags=re.M | re.S)
+    assert len(echoes) == len(hostile)
+    done = subprocess.run(["sh", "-c", "\n".join(echoes)], cwd=tmp_path, capture_output=True, text=True, check=True)
+    for index, value in enumerate(hostile, start=1):
+        assert f"--- engine.x = {value} ({index}/3)" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing ran

@@ -161,14 +161,15 @@ def script(app: str, namespace: str, container: str, field: str, renders: list[R
                 f"{shlex.quote(json.dumps(ops, separators=(',', ':'), ensure_ascii=False))}")
 
     rollout = f"kubectl -n {shlex.quote(namespace)} rollout status deployment/{shlex.quote(app)} --timeout={timeout}s"
-    values = ", ".join(str(r.value) for r in renders)
+    values = _comment(", ".join(str(r.value) for r in renders))
+    again = shlex.quote(f"{field}={','.join(str(r.value) for r in renders)}")
     lines = ["#!/bin/sh",
              "# $(VAR) in the patches is Kubernetes' reference, $VAR in the loop the pod's: single quotes on purpose",
              "# shellcheck disable=SC2016",
              f"# olarespack: the in-box sweep of {app} {version}, {field} = {values}",
              "# Each value: the Deployment patched, its rollout awaited, the bench run in the new pod; then the",
              "# spec's value put back (also when a step fails). The logs are read back here with",
-             f"#   olarespack bench SPEC --sweep {field}={','.join(str(r.value) for r in renders)} --responses .",
+             f"#   olarespack bench SPEC --sweep {_comment(again)} --responses .",
              "set -eu",
              "# the installed app must be the spec's render (its image, args and swept env), so putting it back",
              "# restores what was installed",
@@ -187,7 +188,7 @@ def script(app: str, namespace: str, container: str, field: str, renders: list[R
                f"--tail={POD_LOG_LINES}")
     for index, render in enumerate(renders, start=1):
         log = log_name(index)
-        lines += [f"echo '--- {field} = {render.value} ({index}/{len(renders)})' >&2",
+        lines += [f"echo {shlex.quote(f'--- {field} = {render.value} ({index}/{len(renders)})')} >&2",
                   kubectl_patch(narrowed(patch(base, render, container), indexes)),
                   f"if {rollout}; then",
                   f"  bench {log}",
@@ -225,6 +226,14 @@ def render(spec_file: Path, value: Any, text: str, folder: Path, app: str) -> Re
     if deployment is None:
         raise BenchError(f"{spec_file}: its chart renders no Deployment {app}, which the in-box sweep patches")
     return Rendered(value, deployment, objects)
+
+
+def _comment(text: str) -> str:
+    """Text for a `#` comment line of the script: one line, printable (a value's newline must not start a
+    command)."""
+    from olarespack.core.text import printable
+
+    return re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]", "?", printable(text))
 
 
 def read_logs(folder: Path, count: int, read: Callable[[str, str], Result], refusal: Callable[[str], str | None],
