@@ -68,6 +68,9 @@ if "patch" in args:
             json.dump(patched, handle)
     print("deployment.apps/app patched")
 elif "rollout" in args:
+    if value(deployment) == os.environ.get("FAKE_SLOW"):
+        import time
+        time.sleep(60)
     if value(deployment) == os.environ.get("FAKE_CRASHING"):
         print("error: timed out waiting for the condition", file=sys.stderr)
         sys.exit(1)
@@ -149,8 +152,8 @@ def test_the_steps_pass_shellcheck(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout
 
 
-def run_steps(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer],
-              **fail: str) -> subprocess.CompletedProcess[str]:
+def steps_env(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer],
+              **fail: str) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     kubectl = bin_dir / "kubectl"
@@ -163,8 +166,14 @@ def run_steps(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict
            "CUDA_DEVICE_GPU_MODE_0": "0",  # what HAMi gives the engine's container on an exclusive card
            "FAKE_CALLS": str(tmp_path / "calls.txt"), "FAKE_URLS": json.dumps(urls), "HOME": str(tmp_path),
            **{f"FAKE_{name.upper()}": value for name, value in fail.items()}}
-    return subprocess.run(["sh", "sweep.sh"], cwd=tmp_path, env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return {**os.environ, **env}
+
+
+def run_steps(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer],
+              **fail: str) -> subprocess.CompletedProcess[str]:
+    env = steps_env(tmp_path, script, installed, pods, **fail)
+    return subprocess.run(["sh", "sweep.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
 
 
 @needs_sh
@@ -273,3 +282,22 @@ def test_a_value_with_quotes_or_a_newline_stays_text_in_the_script(tmp_path: Pat
     for index, value in enumerate(hostile, start=1):
         assert f"--- engine.x = {value} ({index}/3)" in done.stderr
     assert list(tmp_path.iterdir()) == []  # nothing ran
+
+
+@needs_sh
+def test_an_interrupted_sweep_puts_the_spec_value_back(tmp_path: Path, pods: dict[str, FakeServer]) -> None:
+    import signal
+    import time
+
+    base = rendered(tmp_path, None)
+    env = steps_env(tmp_path, steps(VISION), base, pods, slow="4")
+    sweep = subprocess.Popen(["sh", "sweep.sh"], cwd=tmp_path, env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, first = time.monotonic() + 120, tmp_path / "sweep-1.log"
+    while not (first.exists() and first.read_text(encoding="utf-8").endswith("### end\n")):
+        assert time.monotonic() < deadline and sweep.poll() is None
+        time.sleep(0.2)
+    time.sleep(1)  # value 4 is patched in and its rollout is being waited for
+    os.killpg(sweep.pid, signal.SIGTERM)  # as a terminal's Ctrl-C reaches the whole job
+    assert sweep.wait(timeout=60) != 0
+    assert json.loads((tmp_path / "deployment.json").read_text(encoding="utf-8")) == base

@@ -179,6 +179,7 @@ def script(app: str, namespace: str, container: str, field: str, renders: list[R
              f"  {rollout}",
              "}",
              "trap restore EXIT",
+             "trap 'exit 130' INT TERM  # an interrupted sweep puts the value back too (exit runs the EXIT trap)",
              "# the bench loop, run by the pod's sh",
              f"LOOP={shlex.quote(bench_argv[-1])}",
              "bench() {",
