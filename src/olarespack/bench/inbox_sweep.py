@@ -201,8 +201,9 @@ def script(app: str, namespace: str, container: str, field: str, renders: list[R
 
 
 def render(spec_file: Path, value: Any, text: str, folder: Path, app: str) -> Rendered:
-    """One value's chart rendered by the real helm (as a local sweep renders it: the copy beside the project's
-    models/), its Deployment and its other objects."""
+    """One value's chart rendered by the real helm (from a copy as a local sweep makes it, sweep.spec_copy), its
+    Deployment and its other objects."""
+    from olarespack.bench.sweep import spec_copy
     from olarespack.check.inputs import Target
     from olarespack.fit.budget import resolve_context
     from olarespack.helm import HelmBinary
@@ -211,12 +212,7 @@ def render(spec_file: Path, value: Any, text: str, folder: Path, app: str) -> Re
     from olarespack.spec.load import load_spec
     from olarespack.write import write_chart
 
-    (folder / "apps").mkdir(parents=True, exist_ok=True)
-    project_models = spec_file.absolute().parent.parent / "models"
-    if project_models.is_dir():
-        (folder / "models").symlink_to(project_models, target_is_directory=True)
-    copy = folder / "apps" / spec_file.name
-    copy.write_text(text, encoding="utf-8")
+    copy = spec_copy(spec_file, text, folder)
     label = str(spec_file)
     spec, _ = resolve_context(label, load_spec(copy))
     chart = render_chart(spec, label)

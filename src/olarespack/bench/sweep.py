@@ -194,6 +194,18 @@ def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings
     return values
 
 
+def spec_copy(spec_file: Path, text: str, folder: Path) -> Path:
+    """A value's spec text written to folder/apps/, beside a link to the project's models/ (<spec's folder>/../models,
+    which `olarespack model add` fills), so its model facts are the spec's own."""
+    (folder / "apps").mkdir(parents=True, exist_ok=True)
+    project_models = spec_file.absolute().parent.parent / "models"
+    if project_models.is_dir():
+        (folder / "models").symlink_to(project_models, target_is_directory=True)
+    copy = folder / "apps" / spec_file.name
+    copy.write_text(text, encoding="utf-8")
+    return copy
+
+
 def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits, work: Path, *,
               models: Path | None, engine_path: Path | None, cache: Path, say: Callable[[str], None],
               boot_timeout: float, progress: Progress | None = None) -> tuple[list[Point], str]:
@@ -209,14 +221,7 @@ def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits,
     where = ""
     for index, (value, variant) in enumerate(zip(sweep.values, variants, strict=True), start=1):
         folder = work / f"value-{index}"
-        # the copy sits where the spec does relative to the project's models/ (<spec's folder>/../models, which
-        # `olarespack model add` fills), so its model facts are the spec's own; the boot works in run/
-        (folder / "apps").mkdir(parents=True, exist_ok=True)
-        project_models = spec_file.absolute().parent.parent / "models"
-        if project_models.is_dir():
-            (folder / "models").symlink_to(project_models, target_is_directory=True)
-        copy = folder / "apps" / spec_file.name
-        copy.write_text(variant, encoding="utf-8")
+        copy = spec_copy(spec_file, variant, folder)  # the boot works in run/
         folder = folder / "run"
         folder.mkdir()
         say(f"sweep {index}/{len(sweep.values)}: {sweep.field} = {value}")
