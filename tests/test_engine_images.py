@@ -1,4 +1,4 @@
-"""Engine images as families (data/engine-images.yaml): a fork's speculative types, drafter flag and KV
+"""Engine images as families (engines/<kind>/images.yaml): a fork's speculative types, drafter flag and KV
 cache types reach the command line and the rules; a custom build passes through with a warning. Also the
 llama.cpp pieces that came with them: a drafter from another repository, scratch folders, another port,
 the drafter-made-for-target rule and a calibration from a llama.cpp boot log."""

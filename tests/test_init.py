@@ -95,7 +95,8 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
         archive.extractall(tmp_path / "site")
     for needed in ("olarespack/templates/engine/llamacpp.yaml.j2", "olarespack/templates/chart/chat-template.yaml.j2",
                    "olarespack/templates/init/olarespack-pr.yml", "olarespack/market/worker/index.js",
-                   "olarespack/data/engine-images.yaml", "olarespack/data/families.yaml",
+                   "olarespack/engines/llamacpp/images.yaml", "olarespack/engines/vllm/images.yaml",
+                   "olarespack/data/families.yaml",
                    "olarespack/data/olares-values.yaml", "olarespack/data/hardware.yaml"):
         assert needed in names, needed
     work = tmp_path / "elsewhere"

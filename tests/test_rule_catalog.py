@@ -6,14 +6,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+import olarespack.engines
 from olarespack.cli import main
-from olarespack.core.rule_catalog import RULES
+from olarespack.core import rule_catalog
+from olarespack.core.errors import Problem
+from olarespack.core.rule_catalog import Rule, catalog
 from test_bad_specs import CASES, expected
 from test_rules_olares import CASES as CHART_CASES
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
+RULES = catalog()  # the shared rules and every engine's own (registered by importing olarespack.engines)
 # rules shown firing by tests outside the two corpora
 FIRED_ELSEWHERE = {
     "file": "test_spec.py (unreadable spec)",
@@ -55,7 +60,8 @@ FIRED_ELSEWHERE = {
 
 
 def test_every_rule_in_the_source_is_catalogued() -> None:
-    text = "\n".join(p.read_text(encoding="utf-8") for p in SOURCE.rglob("*.py") if p.name != "rule_catalog.py")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in SOURCE.rglob("*.py")
+                     if p.name not in ("rule_catalog.py", "catalog.py"))
     used = set(re.findall(r'rule="([a-z0-9-]+)"', text))
     used |= set(re.findall(r'"((?:olares|gpumem|secret)-[a-z-]+)"[,)]', text))
     used |= {"spec-unknown-key", "spec-missing", "spec-range", "spec-format", "spec-choice", "spec-type"}
@@ -74,3 +80,44 @@ def test_lint_lists_the_rules() -> None:
     assert result.exit_code == 0
     assert len(result.stdout.splitlines()) == len(RULES)
     assert "gemma4-flash-attn" in result.stdout
+
+
+def _owners(rule_id: str) -> set[str]:
+    """Where a rule id is reported: a top-level package of olarespack, or engines/<kind> for an engine's own code."""
+    found = set()
+    for path in SOURCE.rglob("*.py"):
+        if path.name in ("rule_catalog.py", "catalog.py") or f'"{rule_id}"' not in path.read_text(encoding="utf-8"):
+            continue
+        parts = path.relative_to(SOURCE).parts
+        is_engine_package = parts[0] == "engines" and len(parts) > 2
+        found.add("/".join(parts[:2]) if is_engine_package else parts[0])
+    return found
+
+
+def test_an_engine_package_owns_the_rules_only_it_reports() -> None:
+    for engine in olarespack.engines.ENGINES.values():
+        package = f"engines/{type(engine).__module__.split('.')[2]}"
+        for rule_id in engine.rule_catalog():
+            assert _owners(rule_id) == {package}, (rule_id, _owners(rule_id))
+    engine_packages = {f"engines/{kind}" for kind in olarespack.engines.ENGINES}
+    for rule_id in rule_catalog.RULES:
+        owners = _owners(rule_id)
+        assert not (len(owners) == 1 and owners <= engine_packages), f"{rule_id} is only reported by {owners}"
+
+
+def test_an_engine_rule_is_known_to_problems_and_listed_in_its_layer() -> None:
+    listed = list(RULES)
+    assert "mmproj-width" not in rule_catalog.RULES and "mmproj-width" in RULES
+    engine_layer = [rule_id for rule_id in listed if RULES[rule_id].layer == "engine"]
+    assert listed.index(engine_layer[0]) + len(engine_layer) - 1 == listed.index(engine_layer[-1])  # one block
+    assert Problem("x.yaml", "engine.model", "m", rule="mmproj-width").rule == "mmproj-width"
+
+
+def test_a_rule_id_is_declared_once() -> None:
+    rule = Rule("engine", "text", "source")
+    with pytest.raises(ValueError, match="'yaml' of Another is already declared by the shared catalog"):
+        rule_catalog.register("Another", {"yaml": rule})
+    with pytest.raises(ValueError, match=re.escape("'mmproj-width' of Another is already declared by llama.cpp")):
+        rule_catalog.register("Another", {"mmproj-width": rule})
+    with pytest.raises(ValueError, match="is not in the rule catalog"):
+        Problem("x.yaml", "", "m", rule="no-such-rule")

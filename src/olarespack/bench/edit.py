@@ -11,7 +11,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from olarespack.core.errors import Problem, ProblemsError
-from olarespack.core.yamledit import last_content_line, scalar
+from olarespack.core.yamledit import scalar, splice_block
 
 BY_HAND = "write the entry in block style (- version: ..., then date:, note: lines) or add bench: by hand"
 
@@ -54,29 +54,17 @@ def record_bench(file: str, text: str, values: dict[str, Any], key: str = "bench
         raise _refuse(file, "changelog[0].version", f"the newest changelog entry is {changelog[0].get('version')}, "
                       f"not the spec's version {data.get('version')}", "add the entry first (olarespack bump)")
     entry = changelog[0]
-    keys = list(entry)
-    first_line, column = entry.lc.key(keys[0])
+    first_line, column = entry.lc.key(next(iter(entry)))
     if changelog.lc.item(0)[0] != first_line:
         raise _refuse(file, "changelog[0]", "the entry's layout defeats an in-place edit")
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    top = list(data)
-    after = top.index("changelog") + 1
-    stop = changelog.lc.item(1)[0] if len(changelog) > 1 else \
-        (data.lc.key(top[after])[0] if after < len(top) else len(lines))
     pad = " " * column
     kept = {k: v for k, v in values.items() if v is not None}
     block = [f"{pad}{key}:\n", *(line for name, value in kept.items() for line in _lines(pad + "  ", name, value))]
     replaced = key in entry
-    if replaced:
-        position = keys.index(key)
-        start = entry.lc.key(key)[0]
-        end = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else stop
-        lines[start:last_content_line(lines, start, end)] = block
-    else:
-        at = last_content_line(lines, first_line, stop)
-        lines[at:at] = block
+    splice_block(data, ("changelog", 0, key), block, lines)
     new_text = "".join(lines)
     safe = YAML(typ="safe", pure=True)
     before = safe.load(text)

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.hardware import profiles
-from olarespack.core.yamledit import last_content_line, scalar
+from olarespack.core.yamledit import scalar, splice_block
 from olarespack.engines import ENGINES, engine_for, read_boot_log, titles
 from olarespack.engines.bootlog import MAX_LOG_BYTES, BootLog, EngineLog
 from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
@@ -48,26 +48,14 @@ def edit_calibration(file: str, text: str, values: dict[str, Any]) -> str:
     engine = data.get("engine") if hasattr(data, "lc") else None
     if not hasattr(engine, "lc") or not engine:
         raise _refuse(file, "engine", "no engine mapping to write a calibration into", by_hand)
-    keys = list(engine)
-    first_line, column = engine.lc.key(keys[0])
+    first_line, column = engine.lc.key(next(iter(engine)))
     if first_line == data.lc.key("engine")[0]:
         raise _refuse(file, "engine", "engine is written in flow style ({...}) and cannot be edited in place", by_hand)
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    top = list(data)
-    after_engine = top.index("engine") + 1
-    engine_stop = data.lc.key(top[after_engine])[0] if after_engine < len(top) else len(lines)
     step = " " * max(column - data.lc.key("engine")[1], 2)
-    block = _block(values, " " * column, step)
-    if "calibration" in engine:
-        position = keys.index("calibration")
-        start = engine.lc.key("calibration")[0]
-        stop = engine.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else engine_stop
-        lines[start:last_content_line(lines, start, stop)] = block
-    else:
-        at = last_content_line(lines, first_line, engine_stop)
-        lines[at:at] = block
+    splice_block(data, ("engine", "calibration"), _block(values, " " * column, step), lines)
     new_text = "".join(lines)
     safe = YAML(typ="safe", pure=True)
     before, after = safe.load(text), safe.load(new_text)

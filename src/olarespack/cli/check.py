@@ -12,7 +12,7 @@ import click
 from olarespack.cli import options
 from olarespack.cli.group import echo_verdict, helm_binary
 from olarespack.core.errors import Problem, UsageError
-from olarespack.core.rule_catalog import RULES
+from olarespack.core.rule_catalog import catalog
 from olarespack.helm import Helm
 from olarespack.project import orphan_charts, spec_files
 
@@ -38,7 +38,7 @@ def lint(paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base:
     from olarespack.check.lint import lint as run_lint
 
     if list_rules:
-        for rule_id, rule in RULES.items():
+        for rule_id, rule in catalog().items():
             click.echo(f"{rule_id:28} {rule.layer:7} {rule.text} [{rule.source}]")
         return
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from olarespack.core.redact import redact
-from olarespack.core.rule_catalog import RULES
+from olarespack.core.rule_catalog import known
 
 Severity = Literal["error", "warning"]
 
@@ -31,12 +31,13 @@ class Problem:
     path: str
     message: str
     fix: str = ""
-    rule: str = field(kw_only=True)  # an id from rule_catalog.RULES
+    rule: str = field(kw_only=True)  # an id of rule_catalog.catalog()
     severity: Severity = field(default="error", kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"rule {self.rule!r} is not in rule_catalog.RULES")
+        if not known(self.rule):
+            raise ValueError(f"rule {self.rule!r} is not in the rule catalog (core/rule_catalog.py, or the engine "
+                             "package's catalog.py)")
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file

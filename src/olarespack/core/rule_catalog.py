@@ -1,10 +1,12 @@
 """Every rule id olarespack reports (`olarespack lint --rules`): its layer, what it protects against, and
-where it comes from. A rule that mirrors Olares' own linter names the oac function (beclab/Olares
-framework/oac); one olarespack adds names the failure it prevents, and is only an error when that failure
-is proven (the box or the engine refuses), otherwise a warning."""
+where it comes from. The rules every engine shares are here; an engine's own are declared by its package
+(engines/<kind>/catalog.py) and registered here by engines/__init__.py. A rule that mirrors Olares' own linter
+names the oac function (beclab/Olares framework/oac); one olarespack adds names the failure it prevents, and is
+only an error when that failure is proven (the box or the engine refuses), otherwise a warning."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 
@@ -73,8 +75,6 @@ RULES: dict[str, Rule] = {
                                       "that removes it", "the engine's release tables"),
     "engine-release-env": Rule("engine", "the engine's own env vars (VLLM_*, LLAMA_ARG_*) are ones the release "
                                "reads", "the engine's release tables: it ignores the rest"),
-    "engine-release-conflict": Rule("engine", "no setting given twice in two forms the release refuses together "
-                                    "(--spec-method with --speculative-config's method)", "vLLM refuses to boot"),
     "engine-release-table": Rule("engine", "warning: the image's release has no table of its own (the nearest "
                                  "older one is used; past the newest, refresh the tables)",
                                  "the engine's release tables"),
@@ -83,19 +83,6 @@ RULES: dict[str, Rule] = {
                        "llama.cpp's docker.yml and vLLM's Dockerfile and -cuNNN tags (engines/*/releases/"
                        "cuda-images.json); Olares' driver pins (data/olares-drivers.yaml); NVIDIA's prestart hook "
                        "(`unsatisfied condition: cuda>=13.3`)"),
-    "spec-draft-model": Rule("engine", "MTP, DFlash and EAGLE name their draft model",
-                             "vLLM drafts with the target itself without one"),
-    "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
-                                "vLLM refuses an unknown method at boot"),
-    "spec-mtp-alias": Rule("engine", "warning: an MTP alias (rendered as typed) that vLLM rewrites to mtp, logging "
-                           "it as deprecated", "vLLM SpeculativeConfig"),
-    "dflash-tokens": Rule("engine", "DFlash drafts at most 15 tokens", "DFlash drafters are trained with blocks of 16"),
-    "tool-parser": Rule("engine", "--enable-auto-tool-choice comes with a tool-call parser",
-                        "vLLM refuses to boot without one"),
-    "batched-tokens": Rule("engine", "max_num_batched_tokens covers max_num_seqs and the speculative slots",
-                           "vLLM refuses to boot"),
-    "chunked-prefill": Rule("engine", "chunked prefill off needs max_num_batched_tokens >= max_model_len",
-                            "vLLM refuses to boot"),
     "context-fit": Rule("engine", "the context's KV cache fits the GPU next to the weights (vLLM's arithmetic)",
                         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)"),
     "context-window": Rule("engine", "the context stays within the model's positions (warning: past its trained "
@@ -108,35 +95,9 @@ RULES: dict[str, Rule] = {
                         "the pod is killed for memory at boot (cgroup OOM)"),
     "model-data": Rule("engine", "the project's models/ files are readable model files (one per repository)",
                        f"{OWN}: fit and the rules read models/ before the shipped data"),
-    "gemma4-flash-attn": Rule("engine", "Gemma 4 does not run on FLASH_ATTN", "vLLM fails at the first request"),
-    "hybrid-kv": Rule("engine", "nothing disables the hybrid KV cache manager on sliding-window models",
-                      "about 11x the KV cache: the context no longer fits"),
-    "ubatch-batch": Rule("engine", "llama.cpp ubatch <= batch", "llama.cpp silently caps it"),
-    "quantized-v-cache": Rule("engine", "a quantized V cache has flash attention on", "llama.cpp refuses to start"),
-    "llamacpp-cache-type": Rule("engine", "KV cache types are ones the image's llama.cpp build knows",
-                                "llama.cpp (or the fork, data/engine-images.yaml) refuses to start"),
-    "llamacpp-spec-type": Rule("engine", "--spec-type is one the image knows, from its build on, with its drafter",
-                               "llama.cpp and its forks (data/engine-images.yaml)"),
-    "llamacpp-release-tag": Rule("engine", "a llama.cpp release tag (v0.3.0) runs a build the release tables pin; "
-                                 "else the spec names the build (-b<N>)", "llama.cpp docs/release.md and "
-                                 "make-release.yml: a release re-tags one nightly build's images"),
-    "chat-template-path": Rule("engine", "a chat template is mounted on a path of its own",
-                               f"{OWN}: mounted over a model file or in a scratch folder, it hides one or the other"),
-    "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",
-                                  f"{OWN}: a custom build's flags pass through unchecked"),
-    "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio uses the BF16 projector", "F16/Q8_0 give repetitive output"),
     "drafter-target": Rule("engine", "the drafter is made for the target (its drafter_for list, hidden size and "
                            "vocabulary, else its family)", "a drafter shares the target's tokens and hidden states: "
                            "vLLM refuses a mismatched pair or rejects every draft"),
-    "mmproj-width": Rule("engine", "the projector writes embeddings as wide as the model's (GGUF headers)",
-                         "llama.cpp tools/mtmd/mtmd.cpp mtmd_context: clip_n_mmproj_embd != llama_model_n_embd_inp "
-                         "is \"mismatch between text model and mmproj\"; llama-server does not start"),
-    "drafter-vocab": Rule("engine", "a llama.cpp draft model's vocabulary is within 128 tokens of the target's",
-                          "llama.cpp common/speculative.cpp common_speculative_are_compatible: b9101 translates "
-                          "every draft; b9113 on refuse it and serve without speculative decoding"),
-    "drafter-architecture": Rule("engine", "an MTP drafter's config model_type is one the image's vLLM loads",
-                                 "vLLM vllm/config/speculative.py SpeculativeConfig.hf_config_override and "
-                                 "__post_init__: \"Unsupported speculative method: 'mtp'\""),
     "parser-family": Rule("engine", "tool-call and reasoning parsers suit the model's family (data/families.yaml)",
                           "vLLM's parsers read one family's markup: another family's tool calls come back as text"),
     "parser-unknown": Rule("engine", "warning: the parser is one vLLM registers",
@@ -264,3 +225,27 @@ RULES: dict[str, Rule] = {
                         "not know)", "the API server refuses objects that do not; an unknown field it drops with a "
                         "warning (field validation Warn, KEP-2885; bytebase merged so, beclab/apps #3328)"),
 }
+
+
+_OWNED: dict[str, tuple[str, Rule]] = {}  # rule id -> (owner, rule): the rules engine packages declare
+
+
+def register(owner: str, rules: Mapping[str, Rule]) -> None:
+    """An engine package's own rules (`owner` names the engine): a rule id means one rule, whoever declares it."""
+    for rule_id, rule in rules.items():
+        other = "the shared catalog" if rule_id in RULES else _OWNED.get(rule_id, (owner, rule))[0]
+        if other != owner:
+            raise ValueError(f"rule {rule_id!r} of {owner} is already declared by {other}")
+        _OWNED[rule_id] = (owner, rule)
+
+
+def catalog() -> dict[str, Rule]:
+    """Every rule id, layer by layer (in the order the shared catalog gives them), an engine's own after the shared
+    ones of its layer."""
+    everything = {**RULES, **{rule_id: rule for rule_id, (_, rule) in _OWNED.items()}}
+    layers = list(dict.fromkeys(rule.layer for rule in everything.values()))
+    return {rule_id: rule for layer in layers for rule_id, rule in everything.items() if rule.layer == layer}
+
+
+def known(rule_id: str) -> bool:
+    return rule_id in RULES or rule_id in _OWNED

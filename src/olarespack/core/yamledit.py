@@ -1,4 +1,4 @@
-"""Pieces of in-place edits of YAML text (calibrate, bench --record): lines are spliced into the file so its
+"""Pieces of in-place edits of YAML text (calibrate, bench --record, bump): lines are spliced into the file so its
 comments, key order and quoting survive, and each edit is checked on the data afterwards."""
 
 from __future__ import annotations
@@ -39,6 +39,54 @@ def last_content_line(lines: list[str], start: int, stop: int) -> int:
         if stripped and not stripped.startswith("#"):
             end = index + 1
     return end
+
+
+Step = str | int  # a mapping key or a list index, from the top of the document
+_NODE_TYPES = "a mapping or list loaded by ruamel's round-trip loader (it knows each key's line)"
+
+
+def _node(root: Any, path: tuple[Step, ...]) -> Any:
+    node = root
+    for step in path:
+        node = node[step]
+    return node
+
+
+def node_stop(root: Any, path: tuple[Step, ...], end_of_file: int) -> int:
+    """The line where the node at `path` of a round-trip document ends: its next sibling's line, else where its
+    parent ends (the end of the file at the top)."""
+    if not path:
+        return end_of_file
+    parent, step = _node(root, path[:-1]), path[-1]
+    if isinstance(step, int):
+        if step + 1 < len(parent):
+            return int(parent.lc.item(step + 1)[0])
+    else:
+        keys = list(parent)
+        position = keys.index(step)
+        if position + 1 < len(keys):
+            return int(parent.lc.key(keys[position + 1])[0])
+    return node_stop(root, path[:-1], end_of_file)
+
+
+def key_block(root: Any, path: tuple[Step, ...], lines: list[str]) -> tuple[int, int]:
+    """The lines [start, end) of the key at `path` (a block-style mapping's key): its own line and its value's;
+    the comments and blank lines after it stay with what follows."""
+    start = int(_node(root, path[:-1]).lc.key(path[-1])[0])
+    return start, last_content_line(lines, start, node_stop(root, path, len(lines)))
+
+
+def splice_block(root: Any, path: tuple[Step, ...], block: list[str], lines: list[str]) -> None:
+    """`lines` with the key at `path` replaced by `block` (whole lines, the key's own included), or, when the
+    mapping has no such key, `block` added after its last key. The caller checks the result on the data."""
+    mapping = _node(root, path[:-1])
+    if path[-1] in mapping:
+        start, end = key_block(root, path, lines)
+        lines[start:end] = block
+        return
+    first_line = int(mapping.lc.key(next(iter(mapping)))[0])
+    at = last_content_line(lines, first_line, node_stop(root, path[:-1], len(lines)))
+    lines[at:at] = block
 
 
 def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:

@@ -1,7 +1,8 @@
 """The engines olarespack can render, keyed by the spec's `engine.kind`.
 
 Adding an engine: one package here (a spec model deriving from EngineSpec and a class deriving from
-Engine[ItsSpec], see protocol.py), its entry in ENGINES, and `templates/engine/<kind>.yaml.j2`. Code outside
+Engine[ItsSpec], see protocol.py), its rule ids (catalog.py) and image families (images.yaml), its entry in
+ENGINES, and `templates/engine/<kind>.yaml.j2`. Code outside
 this package reaches an engine only through `engine_for(spec.engine)` (an engine bound to the spec) or, where
 there is no spec yet (import, boot logs), through the functions here; never by its class or its kind's name.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Union
 from pydantic import Field
 
 from olarespack.core.errors import Problem
+from olarespack.core.rule_catalog import register
 from olarespack.engines import llamacpp, vllm
 from olarespack.engines.base import EngineSpec
 from olarespack.engines.bootlog import BootLog, read_log
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
 
 ENGINES: dict[str, EngineBase] = {engine.kind: engine for engine in (vllm.ENGINE, llamacpp.ENGINE)}
+for _engine in ENGINES.values():
+    register(_engine.title, _engine.rule_catalog())  # its own rule ids: Problem() and `lint --rules` know them
 
 if TYPE_CHECKING:
     EngineModel = EngineSpec  # what code outside engines/ may rely on: the fields every engine has

@@ -57,7 +57,7 @@ class EngineSpec(StrictModel):
                                         "is not expanded).")
     command: list[ArgText] | None = Field(
         None, min_length=1, max_length=8, description="The server executable (and the words before its flags) "
-        "when the image names it otherwise than its family (data/engine-images.yaml): a custom build.")
+        "when the image names it otherwise than its family (engines/<kind>/images.yaml): a custom build.")
     scratch: list[ScratchPath] = Field(
         default_factory=list, max_length=4, description="Folders the server writes and may lose at a restart "
         "(llama.cpp's --slot-save-path): each an empty folder of the pod (emptyDir), outside /models.")

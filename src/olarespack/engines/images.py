@@ -1,4 +1,4 @@
-"""Engine images as families (data/engine-images.yaml): which server an image runs, its build, and the
+"""Engine images as families (each engine package's images.yaml): which server an image runs, its build, and the
 capabilities a fork adds (speculative types, KV cache types), so the rules check a fork's flags and pass a
 custom build's through."""
 
@@ -74,8 +74,11 @@ def _short(image: str) -> str:
 
 @cache
 def families() -> dict[str, tuple[ImageFamily, ...]]:
-    raw: dict[str, list[dict[str, Any]]] = yaml.safe_load(
-        resources.files("olarespack").joinpath("data/engine-images.yaml").read_text(encoding="utf-8"))
+    """Each engine package's families (engines/<kind>/images.yaml), keyed by its kind, in the order of the folders."""
+    raw: dict[str, list[dict[str, Any]]] = {
+        folder.name: yaml.safe_load(folder.joinpath("images.yaml").read_text(encoding="utf-8"))
+        for folder in sorted(resources.files("olarespack.engines").iterdir(), key=lambda f: f.name)
+        if folder.joinpath("images.yaml").is_file()}
     found: dict[str, tuple[ImageFamily, ...]] = {}
     for engine, entries in raw.items():
         found[engine] = tuple(ImageFamily(

@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
+from olarespack.core.rule_catalog import Rule
 from olarespack.engines.base import Arg, ContainerResources, EngineBench, EngineSpec, Flag, Option
 from olarespack.engines.bootlog import BootLog, EngineLog
 from olarespack.engines.calibration import MeasuredOn
@@ -133,6 +134,11 @@ class EngineBase(ABC):
     @abstractmethod
     def release_rules(self) -> ReleaseRules:
         """Its release tables' reader, refresh command and own checks (engines/releases.py ReleaseRules)."""
+
+    @abstractmethod
+    def rule_catalog(self) -> Mapping[str, Rule]:
+        """The rule ids its own checks report, with what each protects against: its package's catalog.RULES
+        (registered into core/rule_catalog.py by engines/__init__.py)."""
 
 
 class Engine(EngineBase, Generic[S]):

@@ -18,6 +18,7 @@ from ruamel.yaml.error import YAMLError
 
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.core.types import Image
+from olarespack.core.yamledit import key_block
 from olarespack.release.version import Part, bump
 
 _PLAIN_SAFE = re.compile(r"^[A-Za-z0-9(][^\n#]*$")
@@ -62,7 +63,7 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date, carr
     before: Any = YAML(typ="safe", pure=True).load(text)
     sweep = before["changelog"][0].get("sweep") if carry_sweep else None
     if sweep is not None:
-        del lines[slice(*_key_block(data, changelog[0], "sweep", len(lines), lines))]
+        del lines[slice(*key_block(data, ("changelog", 0, "sweep"), lines))]
     first_line, first_column = changelog.lc.item(0)
     indent = " " * (first_column - 2)
     entry = [f"{indent}- version: {new_version}\n", f"{indent}  date: {today.isoformat()}\n",
@@ -84,23 +85,6 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date, carr
     if after != expected:
         raise refuse("changelog", "the changelog layout defeats an in-place edit", "edit the spec by hand")
     return SpecEdit(file, old_version, new_version, new_text)
-
-
-def _key_block(data: Any, entry: Any, key: str, end_of_file: int, lines: list[str]) -> tuple[int, int]:
-    """The lines [start, end) of one key's block in a changelog entry (its value's lines; the comments and blank
-    lines after it stay with what follows)."""
-    from olarespack.core.yamledit import last_content_line
-
-    keys = list(entry)
-    position = keys.index(key)
-    start = entry.lc.key(key)[0]
-    changelog = data["changelog"]
-    top = list(data)
-    after = top.index("changelog") + 1
-    stop = entry.lc.key(keys[position + 1])[0] if position + 1 < len(keys) else \
-        changelog.lc.item(1)[0] if len(changelog) > 1 else \
-        data.lc.key(top[after])[0] if after < len(top) else end_of_file
-    return start, last_content_line(lines, start, stop)
 
 
 @dataclass(frozen=True)

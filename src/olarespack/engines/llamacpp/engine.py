@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from olarespack.core.errors import Problem
+from olarespack.core.rule_catalog import Rule
 from olarespack.engines.base import Arg, ContainerResources, EngineBench
 from olarespack.engines.bootlog import BootLog
 from olarespack.engines.common import image_tag
 from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
 from olarespack.engines.importing import EngineImport, ImportSource
-from olarespack.engines.llamacpp import cuda
+from olarespack.engines.llamacpp import catalog, cuda
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
 from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag, log_verbosity
@@ -150,6 +151,9 @@ class LlamaCpp(Engine[LlamaCppEngine]):
         from olarespack.engines.llamacpp.release_rules import RULES
 
         return RULES
+
+    def rule_catalog(self) -> Mapping[str, Rule]:
+        return catalog.RULES
 
     def calibration_values(self, engine: LlamaCppEngine, log: BootLog, gpu_memory: int) -> dict[str, Any]:
         reading = log.of(self.kind, LlamaCppLog)

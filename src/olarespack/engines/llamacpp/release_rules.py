@@ -56,7 +56,7 @@ _CACHE_TYPE_FLAGS = ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v")
 
 def widen(facts: ReleaseFacts, family: ImageFamily) -> ReleaseFacts:
     """A fork's facts: its base release's, plus the speculative types, KV cache types and drafter flags its
-    family adds (data/engine-images.yaml)."""
+    family adds (engines/llamacpp/images.yaml)."""
     if not family.based_on:
         return facts
     options = dict(facts.options)

@@ -41,7 +41,7 @@ class GgufModel(StrictModel):
 
 
 # ggml's types (f16, q8_0, ...) and those a fork adds (turbo3): which ones an image knows is in
-# data/engine-images.yaml, checked by the rules
+# engines/llamacpp/images.yaml, checked by the rules
 CacheType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
 SpecTypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from olarespack.core.errors import ModelDataError, Problem
+from olarespack.core.rule_catalog import Rule
 from olarespack.engines.base import Arg, EngineBench, Flag, compact_json
 from olarespack.engines.bootlog import BootLog
 from olarespack.engines.calibration import calibration_problems
@@ -19,7 +20,7 @@ from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import ReleaseRules, image_release
 from olarespack.engines.smoke import EngineSmoke
-from olarespack.engines.vllm import cuda
+from olarespack.engines.vllm import catalog, cuda
 from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
 from olarespack.engines.vllm.fit import fit as vllm_fit
@@ -190,6 +191,9 @@ class Vllm(Engine[VllmEngine]):
         from olarespack.engines.vllm.release_rules import RULES
 
         return RULES
+
+    def rule_catalog(self) -> Mapping[str, Rule]:
+        return catalog.RULES
 
     def import_argv(self, argv: list[str], image: str, source: ImportSource) -> EngineImport:
         return import_vllm(argv, image, self.flags)
