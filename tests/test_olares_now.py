@@ -86,6 +86,20 @@ def test_a_hand_written_charts_gpu_memory_limit_above_its_request_is_a_warning(t
     assert (hit.path, hit.severity) == ("spec.accelerator[0].limitedGPUMemory", "warning")
 
 
+def test_memory_below_the_gpu_memory_is_a_warning_naming_the_olares_change(tmp_path: Path,
+                                                                          helms: list[HelmBinary]) -> None:
+    entry = accelerator_entry("nvidia", gpu="8Gi")  # requiredMemory 128Mi
+    report = lint([str(app(tmp_path, "gpumem", resources=entry))], helms)
+    assert report.errors == [], [str(p) for p in report.errors]
+    [hit] = [p for p in report.problems if p.rule == "olares-memory-covers-gpu"]
+    assert (hit.path, hit.severity) == ("spec.accelerator[0].requiredMemory", "warning")
+    assert "128Mi is below requiredGPUMemory (8Gi)" in hit.message and "#3996" in hit.message
+    assert "at least 8Gi" in hit.fix
+    covered = accelerator_entry("nvidia", gpu="8Gi").replace("requiredMemory: 128Mi", "requiredMemory: 8Gi") \
+        .replace("limitedMemory: 256Mi", "limitedMemory: 8Gi")
+    assert found(app(tmp_path / "covered", "gpumemok", resources=covered), helms, "olares-memory-covers-gpu") == []
+
+
 def test_the_replicas_rule_says_it_is_oacs_and_since_when(tmp_path: Path, helms: list[HelmBinary]) -> None:
     # grafana and gitlab merged before oac refused a workload whose replicas do not follow replicaCount: still
     # an error (Olares cannot stop the app), which says whose rule it is and since which change

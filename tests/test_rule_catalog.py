@@ -53,6 +53,7 @@ FIRED_ELSEWHERE = {
     "bench-impossible": "test_bench_hostile.py",
     "image-cuda": "test_image_cuda.py",
     "olares-gpu-limit": "test_olares_now.py",
+    "olares-memory-covers-gpu": "test_olares_now.py",
     "mmproj-width": "test_model_files_fit.py",
     "drafter-vocab": "test_model_files_fit.py",
     "drafter-architecture": "test_model_files_fit.py",

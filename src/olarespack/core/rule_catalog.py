@@ -192,6 +192,9 @@ RULES: dict[str, Rule] = {
     "olares-gpu-limit": Rule("olares", "warning: a chart's limitedGPUMemory above requiredGPUMemory is never given",
                              "app-service webhook addGpuResourceLimits limits the pod to requiredGPUMemory; oac "
                              "accepts it (checkLimitGERequired) and official charts merged it (embeddinggemmav3)"),
+    "olares-memory-covers-gpu": Rule("olares", "warning: requiredMemory covers requiredGPUMemory",
+                                     "beclab/Olares #3996: app-service charges a time-sliced GPU's app with its "
+                                     "requiredMemory alone, which must include the GPU memory (oac lint, per the PR)"),
     "gpu-memory-request": Rule("olares", "an injected container's GPU memory request equals requiredGPUMemory",
                                "app-service webhook addGpuResourceLimits sets the limit; Kubernetes refuses a "
                                "request that differs"),

@@ -147,6 +147,7 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
     _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
     if gpu:
         _gpu_limit_unused(out, at, entry)
+        _memory_covers_gpu(out, at, entry)
     _multi_flags(out, at, entry)
 
 
@@ -181,6 +182,24 @@ def _gpu_limit_unused(out: Findings, at: str, entry: dict[str, Any]) -> None:
         out.add(f"{at}.limitedGPUMemory", f"{limited} is above requiredGPUMemory ({required}): Olares books and "
                 f"limits the pod to {required}, so the difference is never given", f"set limitedGPUMemory: "
                 f"{required}, or raise requiredGPUMemory to what the app needs", "olares-gpu-limit", "warning")
+
+
+def _memory_covers_gpu(out: Findings, at: str, entry: dict[str, Any]) -> None:
+    """beclab/Olares #3996 (app-service, merged 2026-08-21): a time-sliced GPU is charged against the node's memory
+    with the declared requiredMemory alone, which Olares expects to include the GPU memory (a unified-memory card
+    keeps it in host memory); the PR says oac lint keeps requiredMemory inclusive of it, but no stored oac source
+    has that check (resources.go compares each pair with itself only): a warning, not an error."""
+    memory, gpu = as_text(entry.get("requiredMemory")), as_text(entry.get("requiredGPUMemory"))
+    try:
+        below = quantity.parse_quantity(memory) < quantity.parse_quantity(gpu)
+    except ValueError:
+        return  # unset, -1 or unparseable: judged above
+    if below:
+        out.add(f"{at}.requiredMemory", f"{memory} is below requiredGPUMemory ({gpu}): on a time-sliced GPU Olares "
+                "charges the node's memory with requiredMemory alone and expects it to include the GPU memory "
+                "(beclab/Olares #3996, which says oac lint will refuse it; the oac sources olarespack follows do "
+                "not yet)", f"raise requiredMemory (and limitedMemory) to at least {gpu}",
+                "olares-memory-covers-gpu", "warning")
 
 
 def _limits_over_requests(out: Findings, at: str, fields: dict[str, Any], kinds: tuple[str, ...]) -> None:
