@@ -18,6 +18,10 @@ out, and a client trickling a byte every few seconds holds its connection for ev
   it by the first) with a 400 before the app sees it, and closes the connection after every framing error
   (RFC 9112 section 6.1: a server must close after such a request, or a proxy in front and this server
   could split the stream differently and answer a smuggled request). Nothing pipelined after it is read.
+- closes as RFC 9112 section 9.6 asks (a lingering close): the last answer is sent, only the sending side
+  is shut, and what the client still sends is read and dropped until it closes or linger_seconds pass. A
+  plain close with unread bytes makes the kernel reset the connection, and the reset can destroy the answer
+  before the client reads it (a 413 to a body still being sent).
 - writes one access-log line for each request it answers itself (408, 503, 400) and silences uvicorn's
   own per-request warnings, so no client makes the server write more than one line per request. A
   request the app is handling is logged by the app, which reads why it was cut off from the scope
@@ -35,6 +39,7 @@ import http
 import json
 import logging
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, cast
 
@@ -140,6 +145,49 @@ class _Pool:
         return True
 
 
+class _LingeringTransport:
+    """A connection's transport whose close() is a lingering close (see the module docstring); everything else
+    is the transport's own. abort() still cuts at once."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, linger_seconds: float,
+                 on_linger: Callable[[], None]) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._linger_seconds = linger_seconds
+        self._on_linger = on_linger
+        self._cut: asyncio.TimerHandle | None = None
+        self.lingering = False
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing():
+            return
+        if not self._transport.can_write_eof():
+            self._transport.close()
+            return
+        self.lingering = True
+        self._transport.write_eof()  # after what is buffered: the answer goes out first
+        if not self._transport.is_reading():
+            self._transport.resume_reading()  # the client's last bytes must be read, or they reset the socket
+        self._cut = self._loop.call_later(self._linger_seconds, self.abort)
+        self._on_linger()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def abort(self) -> None:
+        self.forget()
+        self._transport.abort()
+
+    def forget(self) -> None:
+        """The connection is gone (or cut): no timer left behind."""
+        if self._cut is not None:
+            self._cut.cancel()
+            self._cut = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
     """See the module docstring. Bound to one server's pool by protocol_class()."""
 
@@ -153,13 +201,14 @@ class GuardedH11Protocol(H11Protocol):
         self._fresh = True  # no request head received yet on this connection
         self._started: float | None = None  # loop time the current request's clock started
         self._deadline: asyncio.TimerHandle | None = None
-        self._linger: asyncio.TimerHandle | None = None
         self._dropped = False  # closed by this class: no longer counted, nothing more to do
 
     # ------------------------------------------------------------------ uvicorn's hooks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._lingering = _LingeringTransport(transport, self.loop, self.pool.limits.linger_seconds,
+                                              self._on_linger)
+        super().connection_made(cast(asyncio.Transport, self._lingering))
         self._started = self.loop.time()
         self._deadline = self.loop.call_later(self.pool.limits.request_seconds, self._on_deadline)
         if not self.pool.admit(self):
@@ -170,8 +219,8 @@ class GuardedH11Protocol(H11Protocol):
         self._sync()
 
     def data_received(self, data: bytes) -> None:
-        if self._dropped:
-            return
+        if self._dropped or self.transport.is_closing():
+            return  # closed or closing: the rest is dropped (read, so that it does not reset the connection)
         if self._started is None and self.conn.their_state is h11.IDLE:
             self._started = self.loop.time()  # the first byte of a request on a kept-alive connection
         super().data_received(data)
@@ -184,9 +233,13 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._forget()
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
+        self._lingering.forget()
+
+    def _on_linger(self) -> None:
+        """Closing (uvicorn's close after a `Connection: close` answer, or ours): its answer is out and nothing
+        more will be read from it, so a new connection over the cap may evict it."""
+        if not self._dropped:
+            self.pool.evictable[self] = None
 
     def send_400_response(self, msg: str) -> None:
         """h11 could not parse what the client sent, or _StrictConnection refused its framing (uvicorn calls
@@ -271,9 +324,7 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             if answer:
                 self.transport.write(answer)
-            self.transport.close()
-        if self._linger is None:
-            self._linger = self.loop.call_later(self.pool.limits.linger_seconds, self.transport.abort)
+            self.transport.close()  # a lingering close, cut after linger_seconds
 
     def _forget(self) -> None:
         self._dropped = True
