@@ -161,13 +161,14 @@ class _LingeringTransport:
     def close(self) -> None:
         if self.lingering or self._transport.is_closing():
             return
-        if not self._transport.can_write_eof():
-            self._transport.close()
-            return
         self.lingering = True
-        self._transport.write_eof()  # after what is buffered: the answer goes out first
-        if not self._transport.is_reading():
-            self._transport.resume_reading()  # the client's last bytes must be read, or they reset the socket
+        if self._transport.can_write_eof():
+            self._transport.write_eof()  # after what is buffered: the answer goes out first
+            if not self._transport.is_reading():
+                self._transport.resume_reading()  # the client's last bytes must be read, or they reset the socket
+        else:
+            self._transport.close()  # no half-close on this transport: a plain close
+        # either way a client that stops reading does not keep the socket and its unsent answer
         self._cut = self._loop.call_later(self._linger_seconds, self.abort)
         self._on_linger()
 
