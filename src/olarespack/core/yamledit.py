@@ -42,7 +42,6 @@ def last_content_line(lines: list[str], start: int, stop: int) -> int:
 
 
 Step = str | int  # a mapping key or a list index, from the top of the document
-_NODE_TYPES = "a mapping or list loaded by ruamel's round-trip loader (it knows each key's line)"
 
 
 def _node(root: Any, path: tuple[Step, ...]) -> Any:
