@@ -4,10 +4,15 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# checkov (pod hardening checks) in a venv of its own: its many pinned dependencies stay out of olarespack's
+# checkov (pod hardening checks) in a venv of its own: its many pinned dependencies stay out of olarespack's.
+# It depends on nothing in the clone, so it is made once per checkov and Python version in the user's cache
+# (about 30 s of every fresh clone's run otherwise); a venv whose stamp is missing is made again.
 CHECKOV_VERSION := 3.3.30
-CHECKOV := $(VENV)/checkov/bin/checkov
-CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
+CACHE_HOME := $(if $(filter /%,$(XDG_CACHE_HOME)),$(XDG_CACHE_HOME),$(HOME)/.cache)
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import platform; print(platform.python_version())')
+CHECKOV_HOME := $(CACHE_HOME)/olarespack-tools/checkov-$(CHECKOV_VERSION)-py$(PYTHON_VERSION)
+CHECKOV := $(CHECKOV_HOME)/bin/checkov
+CHECKOV_STAMP := $(CHECKOV_HOME)/.installed
 # wrangler (runs the `export cloudflare` Worker in the tests) from npm, pinned by tools/worker's lockfile
 WRANGLER := tools/worker/node_modules/.bin/wrangler
 WRANGLER_STAMP := tools/worker/node_modules/.installed
@@ -103,11 +108,12 @@ $(STAMP): pyproject.toml
 $(BIN)/helm: tools/install_helm.py src/olarespack/helm_install.py | $(STAMP)
 	$(BIN)/python tools/install_helm.py $(BIN)
 
-$(CHECKOV_STAMP): | $(STAMP)
-	$(PYTHON) -m venv $(VENV)/checkov
-	$(VENV)/checkov/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/checkov/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
-	touch $@
+$(CHECKOV_STAMP):
+	rm -rf '$(CHECKOV_HOME)'
+	$(PYTHON) -m venv '$(CHECKOV_HOME)'
+	'$(CHECKOV_HOME)/bin/python' -m pip install --quiet --upgrade pip
+	'$(CHECKOV_HOME)/bin/python' -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+	touch '$@'
 
 $(WRANGLER_STAMP): tools/worker/package.json tools/worker/package-lock.json
 	cd tools/worker && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
