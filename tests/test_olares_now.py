@@ -98,6 +98,8 @@ def test_memory_below_the_gpu_memory_is_a_warning_naming_the_olares_change(tmp_p
     covered = accelerator_entry("nvidia", gpu="8Gi").replace("requiredMemory: 128Mi", "requiredMemory: 8Gi") \
         .replace("limitedMemory: 256Mi", "limitedMemory: 8Gi")
     assert found(app(tmp_path / "covered", "gpumemok", resources=covered), helms, "olares-memory-covers-gpu") == []
+    auto = accelerator_entry("nvidia", gpu="8Gi").replace("requiredMemory: 128Mi", "requiredMemory: \"-1\"")
+    assert found(app(tmp_path / "auto", "gpumemauto", resources=auto), helms, "olares-memory-covers-gpu") == []
 
 
 def test_the_replicas_rule_says_it_is_oacs_and_since_when(tmp_path: Path, helms: list[HelmBinary]) -> None:

@@ -168,17 +168,24 @@ def _multi_flags(out: Findings, at: str, entry: dict[str, Any]) -> None:
                     "this key is ignored", f"rename it {name}", "olares-accelerator", "warning")
 
 
+def _below(low: str, high: str) -> bool:
+    """Both quantities parse and the first is the smaller; False for unset, -1 (auto) or unparseable (judged
+    above)."""
+    if "-1" in (low, high):
+        return False
+    try:
+        return quantity.parse_quantity(low) < quantity.parse_quantity(high)
+    except ValueError:
+        return False
+
+
 def _gpu_limit_unused(out: Findings, at: str, entry: dict[str, Any]) -> None:
     """olarespack's advice: app-service books requiredGPUMemory and its GPU webhook (addGpuResourceLimits) sets
     the container's limit to it, so a higher limitedGPUMemory is never given. oac accepts it (checkLimitGERequired
     only wants limited >= required) and official charts merged with it (embeddinggemmav3: 2048Mi / 4096Mi): a
     warning here; olarespack's own specs, which it renders, refuse it (gpu-memory-booking)."""
     required, limited = as_text(entry.get("requiredGPUMemory")), as_text(entry.get("limitedGPUMemory"))
-    try:
-        higher = quantity.parse_quantity(limited) > quantity.parse_quantity(required)
-    except ValueError:
-        return  # unset, -1 or unparseable: judged above
-    if higher:
+    if _below(required, limited):
         out.add(f"{at}.limitedGPUMemory", f"{limited} is above requiredGPUMemory ({required}): Olares books and "
                 f"limits the pod to {required}, so the difference is never given", f"set limitedGPUMemory: "
                 f"{required}, or raise requiredGPUMemory to what the app needs", "olares-gpu-limit", "warning")
@@ -190,11 +197,7 @@ def _memory_covers_gpu(out: Findings, at: str, entry: dict[str, Any]) -> None:
     keeps it in host memory); the PR says oac lint keeps requiredMemory inclusive of it, but no stored oac source
     has that check (resources.go compares each pair with itself only): a warning, not an error."""
     memory, gpu = as_text(entry.get("requiredMemory")), as_text(entry.get("requiredGPUMemory"))
-    try:
-        below = quantity.parse_quantity(memory) < quantity.parse_quantity(gpu)
-    except ValueError:
-        return  # unset, -1 or unparseable: judged above
-    if below:
+    if _below(memory, gpu):
         out.add(f"{at}.requiredMemory", f"{memory} is below requiredGPUMemory ({gpu}): on a time-sliced GPU Olares "
                 "charges the node's memory with requiredMemory alone and expects it to include the GPU memory "
                 "(beclab/Olares #3996, which says oac lint will refuse it; the oac sources olarespack follows do "
