@@ -22,6 +22,7 @@ RULES = catalog()  # the shared rules and every engine's own (registered by impo
 # rules shown firing by tests outside the two corpora
 FIRED_ELSEWHERE = {
     "file": "test_spec.py (unreadable spec)",
+    "env-loads-code": "test_smoke_confine.py (lint warns on LD_PRELOAD and PYTHONWARNINGS)",
     "spec-mtp-alias": "test_rules_engine.py",
     "published-version": "test_package.py",
     "icon-file": "test_package.py",

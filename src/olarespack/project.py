@@ -21,13 +21,15 @@ from olarespack.olares.versions import lowest_admitted
 from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
 from olarespack.spec.models import AppSpec
+from olarespack.spec.rules import env_warnings
 
 
 def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
     per app: spec-level findings once, chart-level findings once per generation rendered."""
-    return (engine_problems(file, spec) + _bench_problems(file, spec) + _cuda_problems(file, spec, charts)
+    return (engine_problems(file, spec) + env_warnings(file, spec) + _bench_problems(file, spec)
+            + _cuda_problems(file, spec, charts)
             + [problem for chart in charts for problem in chart_problems(chart)])
 
 

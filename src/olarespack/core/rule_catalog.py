@@ -51,6 +51,10 @@ RULES: dict[str, Rule] = {
     "gpu-memory-booking": Rule("spec", "GPU memory request and limit are equal",
                                "app-service's GPU webhook sets the limit to requiredGPUMemory"),
     "chart-owned-env": Rule("spec", "the spec does not set env vars the chart owns", _SPEC),
+    "env-loads-code": Rule("spec", "no env that loads code or changes the interpreter or the loader (LD_PRELOAD, "
+                           "PYTHONPATH, PYTHONWARNINGS, BROWSER, PATH, ...): a warning; smoke never passes it",
+                           "ld.so(8), glibc unsecvars.h, Python's and vLLM's documented environment "
+                           "(core/boot_env.py)"),
     "secret-in-clear": Rule("spec", "no token or secret typed in the spec (token shapes in any field)",
                             f"{OWN}: what a spec holds reaches charts, catalogs and logs"),
     "entrance-title": Rule("spec", "a title used as entrance title has no dots or brackets",

@@ -37,6 +37,8 @@ class OptionFacts:
     removed: bool = False  # a stub the engine keeps only to refuse it with `note`
     fold_case: bool = False  # the engine upper-cases the value before looking it up; `values` are upper case
     values_grow: bool = False  # the engine's platforms add values at run time: an unknown one may still exist
+    value_hint: str = ""  # what the engine's help calls its value (llama.cpp: FNAME, PATH, URL, N); "" not said
+    env: str = ""  # the env var the engine reads it from too (llama.cpp's LLAMA_ARG_*); "" none
 
     @property
     def name(self) -> str:

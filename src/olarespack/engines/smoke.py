@@ -14,9 +14,12 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from olarespack.core.errors import ToolMissingError
+
+if TYPE_CHECKING:
+    from olarespack.engines.confine import FlagPolicy, Swapped
 
 RED_PROMPT = "What color is this image? One word."
 TOOL = {
@@ -94,6 +97,18 @@ class SmokeError(ToolMissingError):
 
 class EngineSmoke:
     """The base of each engine's SMOKE; it knows no engine."""
+
+    chart_head = 1  # the words that start the chart's command (its executable, `vllm serve MODEL`): the boot's own
+    boot_head = 1  # the words that start the command smoke boots (the local executable, `python -m MODULE`)
+
+    def policy(self, engine: Any) -> FlagPolicy:
+        """What the engine's own documentation says of its options: which load code, reach the network, name
+        files or write files of their own (engines/confine.py judges the chart with it)."""
+        raise NotImplementedError
+
+    def swapped(self, engine: Any, files: ModelFiles) -> Swapped:
+        """What `booting` replaces anyway (the model files, the address), not judged before it does."""
+        raise NotImplementedError
 
     def runtime(self, engine: Any, cache: Path, given: Path | None) -> Runtime:
         """The local build to boot, from `given` or from the cache `make test` fills. SmokeError: none here."""

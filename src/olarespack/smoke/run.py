@@ -19,6 +19,7 @@ from olarespack.bench.client import BenchError, Limits, Reply, Server
 from olarespack.check.inputs import Target
 from olarespack.engines import engine_for
 from olarespack.engines.base import EngineBench
+from olarespack.engines.confine import confine, verify
 from olarespack.engines.release_files import cache_dir
 from olarespack.engines.smoke import Booting, Change, EngineSmoke, ModelFiles, Request, Runtime, SmokeError
 from olarespack.fit.budget import resolve_context
@@ -123,9 +124,17 @@ def booted(
         files = local.tiny_models(bound.spec, runtime, work / "models")
     else:
         files = local.user_models(bound.spec, models)
+    # a stranger's chart boots here: what would reach outside the boot's folder is refused first, then checked
+    # again on what the engine's changes made of it
+    roots = [work, *([models] if models is not None else []), *files.paths.values()]
+    confined = confine(argv, env, local.policy(bound.spec), local.swapped(bound.spec, files), roots, work,
+                       local.chart_head)
     booting = local.booting(
-        bound.spec, argv, env, runtime, files, free_port(), work, say=lambda line: say(f"{spec.name}: {line}")
+        bound.spec, confined.argv, confined.env, runtime, files, free_port(), work,
+        say=lambda line: say(f"{spec.name}: {line}"),
     )
+    booting.changes[:0] = confined.changes
+    verify(booting.argv, booting.env, roots, work, local.boot_head)
     report = SmokeReport(label, runtime, files, booting, work / "server.log")
     served = engine.bench().served_name(bound.spec) or "model"
     with report.log.open("wb") as log:

@@ -7,6 +7,7 @@ import re
 import semver
 
 from olarespack.core import quantity
+from olarespack.core.boot_env import code_env
 from olarespack.core.errors import Problem
 from olarespack.core.hardware import profiles
 from olarespack.spec.models import AppSpec
@@ -101,3 +102,13 @@ def _env_problems(file: str, spec: AppSpec) -> list[Problem]:
                 file, f"engine.extra_args[{i}]", "a credential typed in clear ends up in the chart",
                 "remove it: the chart passes Olares' Hugging Face token through a Secret", rule="secret-in-clear"))
     return problems
+
+
+def env_warnings(file: str, spec: AppSpec) -> list[Problem]:
+    """Env that loads code or changes the interpreter or the loader: a box may want it (an LD_PRELOAD of
+    jemalloc), so a warning; smoke and the sweep never pass it (engines/confine.py)."""
+    return [Problem(file, f"engine.env.{key}", "makes the engine's process load code or changes its interpreter or "
+                    f"loader: {rule.why} ({rule.source})",
+                    "remove it unless the image needs it; `olarespack smoke` and the sweep never pass it",
+                    rule="env-loads-code", severity="warning")
+            for key in spec.engine.env if (rule := code_env(key)) is not None]

@@ -36,7 +36,8 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         option = OptionFacts(
             names=spellings, takes_value=bool(row.get("takes_value")), values=values,
             deprecated="" if row.get("deprecated") else None,
-            note=str(row.get("removed") or row.get("deprecated") or ""), removed=removed)
+            note=str(row.get("removed") or row.get("deprecated") or ""), removed=removed,
+            value_hint=str(row.get("value_hint") or ""), env=str(row.get("env") or ""))
         for spelling in spellings:
             options.setdefault(spelling, option)
         if row.get("env") and not removed:

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from olarespack.engines.confine import FlagPolicy, Swapped
+from olarespack.engines.llamacpp.flags import build_facts
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.engines.smoke import (
     Booting,
@@ -30,6 +32,32 @@ MODEL_FLAGS = {
     "--model-draft": "draft",
     "-mm": "projector",
     "--mmproj": "projector",
+}
+# What llama-server's own help (common/arg.cpp, each option's value hint and text) says of an option, for a boot
+# of a stranger's chart here: a value hint that names a file or folder, one that reaches the network or holds a
+# credential, and the options it documents as giving a model tools or starting other servers.
+FILE_HINTS = frozenset({"FNAME", "FILE", "PATH", "DIR", "JINJA_TEMPLATE_FILE", "FNAME:SCALE,..."})
+NETWORK_HINTS = frozenset({"URL", "MODEL_URL", "SERVERS", "<user>/<model>[:quant]", "[<repo>/]<model>[:quant]"})
+CREDENTIAL_HINTS = frozenset({"TOKEN"})
+UNTRUSTED = "its help: experimental, do not enable in untrusted environments"
+REFUSED_OPTIONS = {
+    "--tools": f"built-in tools a model calls (read_file, write_file, exec_shell_command; {UNTRUSTED})",
+    "--agent": f"every built-in tool and the MCP proxy ({UNTRUSTED})",
+    "--tools-runtime": "where the built-in tools run (docker, podman or ssh to another host)",
+    "--mcp-servers-config": f"MCP servers, programs the server starts or calls ({UNTRUSTED})",
+    "--mcp-servers-json": f"MCP servers, programs the server starts or calls ({UNTRUSTED})",
+    "--webui-mcp-proxy": f"a proxy the web page reaches other hosts through ({UNTRUSTED})",
+    "--ui-mcp-proxy": f"a proxy the web page reaches other hosts through ({UNTRUSTED})",
+    "-ag": f"every built-in tool and the MCP proxy ({UNTRUSTED})",
+    "--models-dir": "router mode: the server starts other llama-servers with the files it finds there",
+    "--models-preset": "router mode: the server starts other llama-servers with the arguments the file gives",
+}
+# options whose file llama-server writes: it is written in the boot's folder instead
+OUTPUT_FILES = {
+    "--log-file": "llama-server-log.txt",
+    "--slot-save-path": "slots",
+    "--log-prompts-dir": "prompts-log",
+    "--lookup-cache-dynamic": "lookup-cache-dynamic.bin",
 }
 ERROR_LINE = re.compile(r"^(?:error|.*\berror:|.*failed to|.*GGML_ASSERT).*$", re.MULTILINE | re.IGNORECASE)
 
@@ -57,7 +85,44 @@ def projector_takes(path: Path) -> set[str]:
     }
 
 
+def flag_policy(engine: LlamaCppEngine) -> FlagPolicy:
+    """The image build's options (its release table) judged by their value hints and help."""
+    facts = build_facts(engine)
+    source = f"llama.cpp {facts.release if facts else 'release'} common/arg.cpp, llama-server --help"
+    options = {id(o): o for o in (facts.options.values() if facts else ())}.values()
+    refused: dict[str, str] = dict(REFUSED_OPTIONS)  # also where an older table lacks them
+    files: set[str] = set()
+    outputs: dict[str, str] = {}
+    no_value: set[str] = set()
+    env_options: dict[str, str] = {}
+    for option in options:
+        why = next((REFUSED_OPTIONS[n] for n in option.names if n in REFUSED_OPTIONS), None)
+        output = next((OUTPUT_FILES[n] for n in option.names if n in OUTPUT_FILES), None)
+        if why is None and option.value_hint in NETWORK_HINTS:
+            why = f"reaches the network ({option.value_hint}): nothing is downloaded or called from here"
+        if why is None and option.value_hint in CREDENTIAL_HINTS:
+            why = "a credential: none is passed to a stranger's chart here"
+        for name in option.names:
+            if why is not None:
+                refused[name] = why
+            elif output is not None:
+                outputs[name] = output
+            elif option.value_hint in FILE_HINTS:
+                files.add(name)
+        if not option.takes_value:
+            no_value.update(option.names)
+        if option.env:
+            env_options[option.env] = option.name
+    return FlagPolicy(source, refused, frozenset(files), outputs, frozenset(no_value), env_options)
+
+
 class LlamaCppSmoke(EngineSmoke):
+    def policy(self, engine: LlamaCppEngine) -> FlagPolicy:
+        return flag_policy(engine)
+
+    def swapped(self, engine: LlamaCppEngine, files: ModelFiles) -> Swapped:
+        return Swapped(frozenset({"--host", "--port", *(n for n, role in MODEL_FLAGS.items() if role in files.paths)}))
+
     def runtime(self, engine: LlamaCppEngine, cache: Path, given: Path | None) -> Runtime:
         build = image_build(engine)
         binary = given
@@ -152,18 +217,21 @@ class LlamaCppSmoke(EngineSmoke):
         out = [str(runtime.executable)]
         items = iter(argv[1:])
         for item in items:
-            name = item.split("=", 1)[0]
-            if name in MODEL_FLAGS and MODEL_FLAGS[name] in files.paths:
-                value = next(items, "")
-                out += [item, str(files.paths[MODEL_FLAGS[name]])]
-                changes.append(Change(name, value, str(files.paths[MODEL_FLAGS[name]]), "the local file"))
-            elif name in ("--host", "--port"):
-                value = next(items, "")
-                here = "127.0.0.1" if name == "--host" else str(port)
-                out += [item, here]
-                changes.append(Change(name, value, here, "loopback only" if name == "--host" else "a free port"))
+            name, equals, inline = item.partition("=")
+            if (name in MODEL_FLAGS and MODEL_FLAGS[name] in files.paths) or name in ("--host", "--port"):
+                value = inline if equals else next(items, "")
+                here = (str(files.paths[MODEL_FLAGS[name]]) if name in MODEL_FLAGS
+                        else "127.0.0.1" if name == "--host" else str(port))
+                out += [name, here]
+                why = ("the local file" if name in MODEL_FLAGS
+                       else "loopback only" if name == "--host" else "a free port")
+                changes.append(Change(name, value, here, why))
             else:
                 out.append(item)
+        for name, here in (("--host", "127.0.0.1"), ("--port", str(port))):
+            if name not in out:  # the chart's default (or its env) would listen elsewhere
+                out += [name, here]
+                changes.append(Change(name, "(not given)", here, "loopback only, on a free port"))
         return Booting(out, dict(env), port, changes)
 
     def requests(self, engine: LlamaCppEngine, files: ModelFiles) -> list[Request]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from olarespack.engines.confine import FlagPolicy, Swapped
 from olarespack.engines.smoke import (
     Booting,
     Change,
@@ -26,6 +27,7 @@ from olarespack.engines.smoke import (
     image_request,
     tool_request,
 )
+from olarespack.engines.vllm.boot_policy import flag_policy
 from olarespack.engines.vllm.smoke_files import cpu_flags, layer_kinds, mixes_layer_kinds, model_folder, tiny_written
 from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 
@@ -57,6 +59,16 @@ def _check_script() -> Path:
 
 
 class VllmSmoke(EngineSmoke):
+    chart_head = 3  # vllm serve MODEL
+    boot_head = 3  # python -m MODULE
+
+    def policy(self, engine: VllmEngine) -> FlagPolicy:
+        return flag_policy()
+
+    def swapped(self, engine: VllmEngine, files: ModelFiles) -> Swapped:
+        keys = {"--speculative-config": frozenset({"model"})} if "draft" in files.paths else {}
+        return Swapped(frozenset({"--host", "--port", "--download-dir"}), env=frozenset({"HF_HOME"}), json_keys=keys)
+
     def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
         python = given
         if python is None:
@@ -147,7 +159,10 @@ class VllmSmoke(EngineSmoke):
                 "the model id becomes a local folder: an id is refused offline",
             )
         )
-        items = iter(argv[3:])
+        swapped = ("--host", "--port", "--download-dir", "--speculative-config")
+        split = [part for item in argv[3:] for part in (
+            item.partition("=")[::2] if item.partition("=")[0] in swapped and "=" in item else (item,))]
+        items = iter(split)
         for item in items:
             if item == "--kv-cache-dtype" and not {"avx512f", "amx_tile"} & cpu_flags():
                 value = next(items, "")
@@ -181,10 +196,15 @@ class VllmSmoke(EngineSmoke):
                             "the pod's volume is not here (nothing downloads: the models are local)",
                         )
                     )
-                elif speculative := self._speculative(value, files, scratch, changes, notes, runtime, argv, say):
+                elif speculative := self._speculative(value, files, scratch, changes, notes, runtime,
+                                                             [*argv[:3], *split], say):
                     out += [item, speculative]
             else:
                 out.append(item)
+        for name, here in (("--host", "127.0.0.1"), ("--port", str(port))):
+            if name not in out:  # vLLM's default listens on every address, on port 8000
+                out += [name, here]
+                changes.append(Change(name, "(not given)", here, "loopback only, on a free port"))
         if not any(item.split("=", 1)[0] in COMPILATION_FLAGS or re.fullmatch(r"-O\d?", item) for item in argv[3:]):
             out += ["--optimization-level", "0"]
             changes.append(
