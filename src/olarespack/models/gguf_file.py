@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from olarespack.core.errors import ModelDataError
 from olarespack.models.gguf_header import GgufIndex, HeaderError, read_index
@@ -42,6 +42,7 @@ from olarespack.models.projector import projector_width
 _LLAMACPP_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4}
 HOST_TENSORS = ("token_embd.weight", "per_layer_token_embd.weight")
 TIED_INPUT, OUTPUT = "token_embd.weight", "output.weight"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,27 @@ def read_gguf(path: Path) -> GgufHeader:
     included (models/gguf_header.py: counts, bytes and time). A file cut after its header (a ranged download
     of its first megabytes) is read as the whole file its tensor index describes: its size and tensor types
     are exact, and no data past the header is needed."""
+    return _walked(path, lambda size, index: _facts(path, size, index))
+
+
+def read_gguf_values(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
+    """Metadata values of one local GGUF file, read with the same bounds as read_gguf (None where absent);
+    ModelDataError naming the file and the key for anything else."""
+
+    def values(_: int, index: GgufIndex) -> dict[str, Any]:
+        found = {}
+        for key in keys:
+            try:
+                found[key] = index.value(key)
+            except (HeaderError, struct.error):
+                raise ModelDataError(f"{path}: metadata {key}: cannot be read") from None
+        return found
+
+    return _walked(path, values)
+
+
+def _walked(path: Path, read: Callable[[int, GgufIndex], _T]) -> _T:
+    """`read` of the file's size and walked header, while the file is mapped; errors name the file."""
     size = 0
     try:
         # opened once without blocking and checked on that descriptor: a named pipe is refused, not waited on,
@@ -80,7 +102,7 @@ def read_gguf(path: Path) -> GgufHeader:
                 raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path "
                                      "of the .gguf file saved on disk")
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _facts(path, size, read_index(buf, (*HOST_TENSORS, OUTPUT)))
+                return read(size, read_index(buf, (*HOST_TENSORS, OUTPUT)))
     except OSError as exc:
         raise ModelDataError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError:  # mmap of an empty file

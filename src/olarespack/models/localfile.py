@@ -3,15 +3,17 @@ most MAX_CONFIG_FILE bytes, errors naming the file and the fix."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
+from olarespack.core import boundedjson
 from olarespack.core.errors import ModelDataError
 
 MAX_CONFIG_FILE = 8 << 20  # a config.json is a few KiB; a safetensors index a few hundred
+MAX_CONFIG_DEPTH = 64  # a config.json nests 4 or 5 deep (text_config.rope_scaling, quantization_config groups)
+MAX_CONFIG_DIGITS = 64  # tokenizer configs write model_max_length as a 31-digit integer
 
 
 def read_local_file(path: Path, what: str = "a config.json", limit: int = MAX_CONFIG_FILE) -> bytes:
@@ -41,8 +43,8 @@ def read_json_file(path: Path, what: str = "a config.json") -> dict[str, Any]:
 
 def parse_json(path: Path, raw: bytes, what: str = "a config.json") -> dict[str, Any]:
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = boundedjson.loads(raw.decode("utf-8-sig"), max_depth=MAX_CONFIG_DEPTH, max_digits=MAX_CONFIG_DIGITS)
+    except (UnicodeDecodeError, ValueError) as exc:  # not JSON, too deep, a number too long (5,000 digits)
         raise ModelDataError(f"{path}: invalid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise ModelDataError(f"{path}: {what} must be a JSON object")

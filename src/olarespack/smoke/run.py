@@ -33,6 +33,7 @@ DEFAULT_CACHE = cache_dir()  # the same cache `make test` fills (XDG_CACHE_HOME,
 BOOT_TIMEOUT_S = 1800.0  # vLLM on two busy cores: 130-210 s measured, far more when others compile beside it
 PROGRESS_EVERY_S = 30.0
 MAX_TOKENS = 64
+LOG_TAIL_BYTES = 4 << 20  # vLLM's traceback and the lines around it; never the whole log
 
 
 @dataclass
@@ -67,6 +68,13 @@ class SmokeReport:
         return ([f"boot: {self.refused}"] if self.refused else []) + [
             f"{a.request}: {a.said}" for a in self.answers if not a.ok
         ]
+
+
+def log_tail(log: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The end of the server's log: where the engine says why it stopped (a chart may make it log gigabytes)."""
+    with log.open("rb") as handle:
+        handle.seek(max(0, log.stat().st_size - limit))
+        return handle.read(limit).decode("utf-8", errors="replace")
 
 
 def free_port() -> int:
@@ -149,7 +157,7 @@ def booted(
         try:
             report.boot_seconds = _wait_up(server, booting, say, spec.name, report.log, boot_timeout)
             if server.poll() is not None or report.boot_seconds < 0:
-                text = report.log.read_text(encoding="utf-8", errors="replace")
+                text = log_tail(report.log)
                 why = (
                     f"did not answer within {boot_timeout:g} s"
                     if server.poll() is None

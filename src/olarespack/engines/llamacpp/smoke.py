@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from olarespack.core.errors import ModelDataError
 from olarespack.engines.confine import FlagPolicy, Swapped
 from olarespack.engines.llamacpp.flags import build_facts
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
@@ -24,6 +25,7 @@ from olarespack.engines.smoke import (
     chat,
     image_request,
 )
+from olarespack.models.gguf_file import read_gguf_values
 
 MODEL_FLAGS = {
     "-m": "model",
@@ -70,19 +72,14 @@ def image_build(engine: LlamaCppEngine) -> int:
 
 
 def projector_takes(path: Path) -> set[str]:
-    """What a projector GGUF encodes, from its header: "image" (a vision encoder), "audio" (an audio encoder)."""
-    import gguf
-
-    keys = {
-        field.name: field.contents()
-        for field in gguf.GGUFReader(str(path)).fields.values()
-        if field.name in ("clip.has_vision_encoder", "clip.has_audio_encoder")
-    }
-    return {
-        kind
-        for kind, key in (("image", "clip.has_vision_encoder"), ("audio", "clip.has_audio_encoder"))
-        if keys.get(key) is True
-    }
+    """What a projector GGUF encodes, from its header read bounded (the user's --models file): "image" (a vision
+    encoder), "audio" (an audio encoder). SmokeError: the header cannot be read."""
+    keys = {"image": "clip.has_vision_encoder", "audio": "clip.has_audio_encoder"}
+    try:
+        found = read_gguf_values(path, tuple(keys.values()))
+    except ModelDataError as exc:
+        raise SmokeError(f"--models: the projector {exc}") from None
+    return {kind for kind, key in keys.items() if found.get(key) is True}
 
 
 def flag_policy(engine: LlamaCppEngine) -> FlagPolicy:

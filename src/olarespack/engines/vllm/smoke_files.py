@@ -13,7 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from olarespack.core.errors import ModelDataError
 from olarespack.engines.smoke import Runtime, SmokeError
+from olarespack.models.localfile import read_json_file
 
 TINY_TIMEOUT_S = 900
 
@@ -34,9 +36,9 @@ def tiny_script() -> Path:
 
 def layer_kinds(folder: Path) -> list[str]:
     """The layer kinds a model folder's config.json names (its text config's for a multimodal model)."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # the user's --models folder: read bounded (size, nesting, numbers)
+        config = read_json_file(folder / "config.json")
+    except ModelDataError:  # vLLM says what it makes of such a folder when it boots
         return []
     config = config.get("text_config", config) if isinstance(config, dict) else {}
     kinds = config.get("layer_types") if isinstance(config, dict) else None
