@@ -104,3 +104,54 @@ def test_only_the_end_of_the_servers_log_is_read(tmp_path: Path) -> None:
         out.write(b"\nValueError: the reason\n")
     tail = log_tail(log, 1 << 20)
     assert len(tail) == 1 << 20 and tail.endswith("ValueError: the reason\n")
+
+
+# --- what smoke prints of the engine's answers and log, and what it leaves behind ---------------------------------
+
+
+def test_an_answers_tool_call_is_shown_short_and_escaped() -> None:
+    from olarespack.bench.client import Reply
+    from olarespack.engines.smoke import tool_request
+    from olarespack.smoke.run import _checked
+
+    body = {"choices": [{"message": {"tool_calls": [{"function": {"name": "\x1b]0;owned\x07" + "n" * 5000,
+                                                                  "arguments": "\r\nok: forged line"}}]}}]}
+    said = _checked(tool_request(), Reply(2, 20, 0.1, body=body), real=False, chat_prompt=None).said
+    assert "\x1b" not in said and "\r" not in said and "\n" not in said and len(said) < 300
+    odd = {"choices": [{"message": {"tool_calls": [{"function": "not an object"}, 7]}}]}
+    assert not _checked(tool_request(), Reply(2, 20, 0.1, body=odd), real=True, chat_prompt=None).ok
+
+
+def test_smoke_prints_strangers_text_escaped_and_cleans_up_after_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from olarespack.engines.smoke import Booting, Change, ModelFiles, Runtime
+    from olarespack.smoke import run
+    from olarespack.smoke.run import Answer, SmokeReport
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spec = Path(__file__).resolve().parents[1] / "apps" / "gemma4-audio.yaml"
+
+    def answered(spec_file: Path, work: Path, **_: object) -> SmokeReport:
+        booting = Booting([], {}, 1, [Change("env X", "\x1b[2J", "(refused)", "why")])
+        report = SmokeReport(str(spec_file), Runtime(Path("/x"), "b1", "x"), ModelFiles({}, False), booting,
+                             work / "server.log")
+        report.answers.append(Answer("chat", False, "said '\x1b]8;;http://x\x07'\nok: forged"))
+        return report
+
+    monkeypatch.setattr(run, "smoke", answered)
+    code, out = run_cli(None, "smoke", "--tiny", str(spec))
+    assert code == 1 and "\x1b" not in out and "\nok: forged" not in out and "\\x1b[2J" in out, out
+
+    def broken(spec_file: Path, work: Path, **_: object) -> SmokeReport:
+        (work / "server.log").write_text("partial", encoding="utf-8")
+        raise RuntimeError("an internal error")
+
+    monkeypatch.setattr(run, "smoke", broken)
+    kept = set(tmp_path.glob("olarespack-smoke-*"))  # the refused smoke's folder, which its report names
+    assert len(kept) == 1
+    code, out = run_cli(None, "smoke", "--tiny", str(spec))
+    assert code == 4 and "Traceback" not in out, out
+    assert set(tmp_path.glob("olarespack-smoke-*")) == kept, "a smoke that ended in an error left its folder"

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from olarespack.core.errors import UsageError
+from olarespack.core.text import printable
 
 
 @click.command()
@@ -83,26 +84,31 @@ def smoke(
             models=models.resolve() if models else None,
             engine_path=engine_path.absolute() if engine_path else None,
             cache=cache or DEFAULT_CACHE,
-            say=lambda line: click.echo(line, err=True),
+            say=lambda line: click.echo(printable(line), err=True),
             boot_timeout=boot_timeout,
         )
     finally:
-        if keep is None and report is not None and report.ok:
-            shutil.rmtree(work, ignore_errors=True)  # a failed smoke keeps its log, the report names it
-    click.echo(f"{report.spec}: booted on {report.runtime.label} ({report.runtime.executable})")
-    click.echo("changed to boot here (the chart's value -> what booted: why):")
+        # a failed smoke keeps its log (the report names it); one that never reported (an error) keeps nothing
+        if keep is None and (report is None or report.ok):
+            shutil.rmtree(work, ignore_errors=True)
+
+    def say(text: str, err: bool = False) -> None:  # the engine's words and the chart's values are strangers' text
+        click.echo(printable(text), err=err)
+
+    say(f"{report.spec}: booted on {report.runtime.label} ({report.runtime.executable})")
+    say("changed to boot here (the chart's value -> what booted: why):")
     for change in report.changes:
-        click.echo(f"  {change.item}: {change.chart} -> {change.booted}: {change.why}")
+        say(f"  {change.item}: {change.chart} -> {change.booted}: {change.why}")
     for note in report.booting.notes:
-        click.echo(f"note: {note}")
+        say(f"note: {note}")
     if report.refused:
-        click.echo(f"refused at boot: {report.refused}")
+        say(f"refused at boot: {report.refused}")
     else:
-        click.echo(f"up in {report.boot_seconds:.1f} s")
+        say(f"up in {report.boot_seconds:.1f} s")
     for answer in report.answers:
-        click.echo(f"{answer.request}: {'ok' if answer.ok else 'REFUSED'}: {answer.said}")
+        say(f"{answer.request}: {'ok' if answer.ok else 'REFUSED'}: {answer.said}")
     if report.metrics:
-        click.echo(report.metrics)
+        say(report.metrics)
     if not report.ok:
-        click.echo(f"{report.spec}: refused: {'; '.join(report.failures)}", err=True)
+        say(f"{report.spec}: refused: {'; '.join(report.failures)}", err=True)
         raise SystemExit(1)

@@ -256,11 +256,16 @@ def _ask(report: SmokeReport, requests: list[Request], port: int, served: str, b
 
 def _checked(request: Request, reply: Reply, real: bool, chat_prompt: int | None) -> Answer:
     choices = reply.body.get("choices") or [{}]
-    message = choices[0].get("message") or {} if isinstance(choices[0], dict) else {}
+    first = choices[0] if isinstance(choices, list) and choices else {}
+    message = (first.get("message") or {}) if isinstance(first, dict) else {}
+    message = message if isinstance(message, dict) else {}
     text = str(message.get("content") or "")
-    calls = [c.get("function", {}) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    listed = message.get("tool_calls") if isinstance(message, dict) else None
+    calls = [f for c in (listed if isinstance(listed, list) else [])[:16] if isinstance(c, dict)
+             and isinstance(f := c.get("function"), dict)]
     said = f"200, {reply.prompt_tokens} prompt tokens, " + (
-        f"tool call {calls[0].get('name')} {calls[0].get('arguments')}" if calls else f"said {text[:60]!r}"
+        f"tool call {str(calls[0].get('name'))[:60]!r} {str(calls[0].get('arguments'))[:120]!r}" if calls
+        else f"said {text[:60]!r}"
     )
     if request.tool and (real or request.only_tiny) and not any(c.get("name") == request.tool for c in calls):
         return Answer(request.name, False, f"{said}: no {request.tool} tool call")
