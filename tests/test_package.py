@@ -167,7 +167,8 @@ def test_icons_served_by_the_market_must_exist_locally(tmp_path: Path, apps: Pat
     code, out, _ = run("publish", "--apps-dir", str(apps), "--market-dir", str(market_dir), "--base-url", ICON_HOST)
     assert code == 0, out
     assert (market_dir / "icons" / f"{VISION}.png").read_bytes() == png()
-    assert len(list((market_dir / "icons").iterdir())) == 3
+    assert len([p for p in (market_dir / "icons").iterdir() if p.name != "SHA256SUMS"]) == 3
+    assert len((market_dir / "icons" / "SHA256SUMS").read_text(encoding="utf-8").splitlines()) == 3
 
 
 @helm_test

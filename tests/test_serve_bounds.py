@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES
+from olarespack.core.errors import CatalogError
 from olarespack.market import catalog as market
 from olarespack.market.state import load_state
+from olarespack.package import write_digests
 from olarespack.project import render_apps
 from test_serve import request as fetch
 from test_serve_hardening import DETAILS, connect, guarded_server, read_until_closed, write_market
@@ -49,6 +51,7 @@ def folder(catalog: dict[str, Any], tmp_path: Path) -> Path:
             path.write_bytes(archive_bytes(file_name))
     (market_dir / market.ICONS_DIR).mkdir()
     (market_dir / market.ICONS_DIR / ICON).write_bytes(b"\x89PNG icon")
+    write_digests(market_dir / market.CHARTS_DIR)  # as publish lists what it wrote
     (tmp_path / "secret.tgz").write_bytes(SECRET)
     return market_dir
 
@@ -201,3 +204,33 @@ def test_a_good_request_keeps_the_pipeline(framing_server: tuple[str, Path]) -> 
     answer, after = read_until_closed(sock, 5)
     sock.close()
     assert answer.count(b"HTTP/1.1 200 ") == 2 and after is not None, answer[:300]
+
+
+def test_a_hard_link_to_a_file_elsewhere_is_never_served(served: tuple[str, Path], catalog: dict[str, Any]) -> None:
+    """A hard link is no symbolic link: the walk without links reaches it. Only the bytes the market's digest
+    list gives are served, and an icon with no list (a market from before icons/SHA256SUMS) has one link."""
+    base, folder = served
+    name, file_name = first_chart(catalog)
+    chart = folder / market.CHARTS_DIR / "current" / file_name
+    chart.unlink()
+    os.link(folder.parent / "secret.tgz", chart)
+    icon = folder / market.ICONS_DIR / ICON
+    icon.unlink()
+    os.link(folder.parent / "secret.tgz", icon)
+    assert_not_served(base, chart_target(name, file_name))  # main answered 200 with the secret
+    assert_not_served(base, f"/icons/{ICON}")
+
+
+def test_only_what_the_markets_lists_name_is_indexed(folder: Path, catalog: dict[str, Any]) -> None:
+    name, file_name = first_chart(catalog)
+    extra = f"{name}-9.9.9.tgz"
+    (folder / market.CHARTS_DIR / "current" / extra).write_bytes(SECRET)  # put there by hand, listed nowhere
+    (folder / market.ICONS_DIR / "other.png").write_bytes(SECRET)
+    write_digests(folder / market.ICONS_DIR, "*.png")  # the icons list, as publish writes it now
+    (folder / market.ICONS_DIR / "late.png").write_bytes(SECRET)
+    state = load_state(folder)
+    assert extra not in state.generations["current"].charts and file_name in state.generations["current"].charts
+    assert sorted(state.icons) == sorted([ICON, "other.png"])
+    (folder / market.CHARTS_DIR / market.DIGESTS_FILE).write_text("not a digest line\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match="publish the market again"):
+        load_state(folder)

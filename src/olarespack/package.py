@@ -96,7 +96,8 @@ def digest_list(archives: Iterable[Path], root: Path) -> bytes:
 
 
 def write_digests(folder: Path, pattern: str = "*.tgz") -> Path:
-    """Write folder/SHA256SUMS over every archive below it (old versions included)."""
+    """Write folder/SHA256SUMS over every file below it that `pattern` matches (old versions included)."""
     target = folder / "SHA256SUMS"
-    write_file(target, digest_list(folder.rglob(pattern), folder))
+    files = [p for p in folder.rglob(pattern) if p.is_file() and not p.is_symlink() and p != target]
+    write_file(target, digest_list(files, folder))
     return target

@@ -16,6 +16,7 @@ On-disk layout of a market folder (written by folder.py, read by state.py for se
                                         the two generations' archives share file names, so each generation
                                         has its own folder; old versions are kept
   charts/SHA256SUMS                     digests of every archive (sha256sum -c format)
+  icons/SHA256SUMS                      digests of every icon (serve gives out only what the two lists name)
   icons/<file>                          icons published from local files
   static/<generation>/api/v{1,2}/appstore/{hash,info}
                                         the GET answers as files, with a _headers file (JSON content type,

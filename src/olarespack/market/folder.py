@@ -54,6 +54,8 @@ def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Arch
         for path, data in market.static_files(catalog).items():
             write_file(staging / path, data)
         write_digests(staging / market.CHARTS_DIR)
+        if (staging / market.ICONS_DIR).is_dir():  # serve gives out only the icons listed, as it lists them
+            write_digests(staging / market.ICONS_DIR, "*")
         for path, data in (extra or {}).items():
             write_file(staging / path, data)
         written["catalog", ""] = write_file(staging / market.CATALOG_FILE, market.catalog_bytes(catalog))

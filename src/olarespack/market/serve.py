@@ -62,7 +62,7 @@ from olarespack.market.protocol import (
     default_max_connections,
     protocol_class,
 )
-from olarespack.market.state import GenerationView, MarketState, Store, load_state, read_inside
+from olarespack.market.state import GenerationView, MarketState, Store, load_state, read_listed
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 
 __all__ = ["CatalogError", "MarketState", "MissingCatalogError", "create_app", "load_state", "make_server", "run"]
@@ -169,7 +169,7 @@ class Api:
             if path is None or owner != name:
                 raise _fail("no_chart", file_name=file_name, name=name)
             try:
-                data = await anyio.to_thread.run_sync(read_inside, self.store.state.root, path)
+                data = await anyio.to_thread.run_sync(read_listed, self.store.state, path)
             except OSError:
                 raise _fail("chart_gone", file_name=file_name) from None
             return Response(data, headers={header: answers.fill(value, file_name=file_name)
@@ -191,7 +191,7 @@ class Api:
         if path is None:
             raise _fail("no_icon")
         try:
-            data = await anyio.to_thread.run_sync(read_inside, state.root, path)
+            data = await anyio.to_thread.run_sync(read_listed, state, path)
         except OSError:
             raise _fail("no_icon") from None
         return Response(data, media_type=answers.icon_type(path.name), headers={"cache-control": answers.ICON_CACHE})

@@ -13,19 +13,24 @@ in `error` (what /health reports as stale), until a loadable catalog appears.
 read_inside() is how a request reads an indexed file: the folder can change under a running server (a file
 or a folder swapped for a link, a named pipe), so each read walks from the market folder without following
 a link at any step and sends only a regular file; anything else is an OSError, answered as not found.
+Only what the market's own digest lists name is indexed (charts/SHA256SUMS, icons/SHA256SUMS), and read_listed()
+sends a file only when its bytes are the ones listed: a hard link inside the folder to a file elsewhere, or a
+file put there by hand, is never given out. (An icons folder from before icons/SHA256SUMS: its icons with one
+link only.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import json
 import logging
 import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -54,10 +59,15 @@ class GenerationView:
 
 @dataclass(frozen=True)
 class MarketState:
-    root: Path  # the market folder (resolved once): every indexed file is read from it with read_inside()
+    root: Path  # the market folder (resolved once): every indexed file is read from it with read_listed()
     generations: dict[str, GenerationView]
     icons: dict[str, Path]
     stamp: tuple[int, int, int]
+    digests: dict[Path, str] = field(default_factory=dict)  # indexed file -> the sha256 its list gives
+
+
+MAX_DIGEST_LIST = 4 << 20  # 64-hex digest, two spaces, a path: tens of thousands of files
+_DIGEST_LINE: Final = re.compile(r"^([0-9a-f]{64})  ([A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)?)$")
 
 
 _NOFOLLOW: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -81,9 +91,10 @@ def _open_folder(root: Path, parts: tuple[str, ...]) -> int:
     return fd
 
 
-def read_inside(root: Path, path: Path) -> bytes:
+def read_inside(root: Path, path: Path, single_link: bool = False) -> bytes:
     """The bytes of `path`, a file under `root`, when it is a regular file reached without following any
-    link; OSError otherwise (a link, a pipe, a device, a folder, a file that is gone)."""
+    link (and, with `single_link`, with no other hard link); OSError otherwise (a link, a pipe, a device, a
+    folder, a file that is gone)."""
     *folders, name = path.relative_to(root).parts
     folder = _open_folder(root, tuple(folders))
     try:
@@ -94,7 +105,39 @@ def read_inside(root: Path, path: Path) -> bytes:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        if single_link and info.st_nlink != 1:
+            raise OSError(errno.EINVAL, "a file with another hard link")
         return handle.read(info.st_size)  # the size when opened: a file growing meanwhile is not followed
+
+
+def read_listed(state: MarketState, path: Path) -> bytes:
+    """An indexed file's bytes when they are the ones its digest list gives (read_inside's checks first);
+    OSError otherwise, answered as not found."""
+    expected = state.digests.get(path)
+    data = read_inside(state.root, path, single_link=expected is None)
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise OSError(errno.EINVAL, "not the file the market lists")
+    return data
+
+
+def digest_list(root: Path, folder: str) -> dict[str, str] | None:
+    """root/folder/SHA256SUMS as {path under folder: sha256}; None when there is none. CatalogError: malformed."""
+    path = root / folder / market.DIGESTS_FILE
+    try:
+        raw = read_inside(root, path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CatalogError(path, f"unreadable digest list: {exc.strerror or type(exc).__name__}") from None
+    if len(raw) > MAX_DIGEST_LIST:
+        raise CatalogError(path, f"a digest list over {MAX_DIGEST_LIST >> 20} MiB")
+    listed: dict[str, str] = {}
+    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+        found = _DIGEST_LINE.match(line)
+        if found is None:
+            raise CatalogError(path, f"line {number} is not `<sha256>  <file>`: publish the market again")
+        listed[found.group(2)] = found.group(1)
+    return listed
 
 
 def _files(root: Path, folder: tuple[str, ...], accept: Callable[[str], object]) -> dict[str, Path]:
@@ -143,8 +186,9 @@ def load_state(market_dir: Path) -> MarketState:
         raise CatalogError(path, f"unreadable catalog: {exc}") from None
     if not isinstance(catalog, dict) or catalog.get("format") != market.FORMAT:
         raise CatalogError(path, f"not an olarespack catalog (format {market.FORMAT})")
+    listed = digest_list(root, market.CHARTS_DIR) or {}
     try:
-        views = {name: _view(root, name, gen) for name, gen in catalog["generations"].items()}
+        views = {name: _view(root, name, gen, listed) for name, gen in catalog["generations"].items()}
     except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise CatalogError(path, f"malformed catalog ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
@@ -159,13 +203,21 @@ def load_state(market_dir: Path) -> MarketState:
     except OSError as exc:
         raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
             from None
-    return MarketState(root, views, icons, stamp)
+    icon_digests = digest_list(root, market.ICONS_DIR)
+    if icon_digests is not None:
+        icons = {name: file for name, file in icons.items() if name in icon_digests}
+    digests = {file: listed[f"{name}/{archive}"] for name, view in views.items()
+               for archive, (_, file) in view.charts.items()}
+    digests |= {file: icon_digests[name] for name, file in icons.items() if icon_digests is not None}
+    return MarketState(root, views, icons, stamp, digests)
 
 
-def _view(root: Path, name: str, gen: dict[str, Any]) -> GenerationView:
+def _view(root: Path, name: str, gen: dict[str, Any], listed: dict[str, str]) -> GenerationView:
+    """One generation's answers and the archives charts/SHA256SUMS lists for it (a file it does not list is
+    not the market's: never served)."""
     charts = {file: (parsed[0], real) for file, real in
               _files(root, (market.CHARTS_DIR, name), parse_archive_name).items()
-              if (parsed := parse_archive_name(file))}
+              if (parsed := parse_archive_name(file)) and f"{name}/{file}" in listed}
     return GenerationView(
         hash_answer=market.hash_template(gen), info_answer=market.info_template(gen),
         default_version=str(gen["olares_version"]),
