@@ -94,16 +94,19 @@ class Result:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
-async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> int:
+async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> tuple[int, bool]:
+    """The answer's status, and whether it closes the connection (`Connection: close`: the server's last
+    answer on it, after max_requests; a client reconnects, as RFC 9112 9.6 asks)."""
     writer.write(request)
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head[9:12])
-    length = 0
+    length, closing = 0, False
     for line in head.split(b"\r\n"):
         if line[:15].lower() == b"content-length:":
             length = int(line[15:])
+        closing |= line.lower().replace(b" ", b"") == b"connection:close"
     await reader.readexactly(length)
-    return status
+    return status, closing
 
 
 async def drive(name: str, port: int, make: Callable[[random.Random], bytes], total: int, seconds: float,
@@ -122,9 +125,10 @@ async def drive(name: str, port: int, make: Callable[[random.Random], bytes], to
                 sent += 1
                 started = time.perf_counter()
                 try:
-                    status = await _exchange(reader, writer, make(rng))
+                    status, closing = await _exchange(reader, writer, make(rng))
                 except (OSError, asyncio.IncompleteReadError):  # closed on us (e.g. a 503): count it, go on
-                    status = 0
+                    status, closing = 0, True
+                if closing:
                     writer.close()
                     reader, writer = await asyncio.open_connection(HOST, port)
                 latencies.append(time.perf_counter() - started)

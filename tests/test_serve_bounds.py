@@ -9,6 +9,7 @@ the names the catalog gives (the server sends archives as bytes; it never opens 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,16 @@ from olarespack.market.state import load_state
 from olarespack.package import write_digests
 from olarespack.project import render_apps
 from test_serve import request as fetch
-from test_serve_hardening import DETAILS, connect, guarded_server, read_until_closed, write_market
+from test_serve import wait_for
+from test_serve_hardening import (
+    DETAILS,
+    closed_by_server,
+    connect,
+    guarded_server,
+    quick_get,
+    read_until_closed,
+    write_market,
+)
 
 SECRET = b"secret outside the market"
 ICON = "app.png"
@@ -234,3 +244,104 @@ def test_only_what_the_markets_lists_name_is_indexed(folder: Path, catalog: dict
     (folder / market.CHARTS_DIR / market.DIGESTS_FILE).write_text("not a digest line\n", encoding="utf-8")
     with pytest.raises(CatalogError, match="publish the market again"):
         load_state(folder)
+
+
+# --------------------------------------------------------------------------- clients that do not read (#35 items 4, 5)
+
+BIG_ICON = "big.png"
+
+
+def with_big_icon(folder: Path) -> Path:
+    """The market with a 4 MB icon, listed as publish lists icons: an answer no socket buffer holds."""
+    (folder / market.ICONS_DIR / BIG_ICON).write_bytes(b"\x89PNG" + bytes(4 << 20))
+    write_digests(folder / market.ICONS_DIR, "*.png")
+    return folder
+
+
+def asking_without_reading(base: str, target: str) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+    host, port = base.removeprefix("http://").split(":")
+    sock.connect((host, int(port)))
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def test_a_client_that_does_not_read_its_answer_is_cut_at_the_answer_deadline(folder: Path) -> None:
+    with guarded_server(with_big_icon(folder), folder.parent / "serve.log", response_seconds=1.5) as base:
+        sock = asking_without_reading(base, f"/icons/{BIG_ICON}")
+        time.sleep(3)  # it reads nothing for twice the deadline
+        data, after = read_until_closed(sock, 10)
+        sock.close()
+        assert after is not None and len(data) < 4 << 20  # cut: the rest of the answer was never sent
+    log = (folder.parent / "serve.log").read_text()
+    assert "answer not taken after 1.5s" in log and "Traceback" not in log
+
+
+def test_clients_that_do_not_read_do_not_keep_others_out(folder: Path) -> None:
+    with guarded_server(with_big_icon(folder), folder.parent / "serve.log", max_connections=3,
+                        response_seconds=60) as base:
+        held = [asking_without_reading(base, f"/icons/{BIG_ICON}") for _ in range(3)]
+        time.sleep(1.5)  # each answer stalls past STALL_SECONDS
+        status, body = quick_get(base, "/health")
+        assert status == 200 and b'"ok"' in body  # main answered 503 for as long as they held on (63 s)
+        assert wait_for(lambda: any(map(closed_by_server, held)))
+        for sock in held:
+            sock.close()
+    assert "does not read its answer" in (folder.parent / "serve.log").read_text()
+
+
+def test_one_connection_serves_at_most_max_requests_then_says_it_closes(folder: Path) -> None:
+    with guarded_server(folder, folder.parent / "serve.log", max_requests=5) as base:
+        sock = connect(base)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 20)  # pipelined, more than it may serve
+        data, after = read_until_closed(sock, 10)
+        sock.close()
+    answers = data.split(b"HTTP/1.1 ")[1:]
+    assert after is not None and len(answers) == 5 and all(a.startswith(b"200 ") for a in answers)
+    assert b"connection: close" in answers[-1].lower() and b"connection: close" not in answers[0].lower()
+
+
+def test_a_failing_accept_is_one_line_a_second(caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+    import errno
+    import logging
+
+    from olarespack.market.protocol import AcceptErrors
+
+    loop = asyncio.new_event_loop()
+    try:
+        handler = AcceptErrors()
+        error = OSError(errno.EMFILE, "Too many open files")
+        with caplog.at_level(logging.WARNING, logger="olarespack.serve"):
+            for _ in range(2048):  # one tick of asyncio's accept loop over its backlog
+                handler(loop, {"message": "socket.accept() out of system resource", "exception": error})
+        lines = [r for r in caplog.records if r.name == "olarespack.serve"]
+        assert len(lines) == 1 and "Too many open files" in lines[0].getMessage() and not lines[0].exc_info
+    finally:
+        loop.close()
+
+
+def test_closing_sockets_count_against_the_cap_and_are_cut_first() -> None:
+    """The pool with stand-in connections (the real server's eviction is tested above): a socket lingering
+    after its last answer is counted, and a new connection over the cap cuts it before an idle one."""
+    from olarespack.market.protocol import ConnectionLimits, _Pool
+
+    cut: list[str] = []
+
+    class Conn:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def evict(self) -> None:
+            cut.append(self.name)
+            pool.gone(self)  # type: ignore[arg-type]
+
+    pool = _Pool(ConnectionLimits(max_connections=2))
+    idle, closing = Conn("idle"), Conn("closing")
+    for conn in (idle, closing):
+        assert pool.admit(conn)  # type: ignore[arg-type]
+    pool.evictable[idle] = None  # type: ignore[index]
+    pool.lingering[closing] = None  # type: ignore[index]
+    assert pool.admit(Conn("new")) and cut == ["closing"]  # type: ignore[arg-type]
+    assert len(pool.live) == 2

@@ -10,10 +10,17 @@ out, and a client trickling a byte every few seconds holds its connection for ev
   request (head and body) not complete by then is answered 408 and its connection closed, so sending
   slowly does not help. A connection that never sent a byte is closed without an answer.
 - keeps uvicorn's keep-alive timer: an idle kept-alive connection is closed after keep_alive_seconds.
-- caps the connections (max_connections). A connection over the cap evicts the one that has waited
-  longest without a request in flight (idle, still sending its request, or closing), so holding
-  connections open does not keep new clients out. Only when every connection has a request in flight
-  is the new one answered 503 at once.
+- gives every answer a deadline too (ConnectionLimits.response_seconds, from the request's head): a client
+  that does not read what it asked for is cut like one that does not send, so its answer and what it
+  pipelined behind it (kernel buffers of megabytes) do not stay. A connection serves at most
+  max_requests requests (pipelined or kept alive), then closes after its last answer.
+- caps the connections (max_connections), counting every socket the server holds, closing ones included
+  (a socket lingering after its last answer is a descriptor too: over the process's file limit accept()
+  fails before the cap can evict anyone). A connection over the cap evicts the one that has waited
+  longest without a request in flight (idle, still sending its request, or closing), else the one whose
+  client stopped reading its answer longest ago, so holding connections open does not keep new clients out.
+  Only when every connection has a request in flight that its client reads is the new one answered 503 at
+  once.
 - refuses a request whose body framing is ambiguous (both Transfer-Encoding and Content-Length: h11 frames
   it by the first) with a 400 before the app sees it, and closes the connection after every framing error
   (RFC 9112 section 6.1: a server must close after such a request, or a proxy in front and this server
@@ -56,6 +63,8 @@ _UVICORN_LOG.setLevel(logging.ERROR)
 # Set in a request's scope when the connection was cut under the app: (status, why) for its log line.
 ABORTED_KEY: Final = "olarespack.aborted"
 MAX_HEAD_BYTES: Final = 16 * 1024  # a request head (line and headers); h11 answers 400 past it
+_CLOSE: Final = (b"connection", b"close")
+STALL_SECONDS: Final = 1.0  # an answer not drained for this long: its client is not reading it
 
 
 @dataclass(frozen=True)
@@ -63,13 +72,15 @@ class ConnectionLimits:
     max_connections: int = 1000
     request_seconds: float = 10.0  # to send a whole request, head and body
     keep_alive_seconds: int = 15  # idle time allowed between requests (uvicorn's timeout_keep_alive)
+    response_seconds: float = 30.0  # for the client to take its answer, from the request's head
+    max_requests: int = 100  # on one connection, pipelined or kept alive; then it closes
     # A connection closed by the server may take this long to take its last answer, then it is cut:
     # a client that stops reading must not keep the socket and its unsent buffer.
     linger_seconds: float = 2.0
 
     def __post_init__(self) -> None:
         if self.max_connections < 1 or self.request_seconds <= 0 or self.keep_alive_seconds < 1 \
-                or self.linger_seconds <= 0:
+                or self.linger_seconds <= 0 or self.response_seconds <= 0 or self.max_requests < 1:
             raise ValueError(f"connection limits must be positive: {self}")
 
 
@@ -80,6 +91,28 @@ def default_max_connections(ceiling: int = 1000) -> int:
     if soft == resource.RLIM_INFINITY:
         return ceiling
     return max(1, min(ceiling, soft - 64))  # room for the listening socket, logs, chart and icon reads
+
+
+class AcceptErrors:
+    """The event loop's exception handler for `accept()` failing for want of descriptors or memory: one line a
+    second with how many failed since, never a traceback each (asyncio's accept loop reports every try of
+    its backlog, thousands a second). Every other loop error goes to asyncio's own handler."""
+
+    def __init__(self) -> None:
+        self.last = float("-inf")
+        self.unsaid = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            loop.default_exception_handler(context)
+            return
+        self.unsaid += 1
+        if loop.time() - self.last < 1.0:
+            return
+        exc = context.get("exception")
+        log.warning("accept failed %d time(s): %s; new connections wait in the backlog", self.unsaid,
+                    getattr(exc, "strerror", None) or type(exc).__name__)
+        self.last, self.unsaid = loop.time(), 0
 
 
 def access_log(client: tuple[str, int] | None, request: str, status: int, size: int, elapsed: float,
@@ -131,18 +164,35 @@ class _Pool:
 
     def __init__(self, limits: ConnectionLimits) -> None:
         self.limits = limits
-        self.live: set[GuardedH11Protocol] = set()
-        self.evictable: dict[GuardedH11Protocol, None] = {}  # insertion-ordered
+        self.live: set[GuardedH11Protocol] = set()  # every socket held, closing ones included
+        self.lingering: dict[GuardedH11Protocol, None] = {}  # closing: answer out, socket still held
+        self.evictable: dict[GuardedH11Protocol, None] = {}  # no request in flight, insertion-ordered
+        self.stalled: dict[GuardedH11Protocol, float] = {}  # answers not drained -> since when (loop time)
 
     def admit(self, conn: GuardedH11Protocol) -> bool:
         self.live.add(conn)
         if len(self.live) <= self.limits.max_connections:
             return True
-        victim = next(iter(self.evictable), None)
+        # the cheapest to cut first: a closing socket has given its answer already
+        victim = next(iter(self.lingering), None) or next(iter(self.evictable), None) or self._stalled_longest()
         if victim is None:
             return False
         victim.evict()
         return True
+
+    def _stalled_longest(self) -> GuardedH11Protocol | None:
+        """The connection whose client has not taken its answer for longest, if that is over STALL_SECONDS (a
+        big answer pauses writing for a moment even for a client that reads)."""
+        conn = next(iter(self.stalled), None)
+        if conn is None or conn.loop.time() - self.stalled[conn] < STALL_SECONDS:
+            return None
+        return conn
+
+    def gone(self, conn: GuardedH11Protocol) -> None:
+        self.live.discard(conn)
+        self.lingering.pop(conn, None)
+        self.evictable.pop(conn, None)
+        self.stalled.pop(conn, None)
 
 
 class _LingeringTransport:
@@ -157,6 +207,12 @@ class _LingeringTransport:
         self._on_linger = on_linger
         self._cut: asyncio.TimerHandle | None = None
         self.lingering = False
+
+    def close_now(self) -> None:
+        """A plain close: what is buffered goes out, then the socket closes (for a client that has sent all it
+        will: nothing unread is left to reset the connection)."""
+        self.forget()
+        self._transport.close()
 
     def close(self) -> None:
         if self.lingering or self._transport.is_closing():
@@ -202,7 +258,9 @@ class GuardedH11Protocol(H11Protocol):
         self._fresh = True  # no request head received yet on this connection
         self._started: float | None = None  # loop time the current request's clock started
         self._deadline: asyncio.TimerHandle | None = None
-        self._dropped = False  # closed by this class: no longer counted, nothing more to do
+        self._answer_deadline: asyncio.TimerHandle | None = None  # the client must take its answer by then
+        self._served = 0  # requests answered on this connection
+        self._dropped = False  # closed by this class: nothing more to do (still counted until it is gone)
 
     # ------------------------------------------------------------------ uvicorn's hooks
 
@@ -228,19 +286,39 @@ class GuardedH11Protocol(H11Protocol):
         self._sync()
 
     def on_response_complete(self) -> None:
+        self._served += 1
+        if not self.transport.get_write_buffer_size():  # else the client has still to take it (resume_writing)
+            self._cancel_answer_deadline()
+        if self._served >= self.pool.limits.max_requests and not self._dropped:
+            self._close()  # before uvicorn starts what was pipelined behind it: that is not read
         super().on_response_complete()  # may start a pipelined request
         self._sync()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if not self._dropped:
+            self.pool.stalled.setdefault(self, self.loop.time())  # its client is not reading: evictable later
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.pool.stalled.pop(self, None)
+        if self.cycle is None or self.cycle.response_complete:
+            self._cancel_answer_deadline()  # the answer is taken (what is left is under the low-water mark)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._forget()
         self._lingering.forget()
+        self.pool.gone(self)  # the socket is gone: it no longer counts against the cap
 
     def _on_linger(self) -> None:
         """Closing (uvicorn's close after a `Connection: close` answer, or ours): its answer is out and nothing
-        more will be read from it, so a new connection over the cap may evict it."""
-        if not self._dropped:
-            self.pool.evictable[self] = None
+        more will be read from it; it still holds a socket, so it counts, and a new connection over the cap
+        cuts it first."""
+        self.pool.evictable.pop(self, None)
+        self.pool.stalled.pop(self, None)
+        if self in self.pool.live:
+            self.pool.lingering[self] = None
 
     def send_400_response(self, msg: str) -> None:
         """h11 could not parse what the client sent, or _StrictConnection refused its framing (uvicorn calls
@@ -267,6 +345,12 @@ class GuardedH11Protocol(H11Protocol):
             return
         if self.cycle is not None:
             self._fresh = False
+            if self._served + 1 >= self.pool.limits.max_requests:
+                # the connection's last request: its answer says so (uvicorn adds `Connection: close` to the
+                # answer of a request that carries it, and closes after it), so a client reconnects cleanly
+                headers = cast(list[tuple[bytes, bytes]], self.cycle.scope["headers"])
+                if _CLOSE not in headers:
+                    headers.append(_CLOSE)
         # the client owes a request: the first one on a fresh connection, a head begun, or a body under way
         their = self.conn.their_state
         waiting = (self._fresh or self._has_head_bytes()) if their is h11.IDLE else their is h11.SEND_BODY
@@ -282,8 +366,11 @@ class GuardedH11Protocol(H11Protocol):
             left = self._started + self.pool.limits.request_seconds - self.loop.time()
             self._deadline = self.loop.call_later(max(left, 0.0), self._on_deadline)
         if self.cycle is not None and not self.cycle.response_complete:
-            self.pool.evictable.pop(self, None)  # a request in flight is never evicted
-        elif self not in self.pool.evictable:
+            self.pool.evictable.pop(self, None)  # a request in flight is evicted only when its client stalls
+            if self._answer_deadline is None:
+                self._answer_deadline = self.loop.call_later(self.pool.limits.response_seconds,
+                                                             self._on_answer_deadline)
+        elif self not in self.pool.evictable and self not in self.pool.lingering:
             self.pool.evictable[self] = None
 
     def _has_head_bytes(self) -> bool:
@@ -307,17 +394,46 @@ class GuardedH11Protocol(H11Protocol):
             return
         self._close(_raw_answer(408, note))
 
+    def _on_answer_deadline(self) -> None:
+        self._answer_deadline = None
+        if self._dropped or self.transport.is_closing():
+            return
+        self._cut_reader(f"answer not taken after {self.pool.limits.response_seconds:g}s")
+
+    def _cut_reader(self, note: str) -> None:
+        """The client asked and does not read the answer: the app's request ends (its line says why) and the
+        socket is cut with what it still buffers."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            _cut_under_app(cycle, 408, note)
+        else:
+            self._log(408, note)
+        self._forget()
+        self.transport.abort()
+
+    def _cancel_answer_deadline(self) -> None:
+        if self._answer_deadline is not None:
+            self._answer_deadline.cancel()
+            self._answer_deadline = None
+
     def evict(self) -> None:
-        """Make room for a new connection (called by the pool; this one has no request in flight)."""
+        """Make room for a new connection (called by the pool): a closing socket is cut, a stalled reader is cut,
+        an idle or unfinished one is answered 503 (when it began a request) and closed at once. Its socket is
+        no longer counted: it is gone within this turn of the loop."""
+        self.pool.gone(self)
         if self.transport.is_closing():
             self._forget()
-            self.transport.abort()  # closed already but still flushing: the client is not reading
-            return
-        if self._has_head_bytes():
-            self._log(503, f"evicted: {self.pool.limits.max_connections} connections open")
-            self._close(_raw_answer(503, "server busy, retry later"))
+            self.transport.abort()  # closing already, still flushing or lingering: its answer was given
+        elif (self.cycle is not None and not self.cycle.response_complete) or self.transport.get_write_buffer_size():
+            # its answer is not taken: a close would wait for the client for ever, holding the socket
+            self._cut_reader(f"evicted: {self.pool.limits.max_connections} connections open and this client "
+                             "does not read its answer")
         else:
-            self._close()
+            if self._has_head_bytes():
+                self._log(503, f"evicted: {self.pool.limits.max_connections} connections open")
+                self.transport.write(_raw_answer(503, "server busy, retry later"))
+            self._forget()
+            self._lingering.close_now()
 
     def _close(self, answer: bytes = b"") -> None:
         self._forget()
@@ -328,9 +444,11 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()  # a lingering close, cut after linger_seconds
 
     def _forget(self) -> None:
+        """Closed by this class: no timer left, nothing more to guard; the socket counts until it is gone."""
         self._dropped = True
-        self.pool.live.discard(self)
-        self.pool.evictable.pop(self, None)
+        self.pool.evictable.pop(self, None)  # a lingering close counts it as lingering (_on_linger)
+        self.pool.stalled.pop(self, None)
+        self._cancel_answer_deadline()
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None

@@ -57,6 +57,7 @@ from olarespack.market import catalog as market
 from olarespack.market.protocol import (
     ABORTED_KEY,
     MAX_HEAD_BYTES,
+    AcceptErrors,
     ConnectionLimits,
     access_log,
     default_max_connections,
@@ -297,6 +298,7 @@ def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_exception_handler(AcceptErrors())
         watcher = asyncio.create_task(store.watch(poll_seconds))
         try:
             yield
