@@ -218,3 +218,17 @@ def test_lint_with_no_apps_says_so(tmp_path: Path) -> None:
     repo = init(tmp_path)
     code, output = run_cli(repo, "lint")
     assert code == 0 and "nothing to lint" in output, output
+
+
+@pytest.mark.helm
+def test_values_of_a_spec_whose_context_is_auto(tmp_path: Path) -> None:
+    """`values` renders the spec as build does: a context `auto` is resolved first (it was an internal error)."""
+    import yaml
+
+    data = yaml.safe_load((APPS / "gemma4-vision.yaml").read_text(encoding="utf-8"))
+    data["engine"]["max_model_len"] = "auto"
+    spec = tmp_path / "gemma4-vision.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    code, output = run_cli(ROOT, "values", str(spec), "--user", "bob")
+    assert code == 0, output
+    assert yaml.safe_load(output)["bfl"]["username"] == "bob"
