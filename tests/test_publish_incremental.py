@@ -82,3 +82,34 @@ def test_another_olarespack_rechecks_but_keeps_the_archives(published: tuple[Pat
     assert code == 0, output
     assert tree_bytes(market / "charts") == archives
     assert json.loads(state_file.read_bytes())["tools"] != "an older olarespack"
+
+
+def test_publish_never_moves_an_app_back_without_saying_so(published: tuple[Path, Path]) -> None:
+    """The market offers the audio app at its version; a spec carrying an older one (a branch behind main, a
+    revert) is refused naming both, and published only with --allow-older (a rollback on purpose)."""
+    apps, market = published
+    spec = apps / "gemma4-audio.yaml"
+    now = spec_version("gemma4-audio")
+    major, minor, patch = (int(n) for n in now.split("."))
+    older = f"{major}.{minor - 1 if minor else 0}.{patch if minor else max(patch - 1, 0)}"
+    assert older != now
+    import datetime
+
+    import semver
+    import yaml
+
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))  # the spec as a branch behind main has it
+    data["version"] = older
+    data["changelog"] = [e for e in data["changelog"]
+                         if semver.Version.parse(e["version"]) < semver.Version.parse(older)]
+    data["changelog"].insert(0, {"version": older, "date": datetime.date(2026, 12, 1), "note": "back"})
+    spec.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    before = tree_bytes(market)
+    code, output = publish(apps, market)
+    assert code == 1 and f"{older} is older than {now}" in output and "--allow-older" in output, output
+    assert tree_bytes(market) == before  # nothing written
+    result = CliRunner().invoke(main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market),
+                                       "--allow-older"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    offered = json.loads((market / "catalog.json").read_bytes())["generations"]["current"]["charts"]
+    assert offered["llamacppgemma4audione"] == f"llamacppgemma4audione-{older}.tgz"

@@ -52,7 +52,10 @@ def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, generation: G
                    "files (<spec folder>/icons/<file>), or boxes would get a 404.")
 @options.apps_dir
 @options.jobs
-def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps_dir: Path, jobs: int) -> None:
+@click.option("--allow-older", is_flag=True, help="Publish a spec older than the version the market offers now "
+              "(a rollback on purpose: boxes that installed the newer one are not offered the older).")
+def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps_dir: Path, jobs: int,
+            allow_older: bool) -> None:
     """Lint, package and publish every app, both manifest generations, into the market folder.
 
     \b
@@ -70,7 +73,8 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
         return [helm_binary("helm"), helm_binary("helm4")]
 
     done = run_publish(files, market_dir, base, sibling_names(apps_dir, files) if specs else None, helms,
-                       lambda: helm_binary("helm4"), jobs, progress=lambda line: click.echo(f"... {line}", err=True))
+                       lambda: helm_binary("helm4"), jobs, progress=lambda line: click.echo(f"... {line}", err=True),
+                       allow_older=allow_older)
     for warning in sorted({w for app in done.apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in done.apps:

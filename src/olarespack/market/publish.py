@@ -28,9 +28,10 @@ from olarespack.helm import Helm
 from olarespack.market import catalog as market
 from olarespack.market.folder import write_market
 from olarespack.market.state import load_state
-from olarespack.olares.generations import GENERATION_NAMES, GenerationName, archive_name
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName, archive_name, parse_archive_name
 from olarespack.project import App, render_apps
 from olarespack.release import git
+from olarespack.release.version import is_higher, is_version
 from olarespack.write import Status
 
 STATE_FILE = "publish-state.json"
@@ -122,7 +123,7 @@ def dated(apps: list[App]) -> list[App]:
 
 def publish(files: list[Path], market_dir: Path, base_url: str | None, others: dict[str, str] | None,
             helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2,
-            progress: Callable[[str], None] = lambda line: None) -> Published:
+            progress: Callable[[str], None] = lambda line: None, allow_older: bool = False) -> Published:
     """`progress` gets a line per step (rendered, linted, packaged), so a long publish is never silent."""
     apps = dated(render_apps(files, GENERATION_NAMES, others))
     progress(f"rendered {len(apps)} app(s), both generations")
@@ -159,6 +160,7 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
                 progress(f"packaged {app.spec.name} {app.spec.version} ({gen})")
     icons, problems = local_icons(apps, base_url)
     problems += conflicts(market_dir, apps, archives)
+    problems += [] if allow_older else backwards(market_dir, apps)
     if problems:
         raise ProblemsError(problems)
     catalog = market.build_catalog({
@@ -213,4 +215,24 @@ def conflicts(market_dir: Path, apps: list[App], archives: Archives) -> list[Pro
                     app.file, "version", f"{app.spec.version} is already published ({target}) with other content",
                     "bump version and add a changelog entry: a published version never changes",
                     rule="published-version"))
+    return problems
+
+
+def backwards(market_dir: Path, apps: list[App]) -> list[Problem]:
+    """An app whose spec is older than what the market offers now: the catalog would move boxes' offer back
+    (a box that installed the newer one sees no update, and one that did not is offered the older)."""
+    try:
+        current = json.loads((market_dir / market.CATALOG_FILE).read_bytes())
+        offered = {name: version for gen in current["generations"].values() for name, file in gen["charts"].items()
+                   if (parsed := parse_archive_name(str(file))) and (version := parsed[1])}
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return []  # no market yet, or one serve refuses anyway: nothing offered to move back from
+    problems = []
+    for app in apps:
+        now = offered.get(app.spec.name)
+        if is_version(now) and is_higher(str(now), app.spec.version):
+            problems.append(Problem(
+                app.file, "version", f"{app.spec.version} is older than {now}, which {market_dir} offers now: "
+                "publishing it moves the market back", f"bump above {now} (olarespack bump), or pass "
+                "--allow-older to move the market back on purpose", rule="published-version"))
     return problems
