@@ -346,3 +346,20 @@ def test_the_bound_is_not_guessed_where_the_drafting_is_not_typed() -> None:
     assert bench.draft_tokens(untyped) is None
     said = decode_bound(spec, "rtx5090-laptop", None)
     assert isinstance(said, str) and "drafting outside its typed fields" in said
+
+
+@pytest.mark.parametrize("before", [270, 280, 290, 296])
+def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable[..., FakeServer],
+                                                                    before: int) -> None:
+    """The server's error body is read and shown to 300 characters: a key the cut falls inside was printed up
+    to the cut (10 of its 32 characters)."""
+    key = "k" + "0123456789abcdefghijklmnopqrstu"
+
+    def echo(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
+        sent = handler.headers["Authorization"].removeprefix("Bearer ")
+        send(handler, 400, ("x" * before + sent + " and more").encode(), "text/plain")
+
+    server = fake({"GET /v1/models": models(SERVED_OF_VISION), "POST /v1/chat/completions": echo})
+    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
+    assert code == 1 and "HTTP 400" in out and "[api key]" in out, out
+    assert "k012" not in out, out

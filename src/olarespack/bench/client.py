@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from olarespack.bench.shown import Shown
 from olarespack.core.boundedjson import loads
 from olarespack.core.errors import OlaresPackError, UsageError
 from olarespack.core.text import printable
@@ -183,6 +184,7 @@ class Server:
         self.limits = limits
         self.clock = clock
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._key = Shown(api_key)  # what the server echoes is cut for messages: never inside the key
         self._http = httpx.Client(
             base_url=self.base, headers=headers, transport=transport, follow_redirects=False, trust_env=False,
             timeout=httpx.Timeout(connect=limits.connect_s, read=limits.read_s, write=limits.connect_s, pool=5.0))
@@ -216,7 +218,7 @@ class Server:
         if status in (401, 403):
             return BenchError(f"{where}: HTTP {status}: the server wants an API key (--api-key, or "
                               "OLARESPACK_API_KEY)")
-        said = printable(text[:300].decode("utf-8", errors="replace").strip())
+        said = printable(self._key.cut(text.decode("utf-8", errors="replace"), 300).strip())
         return BenchError(f"{where}: HTTP {status}: not an OpenAI-compatible server, or it refused the request"
                           + (f" ({said})" if said else ""))
 
@@ -310,7 +312,7 @@ class Server:
         except ValueError as exc:
             raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON olarespack reads ({exc}): "
                              "not an OpenAI-compatible server") from None
-        return reply_of(answer, self.limits.max_tokens, f"{self.shown}: POST {COMPLETIONS}", end - start)
+        return reply_of(answer, self.limits.max_tokens, f"{self.shown}: POST {COMPLETIONS}", end - start, self._key)
 
     def _read_stream(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
         where = f"{self.shown}: POST {COMPLETIONS}"
@@ -347,7 +349,7 @@ class Server:
         if not isinstance(event, dict):
             raise BenchError(f"{where}: a streamed event is not a JSON object")
         if "error" in event:
-            said = printable(str(event["error"])[:300])
+            said = printable(self._key.cut(str(event["error"]), 300))
             raise BenchError(f"{where}: the server reported an error mid-stream: {said}")
         choices = event.get("choices")
         if not isinstance(choices, list):
@@ -373,11 +375,12 @@ class Server:
         return Reply(completion, prompt, seconds, state.first, state.last, state.body)
 
 
-def reply_of(answer: object, max_tokens: int, where: str, seconds: float) -> Reply:
-    """A non-streamed completion (a JSON answer) read into a Reply."""
+def reply_of(answer: object, max_tokens: int, where: str, seconds: float, key: Shown | None = None) -> Reply:
+    """A non-streamed completion (a JSON answer) read into a Reply (`key`: the API key an error may echo)."""
     if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
         if isinstance(answer, dict) and "error" in answer:
-            raise BenchError(f"{where}: the server answered an error: {printable(str(answer['error'])[:300])}")
+            said = printable((key or Shown(None)).cut(str(answer["error"]), 300))
+            raise BenchError(f"{where}: the server answered an error: {said}")
         raise BenchError(f"{where}: the answer has no choices list: not an OpenAI-compatible completion")
     completion, prompt = check_usage(answer.get("usage"), max_tokens, where)
     return Reply(completion, prompt, seconds,

@@ -31,6 +31,16 @@ class Shown:
             text = text.replace(form, MASK)
         return text
 
+    def cut(self, text: str, limit: int) -> str:
+        """`text` masked and cut at `limit` characters, a key (or its first characters, at least 4) ending the cut
+        text masked too: a server's echo cut inside the key must not print the key's first half."""
+        text = self.masked(text)[:limit]
+        for form in self._forms:
+            for length in range(min(len(form) - 1, len(text)), 3, -1):
+                if text.endswith(form[:length]):
+                    return text[:-length] + MASK
+        return text
+
     def text(self, text: str) -> str:
         """One line of output: masked, controls escaped, token-shaped secrets redacted; masked once more after
         escaping, for a key whose escaped form is what shows."""
