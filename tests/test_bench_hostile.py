@@ -363,3 +363,11 @@ def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable
     code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
     assert code == 1 and "HTTP 400" in out and "[api key]" in out, out
     assert "k012" not in out, out
+
+
+def test_a_five_megabyte_model_id_is_refused_not_printed(fake: Callable[..., FakeServer]) -> None:
+    huge = "m" * (5 << 20)
+    server = fake({"GET /v1/models": models(huge)})
+    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, *FAST)
+    assert code == 1 and "not model ids" in out and len(out) < 10_000, out[:2000]
+    _clean(out)

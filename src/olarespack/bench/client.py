@@ -23,6 +23,7 @@ from olarespack.core.text import printable
 MAX_LINE = 1 << 20  # one SSE line; a token's event is a few hundred bytes
 MAX_JSON = 16 << 20  # a whole non-streamed answer
 MAX_TEXT = 8 << 20  # /v1/models, /metrics
+MAX_MODEL_ID = 512  # a Hugging Face id is at most 96 characters; a local path a few hundred
 NOT_PARSED = "(an address that does not parse)"
 BYTES_PER_TOKEN = 8 << 10  # llama.cpp's per-token events with probabilities stay far below this
 COMPLETIONS = "/v1/chat/completions"
@@ -259,7 +260,11 @@ class Server:
         if not names:
             raise BenchError(f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({{\"data\": "
                              "[{\"id\": ...}]}): not an OpenAI-compatible server")
-        return names
+        kept = [name for name in names if len(name) <= MAX_MODEL_ID]
+        if not kept:  # every id would be printed, sent and recorded in full
+            raise BenchError(f"{self.shown}: GET {MODELS}: model ids of {', '.join(str(len(n)) for n in names[:5])} "
+                             f"characters: not model ids (at most {MAX_MODEL_ID})")
+        return kept
 
     def text(self, path: str, max_bytes: int = MAX_TEXT) -> tuple[str | None, bool]:
         """A text resource (the engine's /metrics), None when the server has none there, and whether it was read
