@@ -149,3 +149,26 @@ def test_a_real_size_vocabulary_reads_quickly(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "vocab_size: 262144" in (tmp_path / "models" / "tiny-gguf.yaml").read_text()
     assert elapsed < 30  # a second or two, loosely: main took minutes
+
+
+U64 = 10
+
+
+@pytest.mark.parametrize("entry, message", [
+    (kv("llama.attention.head_count_kv", U64, struct.pack("<Q", 1 << 39)),
+     rf"llama\.attention\.head_count_kv: {1 << 39} is past any model"),
+    (kv("llama.attention.key_length", U64, struct.pack("<Q", 1 << 39)),
+     rf"llama\.attention\.key_length: {1 << 39} is past any model"),
+], ids=["kv-heads", "head-dim"])
+def test_counts_past_any_model_are_refused_naming_the_key(tmp_path: Path, entry: list[Chunk], message: str) -> None:
+    """2^39 KV heads were accepted and sized a KV cache of exabytes."""
+    path = write(tmp_path / "heads.gguf", llama(entry))
+    with pytest.raises(ModelDataError, match=rf"^{path}: metadata {message}"):
+        read_gguf(path)
+
+
+def test_an_alignment_that_is_not_a_uint32_is_refused(tmp_path: Path) -> None:
+    """ggml's reader refuses the file; the default of 32 was used instead and the file was read as a model."""
+    path = write(tmp_path / "aligned.gguf", llama(kv("general.alignment", U64, struct.pack("<Q", 64))))
+    with pytest.raises(ModelDataError, match=rf"^{path}: general\.alignment is of GGUF type 10, not uint32"):
+        read_gguf(path)

@@ -43,6 +43,9 @@ _LLAMACPP_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4}
 HOST_TENSORS = ("token_embd.weight", "per_layer_token_embd.weight")
 TIED_INPUT, OUTPUT = "token_embd.weight", "output.weight"
 _T = TypeVar("_T")
+MAX_HEADS = 4096  # attention heads, query or KV (models have at most a few hundred)
+MAX_WIDTH = 1 << 20  # embedding_length
+MAX_HEAD_DIM = 1 << 16  # a head's key or value length (models: 64 to 576)
 
 
 @dataclass(frozen=True)
@@ -213,12 +216,20 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
     if 0 in kv_heads:
         raise ModelDataError(f"metadata {arch}.attention.head_count_kv: layers without KV heads (recurrent or "
                              "linear attention) are not sized by olarespack's fit arithmetic")
+    # counts past any model (2^39 heads) would size a KV cache of exabytes: refused, naming the key
+    for name, count, high in (("attention.head_count", heads, MAX_HEADS), ("embedding_length", hidden, MAX_WIDTH),
+                              ("attention.head_count_kv", max(kv_heads), MAX_HEADS)):
+        if count is not None and not 0 <= count <= high:
+            raise ModelDataError(f"metadata {arch}.{name}: {count} is past any model (at most {high})")
     derived = hidden // heads if hidden and heads else None
     # one head size per kind: the larger of K and V, so an uneven pair is never under-counted
     full_dim = _max(one("attention.key_length"), one("attention.value_length")) or derived
     swa_dim = _max(one("attention.key_length_swa"), one("attention.value_length_swa")) or full_dim
     if not full_dim:  # None, or 0 from an embedding_length smaller than head_count
         raise ModelDataError(f"metadata {arch}.attention.key_length: needed (or embedding_length and head_count)")
+    for name, dim in (("attention.key_length", full_dim), ("attention.key_length_swa", swa_dim)):
+        if dim is None or not 0 < dim <= MAX_HEAD_DIM:
+            raise ModelDataError(f"metadata {arch}.{name}: {dim} is past any model (at most {MAX_HEAD_DIM})")
     window = one("attention.sliding_window") or 0
     slides = _sliding(arch, n, window, key("attention.sliding_window_pattern"), notes)
     sliding_kv = [h for h, s in zip(kv_heads, slides, strict=True) if s]

@@ -120,7 +120,10 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
         entries[key] = walk.value(key, kind)
     alignment = 32  # GGUF's default, unless general.alignment says otherwise
     found = entries.get("general.alignment")
-    if found is not None and found.kind == 4:  # uint32, as ggml reads it
+    if found is not None and found.kind != 4:  # ggml's gguf reader refuses the file: the key must be a uint32
+        raise HeaderError(f"general.alignment is of GGUF type {found.kind}, not uint32 (4): llama.cpp does not "
+                          "load the file")
+    if found is not None:
         (alignment,) = walk.unpack("I", found.at, "general.alignment")
         if not 1 <= alignment <= 1 << 16 or alignment & (alignment - 1):
             raise HeaderError(f"general.alignment {alignment} is not a power of two up to 65536")
