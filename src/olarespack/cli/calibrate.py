@@ -78,6 +78,10 @@ def _check_log(file: str, spec: AppSpec, log: BootLog) -> None:
                                      "(a negative number, or one written with an exponent)", "give the unedited log "
                                      "of one complete boot of this app (kubectl logs POD > boot.log)",
                                      rule="calibration-log") for number, what in reading.unreadable[:10]])
+    if reading.impossible:
+        raise ProblemsError([Problem(log.path, f"line {number}", why, "give the unedited log of one complete boot "
+                                     "of this app (kubectl logs POD > boot.log)", rule="calibration-log")
+                             for number, why in reading.impossible[:10]])
     missing = reading.missing_lines() if log.engine == kind and not log.calibrated(kind) else None
     if missing is not None:
         cut = f" (only its first {MAX_LOG_BYTES // 2**20} MiB were read)" if log.truncated else ""

@@ -40,6 +40,9 @@ class EngineLog:
     # (line number, what it sizes) of a line that says a size the engine prints but whose figure does not read
     # as one (a negative number, 1e3): refused, never dropped, so no partial sum is recorded
     unreadable: list[tuple[int, str]] = field(default_factory=list)
+    # (line number, why) of what one boot never prints (a buffer line repeated past what one boot writes): a log
+    # pasted together or forged, refused rather than summed
+    impossible: list[tuple[int, str]] = field(default_factory=list)
 
     def device_problems(self, gpu: str | None, hardware: str, spec_file: str) -> list[tuple[str, str]]:
         """(message, fix) for a boot that ran on another device than the spec's hardware (`gpu`: its GPU's name

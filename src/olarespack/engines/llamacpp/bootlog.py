@@ -31,6 +31,9 @@ _MARK = re.compile(r"llama_model_load|llama_model_loader:|llama_context:|ggml_cu
 _SIZE_SAID = re.compile(r"([A-Za-z0-9_.-]{1,64}) (model|KV|compute) buffer size = {0,16}([^\s]{1,32})")
 # a buffer line's kind -> engine.calibration's field holding that kind per device
 _FIELDS = {"model": "model_buffer_mib", "KV": "kv_buffer_mib", "compute": "compute_buffer_mib"}
+# buffer lines of one kind on one device in one pass: an iSWA cache prints two KV lines, a drafter its own
+# model, KV and compute lines, an audio or vision projector its model and compute lines
+MAX_LINES_A_PASS = 8
 
 
 @dataclass
@@ -60,6 +63,7 @@ class LlamaCppLog(EngineLog):
         return []
     def __post_init__(self) -> None:
         self.provenance = {"build": "its `build:` line (printed at start-up)"}
+        self._seen: dict[tuple[str, str], int] = {}  # buffer lines of one kind and device in this pass
 
     def feed(self, number: int, line: str) -> None:
         if _MARK.search(line):
@@ -73,6 +77,11 @@ class LlamaCppLog(EngineLog):
             name, device = _FIELDS[match[3]], match[2]
             buffers = {"model_buffer_mib": self.model_buffer_mib, "kv_buffer_mib": self.kv_buffer_mib,
                        "compute_buffer_mib": self.compute_buffer_mib}[name]
+            seen = self._seen[name, device] = self._seen.get((name, device), 0) + 1
+            if seen == MAX_LINES_A_PASS + 1:
+                self.impossible.append((number, f"{device} {match[3]} buffer size: the {seen}th such line of one "
+                                        f"boot (llama.cpp prints at most {MAX_LINES_A_PASS}: a cache per "
+                                        "attention kind and a drafter's)"))
             buffers[device] = round(buffers.get(device, 0.0) + float(match[4]), 2)
             self.lines[f"{name} {device}"] = number
         elif match := _CTX.search(line):
@@ -87,6 +96,7 @@ class LlamaCppLog(EngineLog):
     def _new_pass(self) -> None:
         for buffers in (self.model_buffer_mib, self.kv_buffer_mib, self.compute_buffer_mib):
             buffers.clear()
+        self._seen.clear()
         self.lines = {key: line for key, line in self.lines.items() if not key.endswith("_mib") and " " not in key}
 
     @property
