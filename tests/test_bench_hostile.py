@@ -371,3 +371,19 @@ def test_a_five_megabyte_model_id_is_refused_not_printed(fake: Callable[..., Fak
     code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, *FAST)
     assert code == 1 and "not model ids" in out and len(out) < 10_000, out[:2000]
     _clean(out)
+
+
+def test_a_plot_path_that_is_another_file_is_refused_before_benching(fake: Callable[..., FakeServer],
+                                                                     tmp_path: Path) -> None:
+    """Another spec (not one bench reads) was overwritten with the picture."""
+    spec = _copy(tmp_path)
+    other = tmp_path / "apps" / "gemma4-audio.yaml"
+    shutil.copy(APPS / "gemma4-audio.yaml", other)
+    named_png = tmp_path / "notes.png"
+    named_png.write_text("my notes", encoding="utf-8")
+    before = {p: p.read_bytes() for p in (other, named_png)}
+    server = _vllm(fake)
+    for plot, said in ((str(other), "ending in .png"), (str(named_png), "is not a PNG")):
+        code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--plot", plot)
+        assert code == 2 and said in out, (plot, out)
+    assert server.completions == 0 and {p: p.read_bytes() for p in before} == before

@@ -101,7 +101,16 @@ def plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
                              "another file for the picture, e.g. bench.png")
     if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
         raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
+    if plot_file.suffix.lower() != ".png":
+        raise UsageError(f"--plot {plot_file}: the picture is a PNG; give a file name ending in .png, e.g. bench.png")
+    if plot_file.exists() and not _png(plot_file):  # another spec, a note named .png: never overwritten
+        raise UsageError(f"--plot {plot_file}: exists and is not a PNG; give a new file, or a PNG bench drew")
     output_folder(plot_file.parent, "--plot")
+
+
+def _png(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def hardware_given(given: str | None, spec: AppSpec, record: bool) -> str | None:
