@@ -307,7 +307,7 @@ def test_a_failing_accept_is_one_line_a_second(caplog: pytest.LogCaptureFixture)
     import errno
     import logging
 
-    from olarespack.market.protocol import AcceptErrors
+    from olarespack.market.connections import AcceptErrors
 
     loop = asyncio.new_event_loop()
     try:
@@ -325,7 +325,8 @@ def test_a_failing_accept_is_one_line_a_second(caplog: pytest.LogCaptureFixture)
 def test_closing_sockets_count_against_the_cap_and_are_cut_first() -> None:
     """The pool with stand-in connections (the real server's eviction is tested above): a socket lingering
     after its last answer is counted, and a new connection over the cap cuts it before an idle one."""
-    from olarespack.market.protocol import ConnectionLimits, _Pool
+    from olarespack.market.connections import ConnectionLimits
+    from olarespack.market.protocol import _Pool
 
     cut: list[str] = []
 

@@ -36,7 +36,7 @@ GUARDED = """
 import json, logging, sys
 from pathlib import Path
 from olarespack.market.serve import run
-from olarespack.market.protocol import ConnectionLimits
+from olarespack.market.connections import ConnectionLimits
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 0.1, ConnectionLimits(**json.loads(sys.argv[4])))
 """

@@ -111,7 +111,7 @@ def serve(market_dir: Path, host: str, port: int, poll_seconds: float, max_conne
     generation whatever the box sends. One log line per request goes to stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from olarespack.market import serve as http_server
-    from olarespack.market.protocol import ConnectionLimits, default_max_connections
+    from olarespack.market.connections import ConnectionLimits, default_max_connections
 
     limits = ConnectionLimits(max_connections=max_connections or default_max_connections(),
                               request_seconds=request_timeout, keep_alive_seconds=keep_alive)

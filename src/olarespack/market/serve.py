@@ -54,15 +54,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import answers
 from olarespack.market import catalog as market
-from olarespack.market.protocol import (
-    ABORTED_KEY,
-    MAX_HEAD_BYTES,
-    AcceptErrors,
-    ConnectionLimits,
-    access_log,
-    default_max_connections,
-    protocol_class,
-)
+from olarespack.market.connections import AcceptErrors, ConnectionLimits, default_max_connections
+from olarespack.market.protocol import ABORTED_KEY, MAX_HEAD_BYTES, access_log, protocol_class
 from olarespack.market.state import GenerationView, MarketState, Store, load_state, read_listed
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 
