@@ -64,7 +64,11 @@ def test_a_one_line_context_change_is_a_small_comment_with_the_pods_first(repo: 
     assert out.index("#### Pods") < out.index("#### Chart files and store listing")
     assert out.count("--max-model-len 131072 -> 163840") == 1  # the setting, stated once
     assert max(len(line) for line in out.splitlines()) < 300  # no 600-character engine-args line
-    assert out.count("--served-model-name gemma-4-26b-vision --ho") == 1 and "(same change as above)" in out
+    assert "(same change as above)" in out  # the long engine-args line: only its changed span, both sides
+    # the store description's claim beside the new context is in view, and flagged as bump flags it
+    assert "decoding via vLLM, 250 t/s at 128K context" in out and "decoding via vLLM, 250 t/s at 160K context" in out
+    [check] = [line for line in out.splitlines() if line.startswith("> **Check:**")]  # one for the three files
+    assert "250 t/s stays beside a changed setting (128K -> 160K)" in check and "i18n/fr-FR" in check
     files = out.split("#### Chart files and store listing")[1]
     assert files.lstrip().startswith("<details>") and "Chart.yaml, OlaresManifest.yaml" in files
     assert run("diff", "--format", "markdown")[1] == out  # deterministic
@@ -119,7 +123,8 @@ def test_chart_files_repeat_a_line_once_and_name_a_long_restating_line() -> None
     block = out.split("#### Chart files and store listing")[1]
     assert block.count("@@ OlaresManifest.yaml, i18n/en-US/OlaresManifest.yaml @@") == 1
     assert block.count("context 8192 tokens") == 1  # the same line in two files, once
-    assert "--flag value --flag" not in block and "- Engine args: `--served-model-name m" in block
+    assert max(len(line) for line in block.splitlines()) < 200  # the 600-character line is not shown whole
+    assert "--max-model-len 8192" in block and "--max-model-len 16384" in block  # its change is
     assert "(same change as above)" in block
 
 

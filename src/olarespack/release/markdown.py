@@ -232,6 +232,28 @@ def _excerpt(text: str, span: tuple[int, int]) -> str:
     return f"{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}"
 
 
+_IN_FILE = re.compile(r"^(?P<spec>[^:]+): (?P<file>[^:]+\.yaml): (?P<said>.*)$")
+
+
+def _grouped(warnings: list[str]) -> list[str]:
+    """Warnings that say one thing of several chart files (each locale's manifest), said once naming them."""
+    files: dict[tuple[str, str], list[str]] = {}
+    alone: list[str] = []
+    for warning in warnings:
+        if match := _IN_FILE.match(warning):
+            files.setdefault((match["spec"], match["said"]), []).append(match["file"])
+        else:
+            alone.append(warning)
+    return [f"{spec}: {said} ({', '.join(names)})" for (spec, said), names in files.items()] + alone
+
+
+def _around(text: str, span: tuple[int, int]) -> str:
+    """The changed span of a long line with a few words either side, at most about 160 characters."""
+    start, end = max(span[0] - 40, 0), min(max(span[1], span[0]) + 40, len(text))
+    end = min(end, start + 160)
+    return f"{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}"
+
+
 def _file_block(changes: list[ResourceChange], said: _Said) -> list[str]:
     """The chart's own files in one diff block: a line repeated across files shown once under all their
     names, a long line that only restates what is said above named in one line."""
@@ -247,7 +269,9 @@ def _file_block(changes: list[ResourceChange], said: _Said) -> list[str]:
             body.append(header)
         removed, added, old_span, new_span = _edits(old or "", new or "")
         if old is not None and new is not None and len(new) > _LONG and said.covers(removed, added):
-            body.append(f" {new[:min(new_span[0], 60)].rstrip()}…  (same change as above)")
+            # the change itself stays in view (a store description's claim beside a new setting), only the rest
+            # of the long line is left out
+            body += [f"-{_around(old, old_span)}", f"+{_around(new, new_span)}  (same change as above)"]
             continue
         said.add(" ".join(removed), " ".join(added))
         body += [f"-{_excerpt(old, old_span)}"] if old is not None else []
@@ -278,7 +302,7 @@ def _details(summary_html: str, lines: tuple[str, ...]) -> list[str]:
 
 
 def as_markdown(diffs: list[AppDiff]) -> str:
-    from olarespack.release.notes import upgrade_note  # notes reads AppDiff from here
+    from olarespack.release.notes import stale_figures, upgrade_note  # notes reads AppDiff from here
 
     out: list[str] = []
     for diff in (d for d in diffs if d.changed):
@@ -289,6 +313,7 @@ def as_markdown(diffs: list[AppDiff]) -> str:
         files = [c for c in diff.changes if c not in pods and c not in others]
         note = upgrade_note(diff)
         out.append(f"{_box(diff, pods, others, files, note)}\n")
+        out += [f"> **Check:** {text(warning)}\n" for warning in _grouped(stale_figures(diff))]  # as bump warns
         said = _Said()
         said.add(f"{diff.base_version} {note}", f"{diff.version} {note}")  # "Context 128K -> 160K" is said
         out += ["#### Pods\n"] if pods else []
