@@ -3,6 +3,7 @@ every app before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from olarespack.engines import engine_for, engine_problems
 from olarespack.engines.cuda import check as cuda_check
 from olarespack.fit.budget import resolve_context
 from olarespack.olares.chartfiles import chart_problems
-from olarespack.olares.generations import GenerationName, app_id
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id
 from olarespack.olares.versions import lowest_admitted
 from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
@@ -41,8 +42,14 @@ def lowest_driver(charts: list[Chart]) -> OlaresDriver | None:
 
 
 def _cuda_problems(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
-    """The image's CUDA against the driver of the oldest Olares its charts install on."""
-    driver = lowest_driver(charts)
+    """The image's CUDA against the driver of the oldest Olares its charts install on: those of every generation
+    the market publishes, whichever this command rendered (build renders the spec's own; lint and publish both),
+    so every command names the same oldest Olares."""
+    every = list(charts)
+    for gen in GENERATION_NAMES:
+        with contextlib.suppress(ProblemsError):  # a generation that does not render is reported where it is
+            every.append(render_chart(spec, file, gen))
+    driver = lowest_driver(every)
     if driver is None:
         return []
     bound = engine_for(spec.engine)
