@@ -178,3 +178,20 @@ def test_committed_facts_agree_with_the_engine_notes() -> None:
     assert {"--grpc-port", "--tool-strict-level", "--sse-keep-alive-interval"} <= all_flags(new) - all_flags(old)
     assert "VLLM_RPC_TIMEOUT" in old["env_vars"] and "VLLM_RPC_TIMEOUT" not in new["env_vars"]
     assert "VLLM_ENABLE_STARTUP_PLAN" in new["env_vars"]
+
+
+def test_a_wheel_whose_sources_unpack_past_their_bound_is_refused(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel is a zip: one .py member that unpacks to gigabytes was read whole into memory."""
+    import zipfile
+
+    from olarespack.engines.vllm import wheels
+
+    monkeypatch.setattr(wheels, "MAX_SOURCE_BYTES", 1 << 20)
+    wheel = tmp_path / "vllm-0.99.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
+        out.writestr("vllm/__init__.py", "")
+        out.writestr("vllm/engine/arg_utils.py", " " * (2 << 20))
+    with pytest.raises(wheels.FetchError, match=r"vllm/engine/arg_utils\.py unpacks past 1 MiB"):
+        wheels.slim_wheel(wheel, tmp_path / "cache", "vllm", "0.99.0")
+    assert not list((tmp_path / "cache").glob("*.zip"))

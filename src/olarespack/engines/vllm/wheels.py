@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.-]?post\d+)?$")
+MAX_SOURCE_BYTES = 16 << 20  # one .py of the wheel (vLLM's longest: about 300 KB)
+MAX_SOURCES_BYTES = 512 << 20  # all of them (about 40 MB)
 
 
 class FetchError(Exception):
@@ -86,9 +88,15 @@ def slim_wheel(wheel: Path, cache: Path, package: str, version: str) -> tuple[Pa
         part_path = Path(part.name)
     try:
         with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(part_path, "w", zipfile.ZIP_DEFLATED) as dst:
+            kept = 0
             for info in src.infolist():
                 if info.filename.endswith(".py") and not info.is_dir():
-                    dst.writestr(info.filename, src.read(info))
+                    kept += info.file_size
+                    if info.file_size > MAX_SOURCE_BYTES or kept > MAX_SOURCES_BYTES:  # a zip bomb, not vLLM
+                        raise FetchError(f"{wheel.name}: {info.filename} unpacks past {MAX_SOURCE_BYTES >> 20} MiB "
+                                         f"(or the sources past {MAX_SOURCES_BYTES >> 20} MiB): not a vLLM wheel")
+                    with src.open(info) as member:
+                        dst.writestr(info.filename, member.read(MAX_SOURCE_BYTES + 1))
         os.replace(part_path, sources)
     finally:
         part_path.unlink(missing_ok=True)
