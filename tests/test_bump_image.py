@@ -125,3 +125,19 @@ def test_a_stated_engine_release_is_not_carried_to_an_image_that_names_none(repo
     assert code == 1
     assert "engine.version" in out + err and "names no release" in out + err
     assert spec.read_text(encoding="utf-8") == before
+
+
+def test_a_chart_rebuilt_from_an_unreleased_spec_change_is_no_hand_edit(repo: Path) -> None:
+    """A branch with an unreleased spec change, its chart rebuilt by `olarespack build`: the move goes ahead
+    (the folder was compared with an empty chart and called hand-edited, so outdated and propose failed)."""
+    spec = repo / "apps/gemma4-audio.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("threads: 8", "threads: 6"), encoding="utf-8")
+    assert run("build")[0] == 0
+    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA12.format(11434))
+    assert code == 0 and "hand" not in err, err
+    assert '- "--threads"\n            - "6"' in deployment(repo, AUDIO)
+    # a folder edited by hand is still refused
+    target = repo / f"charts/{AUDIO}/templates/deployment.yaml"
+    target.write_text(target.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    code, _, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA12.format(9101), "--patch")
+    assert code == 1 and "edits that are not in the spec" in err, err

@@ -9,21 +9,24 @@ import datetime as dt
 import tempfile
 from pathlib import Path
 
+from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
 from olarespack.engines.images import engine_of_image
 from olarespack.fit.budget import resolve_context
 from olarespack.helm import Helm
-from olarespack.olares.generations import GENERATION_NAMES
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 from olarespack.project import App, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
 from olarespack.release.diff import diff_apps
 from olarespack.release.edit import edit_spec, move_image
 from olarespack.release.notes import box_changes, release_note, stale_figures
 from olarespack.release.version import Part
+from olarespack.render import render_chart
 from olarespack.spec.inplace import read_spec_text
 from olarespack.spec.load import load_spec
+from olarespack.spec.models import AppSpec
 
 
 def plan_moves(helm: Helm, repo: Repo, files: list[Path], given: str, part: Part, note: str | None,
@@ -35,12 +38,21 @@ def plan_moves(helm: Helm, repo: Repo, files: list[Path], given: str, part: Part
         try:
             # the spec as it is need only load: a move may be what makes it run
             spec, _ = resolve_context(str(path), load_spec(path))
-            bumps.append(_move(helm, repo, App(str(path), spec, {}), path, given, part, note, today))
+            bumps.append(_move(helm, repo, App(str(path), spec, _rendered(spec, str(path))), path, given, part, note,
+                               today))
         except ProblemsError as exc:
             problems += exc.problems
     if problems:
         raise ProblemsError(problems)
     return bumps
+
+
+def _rendered(spec: AppSpec, file: str) -> dict[GenerationName, Chart]:
+    """What the spec renders now (unchecked): a chart folder `olarespack build` wrote from it is no hand edit."""
+    try:
+        return {spec.olares.generation: render_chart(spec, file)}
+    except ProblemsError:  # a spec the move itself mends: only the base's chart then tells a folder unedited
+        return {}
 
 
 def _move(helm: Helm, repo: Repo, app: App, path: Path, given: str, part: Part, note: str | None,
