@@ -133,7 +133,7 @@ def test_a_chart_rebuilt_from_an_unreleased_spec_change_is_no_hand_edit(repo: Pa
     spec = repo / "apps/gemma4-audio.yaml"
     spec.write_text(spec.read_text(encoding="utf-8").replace("threads: 8", "threads: 6"), encoding="utf-8")
     assert run("build")[0] == 0
-    code, out, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA12.format(11434))
+    code, _, err = run("bump", "apps/gemma4-audio.yaml", "--image", LLAMA12.format(11434))
     assert code == 0 and "hand" not in err, err
     assert '- "--threads"\n            - "6"' in deployment(repo, AUDIO)
     # a folder edited by hand is still refused
