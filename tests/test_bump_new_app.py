@@ -1,5 +1,5 @@
-"""bump on an app that is new at the base (no chart there): the first bump is its first release in this
-market; a second bump, with or without changes since, leaves it alone, as an app already above its base."""
+"""bump on an app that is new at the base (no chart there): nothing of it is out, so it ships as the version it is
+written with and bump leaves it alone, named or not; once published, it bumps as any app."""
 
 from __future__ import annotations
 
@@ -47,41 +47,28 @@ def spec_data(repo: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("keep_spec", [False, True], ids=["spec-new-too", "spec-at-base"])
-def test_a_new_app_is_bumped_once(repo: Path, keep_spec: bool) -> None:
+@pytest.mark.parametrize("named", [False, True], ids=["all", "named"])
+def test_a_new_app_ships_as_the_version_it_is_written_with(repo: Path, keep_spec: bool, named: bool) -> None:
+    """A new app written as 1.0.0 shipped as 1.1.0 (its first release was a bump), and "nothing to bump: no
+    rendered chart differs" was printed for a chart the base does not have."""
     new_at_base(repo, keep_spec)
-    code, out, err = run("bump", "--minor")
-    assert code == 0, err
-    assert f"bumped {DFLASH} {V_DFLASH} -> {MINOR}: {FIRST}" in out
-    after = (repo / SPEC).read_text(encoding="utf-8")
-    for _ in range(2):  # a second run, and a third: nothing moves
-        code, out, err = run("bump", "--minor")
+    before = (repo / SPEC).read_text(encoding="utf-8")
+    for args in ((), ("--note", "again")):  # with or without a note, named or not: its version stays
+        code, out, err = run("bump", "--minor", *([SPEC] if named else []), *args)
         assert code == 0, err
-        assert "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out, out
-        assert (repo / SPEC).read_text(encoding="utf-8") == after
-    # a change since the first bump does not raise an unreleased version again
-    text = after.replace("max_model_len: 16384", "max_model_len: 8192")
-    assert text != after
-    (repo / SPEC).write_text(text, encoding="utf-8")
-    assert run("build", SPEC)[0] == 0
-    code, out, _ = run("bump", "--minor")
-    assert code == 0 and "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out
-    assert spec_data(repo)["version"] == MINOR
-    # committed, then compared with the same base: still its first release
+        assert "bumped" not in out and f"skip {DFLASH}: new in this market, ships as {V_DFLASH}" in out, out
+        assert "no rendered chart differs" not in out
+        assert (repo / SPEC).read_text(encoding="utf-8") == before
+    # the version gate lets it through as it is
+    assert run("diff")[0] == 0
+    # once it is at the base (published), a change bumps it as any app
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the app")
-    code, out, _ = run("bump", "--minor", "--base", "HEAD~1")
-    assert code == 0 and "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out
-
-
-def test_a_new_apps_own_note_keeps_the_first_release_words(repo: Path) -> None:
-    new_at_base(repo, keep_spec=False)
-    code, out, err = run("bump", "--minor", "--note", "DFlash drafter, 16K context")
-    assert code == 0, err
-    changelog = spec_data(repo)["changelog"]
-    assert isinstance(changelog, list)
-    assert changelog[0]["note"] == f"{FIRST} DFlash drafter, 16K context"
-    code, out, _ = run("bump", "--minor", "--note", "again")
-    assert code == 0 and "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out
+    text = before.replace("max_model_len: 16384", "max_model_len: 8192")
+    (repo / SPEC).write_text(text, encoding="utf-8")
+    assert run("build", SPEC)[0] == 0
+    code, out, err = run("bump", "--minor", "--base", "HEAD")
+    assert code == 0 and f"bumped {DFLASH} {V_DFLASH} -> {MINOR}" in out and FIRST not in out, (out, err)
 
 
 def test_an_app_at_its_base_version_with_a_chart_there_still_bumps(repo: Path) -> None:
@@ -90,20 +77,3 @@ def test_an_app_at_its_base_version_with_a_chart_there_still_bumps(repo: Path) -
     code, out, err = run("bump", "--minor")
     assert code == 0, err
     assert f"bumped {DFLASH} {V_DFLASH} -> {MINOR}" in out and FIRST not in out
-
-
-@pytest.mark.parametrize("keep_spec", [False, True], ids=["spec-new-too", "spec-at-base"])
-def test_a_new_app_named_on_the_command_line_is_bumped_once_too(repo: Path, keep_spec: bool) -> None:
-    new_at_base(repo, keep_spec)
-    code, out, err = run("bump", "--minor", SPEC)
-    assert code == 0, err
-    assert f"bumped {DFLASH} {V_DFLASH} -> {MINOR}: {FIRST}" in out
-    after = (repo / SPEC).read_text(encoding="utf-8")
-    for args in ((), ("--note", "again")):  # a second run, with or without a note: nothing moves
-        code, out, err = run("bump", "--minor", SPEC, *args)
-        assert code == 0, err
-        assert "bumped" not in out and f"skip {DFLASH}: already {MINOR}" in out, out
-        assert (repo / SPEC).read_text(encoding="utf-8") == after
-    changelog = spec_data(repo)["changelog"]
-    assert isinstance(changelog, list)
-    assert [entry["note"].startswith(FIRST) for entry in changelog].count(True) == 1  # said once

@@ -60,7 +60,7 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
         click.echo(f"bumped {planned.name} {planned.edit.old_version} -> {planned.edit.new_version}: {planned.note}")
         for warning in planned.warnings:
             click.echo(f"WARN {warning}", err=True)
-    if not bumps:
+    if not bumps and not skipped:
         click.echo(f"nothing to bump: no rendered chart differs from {repo.base[:12]}")
 
 

@@ -16,7 +16,7 @@ from olarespack.project import App, render_apps
 from olarespack.release import git as gitref
 from olarespack.release.diff import AppDiff, diff_apps
 from olarespack.release.edit import SpecEdit, edit_spec
-from olarespack.release.notes import FIRST_RELEASE, stale_figures, upgrade_note
+from olarespack.release.notes import stale_figures, upgrade_note
 from olarespack.release.version import Part, is_higher, is_version
 from olarespack.spec.inplace import read_spec_text, write_spec_text
 from olarespack.write import read_folder, write_chart
@@ -96,9 +96,12 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
     for app, diff in zip(apps, found, strict=True):
         if not explicit and not diff.changed:
             continue
-        # a SPEC named on the command line is bumped even when its chart did not change, except an app new at the
-        # base: its version is not out yet, so its first release is its one bump, named or not
-        ahead = None if explicit and diff.base_version is not None else _released_ahead(repo, app, diff)
+        if diff.base_version is None:  # no chart at the base: nothing of it is out, so its version is its first
+            skipped.append(f"{app.spec.name}: new in this market, ships as {diff.version} (the version it is "
+                           "written with; bump it once it is published)")
+            continue
+        # a SPEC named on the command line is bumped even when its chart did not change
+        ahead = None if explicit else _released_ahead(repo, app, diff)
         if ahead:
             skipped.append(f"{app.spec.name}: {ahead}, left alone")
             continue
@@ -107,9 +110,6 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             problems.append(dirty)
             continue
         text = note or (upgrade_note(diff) if diff.changed else None)
-        first = diff.base_version is None and not any(e.note.startswith(FIRST_RELEASE) for e in app.spec.changelog)
-        if text and first and not text.startswith(FIRST_RELEASE):
-            text = f"{FIRST_RELEASE} {text}"  # what tells a later bump that this app has had its first release
         if not text:
             problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
                                     "say what this release is with --note", rule="bump"))
@@ -137,14 +137,10 @@ def _unreleased_sweep(repo: Repo, path: Path, text: str) -> bool:
 
 
 def _released_ahead(repo: Repo, app: App, diff: AppDiff) -> str | None:
-    """Why a bump without SPEC leaves an app alone: its version is already above its base's, or the app is
-    new at the base (no chart there) and has had its first release in this market since: its version is not
-    out yet, so one bump is all it needs, whatever changed after it."""
+    """Why a bump without SPEC leaves an app alone: its version is already above its base's."""
     base = diff.base_version or repo.spec_version(Path(app.file))
     if base and is_higher(diff.version, base):
         return f"already {diff.version} (base {base})"
-    if diff.base_version is None and app.spec.changelog[0].note.startswith(FIRST_RELEASE):
-        return f"already {diff.version}, its first release in this market"
     return None
 
 
