@@ -40,6 +40,12 @@ def test_the_shipped_apps_are_told_their_newer_releases_and_the_image_that_start
     vision = apps["vllmgemma426ba4bvisionone"]["newer"][0]
     assert vision["release"] == "0.33" and not vision["movable"]
     assert any("engine.async_scheduling: false keeps the context" in reason for reason in vision["reasons"])
+    # a newest release the app cannot run does not hide an older one it can: planned down to the first movable
+    # (outdated said "up to date" for the vision app, exit 0, although 0.22 to 0.25 can move)
+    planned = [c for c in apps["vllmgemma426ba4bvisionone"]["newer"] if c["evaluated"]]
+    assert planned[-1]["movable"] and not any(c["movable"] for c in planned[:-1])
+    assert planned[-1]["release"] == "0.25" and all(not c["evaluated"] for c in
+                                                     apps["vllmgemma426ba4bvisionone"]["newer"][len(planned):])
     assert (tree_bytes(repo / "apps"), tree_bytes(repo / "charts")) == before  # nothing written
     code, out, _ = run("outdated", "apps/gemma4-audio.yaml")
     assert code == 1

@@ -43,10 +43,12 @@ def test_each_movable_app_is_proposed_on_its_own_branch_and_nothing_lint_refuses
     code, output = run("propose", "--remote", "origin", "--proposals", str(out))
     assert code == 0, output
     assert f"proposed {BRANCH}" in output
-    # vLLM 0.33 cannot hold the vision app's context: listed with lint's reason, no branch
+    # vLLM 0.33 cannot hold the vision app's context: listed with lint's reason, no branch; the newest release
+    # that can (0.25) is proposed instead
     assert "not proposed vllmgemma426ba4bvisionone 0.33: engine.max_model_len" in output
     heads = git(repo, "ls-remote", "--heads", "origin")
-    assert f"refs/heads/{BRANCH}" in heads and "vllmgemma426ba4bvisionone" not in heads
+    assert f"refs/heads/{BRANCH}" in heads and "upgrade-vllmgemma426ba4bvisionone-0.33" not in heads
+    assert "refs/heads/olarespack/upgrade-vllmgemma426ba4bvisionone-0.25" in heads
     # the working tree is back where it was, clean
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""

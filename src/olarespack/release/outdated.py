@@ -81,12 +81,15 @@ class Outdated:
                 continue
             lines.append(f"{head}: {len(app.candidates)} newer release(s) known: "
                          + ", ".join(c.release for c in app.candidates))
-            for candidate in app.candidates:
-                if not candidate.evaluated:
-                    continue
+            evaluated = [c for c in app.candidates if c.evaluated]
+            for at, candidate in enumerate(evaluated):
+                follows = evaluated[at + 1] if at + 1 < len(evaluated) else None
                 if candidate.movable:
                     lines.append(f"  -> {candidate.release}: `olarespack bump {app.file} --image {candidate.image}`")
                     lines.append(f"     {candidate.note}")
+                elif follows is not None and not follows.movable and follows.reasons == candidate.reasons:
+                    lines.append(f"  -> {candidate.release}: cannot move, for the reason below")
+                    continue  # releases refused alike: the reason is said once, under the last of them
                 else:
                     lines.append(f"  -> {candidate.release}: cannot move" + (f" to {candidate.image}"
                                                                               if candidate.image else ""))
@@ -111,10 +114,11 @@ def _app(helm: Helm, repo: Repo, path: Path, driver: OlaresDriver | None, every:
                     if key is not None and (found := engine.release_key(facts.release)) is not None
                     and found > key[:len(found)]]
     newer_tables.sort(key=lambda release: engine.release_key(release) or (), reverse=True)
-    candidates = []
-    for index, release in enumerate(newer_tables):
+    candidates: list[Candidate] = []
+    for release in newer_tables:
         image, why = _image(engine, spec.engine.image, release, driver)
-        if not (every or index == 0):
+        # newest first, until one the app can move to: a release it cannot run does not hide an older one it can
+        if not every and any(c.movable for c in candidates):
             candidates.append(Candidate(release, image, False))
             continue
         if image is None:
