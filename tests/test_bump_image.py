@@ -38,6 +38,8 @@ def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
     assert code == 0, err
     note = "llama.cpp b9101 -> b11434: memory locking is now --load-mode mmap+mlock"
     assert f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_MINOR}: {note}" in out
+    # the flag the build needs for its boot log reaches the production pod: the note people read says so
+    assert "the server now runs with --log-verbosity 4" in out
     after = spec.read_text(encoding="utf-8")
     assert after.replace(LLAMA12.format(11434), LLAMA.format(9101)).startswith(
         before.split("changelog:")[0].replace(f"version: {V_AUDIO}", f"version: {AUDIO_MINOR}"))

@@ -5,6 +5,7 @@ with nothing written."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,10 @@ def test_the_shipped_apps_are_told_their_newer_releases_and_the_image_that_start
     assert newest["image"] == f"ghcr.io/ggml-org/llama.cpp:server-cuda12-{NEWEST_LLAMA}"
     assert "memory locking is now --load-mode mmap+mlock" in newest["note"]
     assert all(not c["evaluated"] for c in audio["newer"][1:])  # only the newest is planned without --all
+    # the DFlash move keeps every setting but leaves the context far less room: its note says so
+    dflash = apps["vllmgemma4dflashone"]["newer"][0]
+    assert dflash["movable"] and re.search(r"GPU memory left over by olarespack's fit: 0\.\d\d GiB -> 0\.\d\d GiB",
+                                           dflash["note"]), dflash["note"]
     vision = apps["vllmgemma426ba4bvisionone"]["newer"][0]
     assert vision["release"] == "0.33" and not vision["movable"]
     assert any("engine.async_scheduling: false keeps the context" in reason for reason in vision["reasons"])

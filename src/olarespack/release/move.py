@@ -10,12 +10,13 @@ import tempfile
 from pathlib import Path
 
 from olarespack.core.chart import Chart
-from olarespack.core.errors import Problem, ProblemsError
+from olarespack.core.errors import ModelDataError, Problem, ProblemsError, UsageError
 from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
 from olarespack.engines.images import engine_of_image
-from olarespack.fit.budget import resolve_context
+from olarespack.fit.budget import fit_report, resolve_context, spec_calibration
 from olarespack.helm import Helm
+from olarespack.models.arch import models_for
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 from olarespack.project import App, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
@@ -88,7 +89,7 @@ def _move(helm: Helm, repo: Repo, app: App, path: Path, given: str, part: Part, 
     seen = box_changes(diff, named_only=True) if diff.base_version is not None else None
     text = note or release_note(old.title, old.version() or _tag(moved.old_image),
                                 new.version() or _tag(moved.new_image), _items(old.args(), old.typed_flags()),
-                                _items(new.args(), new.typed_flags()), seen)
+                                _items(new.args(), new.typed_flags()), seen) + _spare(app, after)
     edit = edit_spec(path, moved.text, part, text, today)
     chart = _render_text(app.file, edit.text).chart
     # what the tables cannot vouch for (a release newer than every table, an image whose CUDA is not known)
@@ -102,6 +103,20 @@ def _move(helm: Helm, repo: Repo, app: App, path: Path, given: str, part: Part, 
 
 
 _UNVOUCHED = frozenset({"engine-release-table", "image-cuda"})
+SPARE_SAID_GIB = 0.1  # a change of the GPU memory left over that the note says
+
+
+def _spare(before: App, after: App) -> str:
+    """What the move does to the GPU memory fit leaves over on the box, when it moves by SPARE_SAID_GIB or more
+    (a release that takes more for itself leaves the same context less room: 0.75 GiB -> 0.06 GiB)."""
+    try:
+        was, now = (fit_report(app.spec, registry=models_for(app.file), **spec_calibration(app.spec)).headroom_bytes
+                    / 2**30 for app in (before, after))
+    except (ModelDataError, UsageError):
+        return ""
+    if abs(now - was) < SPARE_SAID_GIB:
+        return ""
+    return f" GPU memory left over by olarespack's fit: {was:.2f} GiB -> {now:.2f} GiB."
 
 
 def _render_text(file: str, text: str, checked: bool = False) -> App:

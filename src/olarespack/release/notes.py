@@ -201,13 +201,17 @@ def release_note(title: str, old: str, new: str, before: dict[str, list[str]], a
     """The entry of a move to another engine release, for the people who install the app: what their box gets
     since the released chart (`seen`, from box_changes: "Context 128K -> 78K", "Upgrading restarts the app"),
     and each setting people know that the new release writes differently ("llama.cpp b9101 -> b11434: memory
-    locking is now --load-mode mmap+mlock"). `before` and `after` map a spec field to its args; a field people
-    do not set by name (an internal flag the engine adds) is left to the rendered diff."""
+    locking is now --load-mode mmap+mlock"). `before` and `after` map a spec field to its args; a flag no setting
+    names (one the new release needs, such as b9246's --log-verbosity 4) is said as the pod will run it."""
     settings, box = seen if seen is not None else ([], [KEPT.rstrip(".")])
     changes = [line for line in settings if not line.startswith("Engine image ")]
     for field in sorted(set(before) | set(after), key=lambda f: (f not in FIELD_LABELS, f)):
         was, now = before.get(field, []), after.get(field, [])
-        if was == now or field not in FIELD_LABELS:
+        if was == now:
+            continue
+        if field not in FIELD_LABELS:  # a flag the new release needs that no setting names: said as it is
+            changes.append(f"the server now runs with {' '.join(now)}" if now else
+                           f"the server no longer runs with {' '.join(was)}")
             continue
         label = FIELD_LABELS[field]
         if len(was) == len(now) == 2 and LABELS.get(was[0], ("", ""))[1] == "speculative":
