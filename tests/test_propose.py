@@ -68,10 +68,13 @@ def test_each_movable_app_is_proposed_on_its_own_branch_and_nothing_lint_refuses
     assert html.startswith("<!-- olarespack-upgrade -->") and "<h2>" in html
     assert "memory locking is now --load-mode mmap+mlock" in html and "server-cuda12-b11549" in html
     assert "What the cluster runs differently" in html and "<script" not in html
-    # a second run proposes nothing again
+    # a second run (the same day) finds the same move on the remote: proposed again, for a pull request that may
+    # never have opened, and nothing pushed twice
+    pushed = git(repo, "ls-remote", "--heads", "origin")
     code, output = run("propose", "--remote", "origin", "--proposals", str(out))
-    assert code == 0 and f"already proposed: origin has {BRANCH}" in output, output
-    assert (out / "proposals.tsv").read_text(encoding="utf-8") == ""
+    assert code == 0 and f"proposed {BRANCH}" in output, output
+    assert git(repo, "ls-remote", "--heads", "origin") == pushed
+    assert BRANCH in (out / "proposals.tsv").read_text(encoding="utf-8")
 
 
 def test_propose_needs_a_clean_tree(repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -89,7 +92,9 @@ def test_the_scheduled_workflow_opens_one_pull_request_per_proposal(repo: Path, 
     tools.mkdir()
     calls = repo.parent / "gh-calls"
     fake_gh = tools / "gh"
-    fake_gh.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\n', encoding="utf-8")
+    # no pull request is open yet (`gh pr view` fails); each `gh pr create` is logged
+    fake_gh.write_text(f'#!/bin/sh\n[ "$1 $2" = "pr view" ] && exit 1\nprintf "%s\\n" "$*" >> {calls}\n',
+                       encoding="utf-8")
     fake_gh.chmod(fake_gh.stat().st_mode | stat.S_IEXEC)
     venv = repo / ".venv" / "bin"  # the workflow's `make build` puts olarespack there: a shim of this one
     venv.mkdir(parents=True)
@@ -111,3 +116,67 @@ def test_the_scheduled_workflow_opens_one_pull_request_per_proposal(repo: Path, 
     [call] = [line for line in made if f"--head {BRANCH} " in line]
     assert call.startswith(f"pr create --base main --head {BRANCH} --title llamacppgemma4audione: move to b11549")
     assert "--body-file" in call
+
+
+# --------------------------------------------------------------------------- a transaction per app
+
+
+def remote_heads(repo: Path) -> set[str]:
+    return {line.split("refs/heads/")[1] for line in git(repo, "ls-remote", "--heads", "origin").splitlines()
+            if "/upgrade-" in line}
+
+
+def test_a_refused_push_is_finished_by_the_next_run(repo: Path, remote: Path,
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The remote refuses the audio branch once: the other moves are pushed and proposed, the audio one is not
+    proposed (and not recorded as pushed); the next run pushes it and proposes the others again, for pull
+    requests that may never have opened (main pushed first and called them 'already proposed' for ever)."""
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\ngrep -q '{BRANCH}' && {{ echo refused >&2; exit 1; }}\nexit 0\n", encoding="utf-8")
+    hook.chmod(0o755)
+    out = tmp_path_factory.mktemp("first")
+    code, output = run("propose", "--remote", "origin", "--proposals", str(out))
+    assert code == 0, output
+    assert "not proposed llamacppgemma4audione b11549: git push" in output, output
+    others = remote_heads(repo)
+    assert BRANCH not in others and others  # the other apps went through
+    rows = (out / "proposals.tsv").read_text(encoding="utf-8")
+    assert BRANCH not in rows and all(branch in rows for branch in others)
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    hook.unlink()
+    again = tmp_path_factory.mktemp("again")
+    code, output = run("propose", "--remote", "origin", "--proposals", str(again))
+    assert code == 0, output
+    assert remote_heads(repo) == others | {BRANCH}
+    rows = (again / "proposals.tsv").read_text(encoding="utf-8")
+    assert all(branch in rows for branch in others | {BRANCH})
+
+
+def test_a_leftover_local_branch_and_worktree_do_not_block(repo: Path, remote: Path,
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    git(repo, "branch", BRANCH)  # an earlier run's local branch, pointing at main
+    leftover = tmp_path_factory.mktemp("olarespack-propose-left")
+    git(repo, "worktree", "add", "--quiet", "--force", str(leftover / "w"), "HEAD")
+    code, output = run("propose", "--remote", "origin", "--proposals", str(tmp_path_factory.mktemp("p")))
+    assert code == 0 and f"proposed {BRANCH}" in output, output
+    assert BRANCH in remote_heads(repo)
+
+
+def test_an_interrupted_run_leaves_the_checkout_as_it_was(repo: Path, remote: Path,
+                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SIGTERM at any moment: the checkout the command ran in is never switched (main left it on an upgrade
+    branch 5 times in 10), and the next run finishes the work."""
+    import signal
+    import time
+
+    for delay in (1.0, 2.5, 4.0):
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; from olarespack.cli import main; sys.exit(main())",
+                                 "propose", "--remote", "origin", "--proposals", str(tmp_path_factory.mktemp("k"))],
+                                cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+        assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    code, output = run("propose", "--remote", "origin", "--proposals", str(tmp_path_factory.mktemp("done")))
+    assert code == 0 and f"proposed {BRANCH}" in output, output

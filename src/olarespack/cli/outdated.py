@@ -82,13 +82,15 @@ def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path |
     """Propose each upgrade `outdated` finds as a pull request: the app moved by `bump --image` on a branch of
     its own from HEAD (olarespack/upgrade-<app>-<release>), committed and pushed to REMOTE; the pull request's
     title and body (what the box gets, the rendered diff) written into the --proposals folder for the workflow
-    to open. An app lint refuses to move is listed with the reasons and gets no branch; a branch the remote has
-    is skipped.
-    Needs a clean working tree; it is left on the branch it was on."""
+    to open, before the branch is pushed. An app lint refuses to move is listed with the reasons and gets no
+    branch; a branch the remote has with the same move is proposed again (its pull request may not be open), one
+    with other content is left alone. Each move is made in a worktree of its own: the checkout is never switched.
+    Needs a clean working tree."""
     from olarespack.fit.starts import market_driver
     from olarespack.plan.box import read_box
     from olarespack.project import spec_files
     from olarespack.release.git import repo_root
+    from olarespack.release.propose import Proposal
     from olarespack.release.propose import propose as proposing
     from olarespack.write import write_file
 
@@ -98,14 +100,18 @@ def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path |
         driver = box.driver
     files = spec_files(specs, apps_dir)
     root = repo_root(Path.cwd())
+    def body_file(proposal: Proposal) -> Path:
+        return out_dir / f"{proposal.branch.replace('/', '-')}.md"
+
+    def record(proposal: Proposal) -> None:  # before its branch is pushed
+        write_file(body_file(proposal), proposal.body.encode("utf-8"))
+
     rows = []
-    for number, proposal in enumerate(proposing(helm_binary("helm"), root, remote, files, driver, charts_dir,
-                                                dt.date.today()), 1):
+    for proposal in proposing(helm_binary("helm"), root, remote, files, driver, charts_dir, dt.date.today(),
+                              record):
         if not proposal.proposed:
             click.echo(f"not proposed {proposal.app} {proposal.release}: {proposal.reason}")
             continue
-        body = out_dir / f"{number}.md"
-        write_file(body, proposal.body.encode("utf-8"))
-        rows.append(f"{proposal.branch}\t{proposal.title}\t{body}")
-        click.echo(f"proposed {proposal.branch}: {proposal.title} (body {body})")
+        rows.append(f"{proposal.branch}\t{proposal.title}\t{body_file(proposal)}")
+        click.echo(f"proposed {proposal.branch}: {proposal.title} (body {body_file(proposal)})")
     write_file(out_dir / "proposals.tsv", "".join(f"{row}\n" for row in rows).encode("utf-8"))
