@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ from olarespack.core.hardware import OlaresDriver
 from olarespack.engines import engine_for
 from olarespack.engines.cuda import newer
 from olarespack.engines.protocol import EngineBase
+from olarespack.engines.release_files import cache_dir
 from olarespack.engines.releases import tables
+from olarespack.engines.smoke import SmokeError
 from olarespack.helm import Helm
 from olarespack.release.bump import Repo
 from olarespack.release.move import plan_moves
@@ -124,8 +126,20 @@ def _app(helm: Helm, repo: Repo, path: Path, driver: OlaresDriver | None, every:
         if image is None:
             candidates.append(Candidate(release, None, True, reasons=(why,)))
             continue
-        candidates.append(_planned(helm, repo, path, release, image, today))
+        candidates.append(_bootable(_planned(helm, repo, path, release, image, today), engine, spec.engine))
     return AppReleases(spec.name, str(path), spec.engine.image, current, tuple(candidates))
+
+
+def _bootable(candidate: Candidate, engine: EngineBase, spec_engine: Any) -> Candidate:
+    """A movable release that no local build here boots says so: `olarespack smoke` cannot try the move (the
+    proposal to b11549 said nothing of it)."""
+    if not candidate.movable or candidate.image is None:
+        return candidate
+    try:
+        engine.smoke().runtime(spec_engine.model_copy(update={"image": candidate.image}), cache_dir(), None)
+    except SmokeError as exc:
+        return replace(candidate, reasons=(*candidate.reasons, f"not booted here by `olarespack smoke`: {exc}"))
+    return candidate
 
 
 def _image(engine: EngineBase, image: str, release: str, driver: OlaresDriver | None) -> tuple[str | None, str]:
