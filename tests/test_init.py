@@ -231,4 +231,9 @@ def test_values_of_a_spec_whose_context_is_auto(tmp_path: Path) -> None:
     spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     code, output = run_cli(ROOT, "values", str(spec), "--user", "bob")
     assert code == 0, output
-    assert yaml.safe_load(output)["bfl"]["username"] == "bob"
+    values = yaml.safe_load(output)
+    assert values["bfl"]["username"] == "bob"
+    # the token's key as this chart reads it (the README named the legacy key, which a current chart ignores)
+    [said] = [line for line in output.splitlines() if "Hugging Face token" in line]
+    key = said.split("--set olaresEnv.")[1].split("=")[0]
+    assert key == "HF_TOKEN" and key in values["olaresEnv"]

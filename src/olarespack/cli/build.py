@@ -100,7 +100,8 @@ def values(target: str, gpu: str, user: str) -> None:
     """Print the values Olares gives a chart at install (its app name, entrances, envs already filled in), for
     `helm install --dry-run=client -f` on a box, or `helm template -f` anywhere.
 
-    The Hugging Face token is left empty: give yours with --set olaresEnv.OLARES_USER_HUGGINGFACE_TOKEN=..."""
+    The Hugging Face token is left empty: the first line printed names its key (olaresEnv.HF_TOKEN for a current
+    chart, olaresEnv.OLARES_USER_HUGGINGFACE_TOKEN for a legacy one); give yours with --set KEY=..."""
     import yaml
 
     from olarespack.check.inputs import read_chart
@@ -123,7 +124,10 @@ def values(target: str, gpu: str, user: str) -> None:
     else:
         raise UsageError(f"{target}: neither a spec (.yaml) nor a chart folder")
     found = render_values(chart, gpu, user)
+    tokens = sorted(k for k, v in found["olaresEnv"].items() if v == SECRET_SENTINEL)
     found["olaresEnv"] = {k: "" if v == SECRET_SENTINEL else v for k, v in found["olaresEnv"].items()}
     text = yaml.safe_dump(found, sort_keys=True)
     click.echo(f"# olarespack values {target}: what Olares gives {chart.name} at install (user {user}, GPU {gpu})")
+    for key in tokens:
+        click.echo(f"# the Hugging Face token is left empty: give yours with --set olaresEnv.{key}=...")
     click.echo(text, nl=False)
