@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import semver
 
 from conftest import APP_FILES, ROOT, spec_version
 from olarespack.market import catalog as market
@@ -103,14 +104,15 @@ def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     # 1.0.5, 1.0.2 and 1.0.1 have no date here (no git history): they take 1.0.0's 2026-05-14, each a second
     # after the one before, because the Market keys its version history by mergedAt
     assert [h["version"] for h in vision["versionHistory"]] == [
-        "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+        "1.2.2", "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
     assert [h["mergedAt"] for h in vision["versionHistory"]] == [
-        "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z", "2026-11-30T00:00:00.000000000Z"] + [
-        f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
-    assert vision["updated_at"] == "2026-12-02T00:00:00.000000000Z"
+        "2026-12-06T00:00:00.000000000Z", "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z",
+        "2026-11-30T00:00:00.000000000Z"] + [f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
+    assert vision["updated_at"] == "2026-12-06T00:00:00.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
     assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09", "2026-05-09"]
+        ["2026-12-06", "2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09",
+         "2026-05-09"]
     assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == len(dflash["versionHistory"])
     assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]
     # the market's time is its newest release's, whichever app made it
@@ -135,7 +137,7 @@ def test_catalog_is_deterministic(catalog: dict[str, Any]) -> None:
     assert market.catalog_bytes(catalog_of(APP_FILES)) == market.catalog_bytes(catalog)
 
 
-BUMPED = "1.2.2"  # above the committed vision app
+BUMPED = str(semver.Version.parse(spec_version("gemma4-vision")).bump_patch())  # above the committed vision app
 
 
 def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path, catalog: dict[str, Any]) -> None:

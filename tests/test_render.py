@@ -155,11 +155,11 @@ def test_versions_agree_everywhere() -> None:
     chart = render_chart(load("gemma4-vision"), "x")
     chart_yaml = yaml.safe_load(chart["Chart.yaml"])
     manifest = yaml.safe_load(chart["OlaresManifest.yaml"])
-    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.2.1"
-    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.2.1"
-    assert manifest["spec"]["upgradeDescription"].startswith("v1.2.1: ")
+    assert chart_yaml["version"] == chart_yaml["appVersion"] == "1.2.2"
+    assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == "1.2.2"
+    assert manifest["spec"]["upgradeDescription"].startswith("v1.2.2: ")
     entries = re.findall(r"^v(\d+\.\d+\.\d+): ", manifest["spec"]["upgradeDescription"], re.M)
-    assert entries == ["1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+    assert entries == ["1.2.2", "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
 
 
 @pytest.mark.parametrize(("field", "value", "replacements"), [
