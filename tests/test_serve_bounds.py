@@ -346,3 +346,9 @@ def test_closing_sockets_count_against_the_cap_and_are_cut_first() -> None:
     pool.lingering[closing] = None  # type: ignore[index]
     assert pool.admit(Conn("new")) and cut == ["closing"]  # type: ignore[arg-type]
     assert len(pool.live) == 2
+
+
+def test_archives_without_the_markets_digest_list_are_refused_saying_why(folder: Path) -> None:
+    (folder / market.CHARTS_DIR / market.DIGESTS_FILE).unlink()
+    with pytest.raises(CatalogError, match=r"no charts/SHA256SUMS beside the archives: publish the market again"):
+        load_state(folder)

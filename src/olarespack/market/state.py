@@ -186,7 +186,12 @@ def load_state(market_dir: Path) -> MarketState:
         raise CatalogError(path, f"unreadable catalog: {exc}") from None
     if not isinstance(catalog, dict) or catalog.get("format") != market.FORMAT:
         raise CatalogError(path, f"not an olarespack catalog (format {market.FORMAT})")
-    listed = digest_list(root, market.CHARTS_DIR) or {}
+    listed = digest_list(root, market.CHARTS_DIR)
+    if listed is None:  # every publish writes it: archives without it are no market's, and none would be served
+        if any(_files(root, (market.CHARTS_DIR, name), parse_archive_name) for name in GENERATION_NAMES):
+            raise CatalogError(path, f"no {market.CHARTS_DIR}/{market.DIGESTS_FILE} beside the archives: publish "
+                                     "the market again")
+        listed = {}
     try:
         views = {name: _view(root, name, gen, listed) for name, gen in catalog["generations"].items()}
     except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
