@@ -266,3 +266,24 @@ def test_the_sweep_boots_a_hostile_spec_confined_too(tmp_path: Path, capfd: pyte
                           "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--no-stream")
     assert code == 0, out
     assert not marker.exists() and kept.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_json_nested_past_its_bounds_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    """A 4,096-character extra arg of nested brackets stopped confine with a RecursionError (exit 4)."""
+    from olarespack.engines.vllm.boot_policy import flag_policy
+
+    deep = "[" * 2000 + "]" * 2000
+    confined = confine(["vllm", "serve", "m", "--hf-overrides", deep, "--seed", "1"], {"SOME_JSON": deep},
+                       flag_policy(), Swapped(), [tmp_path], tmp_path, 3)
+    assert confined.argv == ["vllm", "serve", "m", "--seed", "1"] and confined.env == {}
+    assert all("past what a chart writes" in c.why and c.booted == REFUSED for c in confined.changes)
+    assert [c.item for c in confined.changes] == ["--hf-overrides", "env SOME_JSON"]
+    with pytest.raises(SmokeError, match="nested deeper than"):
+        verify(["/bin/x", "--hf-overrides", deep], {}, [tmp_path], tmp_path, 1)
+
+
+def test_a_negative_number_is_a_value_not_an_option() -> None:
+    from olarespack.engines.releases import is_option
+
+    assert [is_option(w) for w in ("-1", "-.5", "-m", "--seed", "-", "value")] == [False, False, True, True, False,
+                                                                                      False]

@@ -9,18 +9,20 @@ value still outside is olarespack's own mistake and stops the boot."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from olarespack.core.boot_env import EnvRule, code_env, names_a_place, path_words
+from olarespack.core import boundedjson
+from olarespack.core.boot_env import code_env, names_a_place, path_words
 from olarespack.core.text import printable
+from olarespack.engines.releases import is_option
 from olarespack.engines.smoke import Change, SmokeError
 
 REFUSED = "(refused: not passed)"
 SHOWN_CHARS = 160
+MAX_JSON_DEPTH = 32  # a JSON value of an engine flag nests 2 or 3 deep
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,6 @@ class FlagPolicy:
     outputs: Mapping[str, str] = field(default_factory=dict)  # option -> the name its file gets in the boot folder
     no_value: frozenset[str] = frozenset()  # options that take no value (a word after one is a positional)
     env_options: Mapping[str, str] = field(default_factory=dict)  # env name -> the option it stands for
-    env: tuple[EnvRule, ...] = ()  # the engine's own env that never passes
     normalize: Callable[[str], str] = field(default=lambda option: option)  # how the engine reads a spelling
 
 
@@ -51,10 +52,6 @@ class Confined:
     argv: list[str]
     env: dict[str, str]
     changes: list[Change] = field(default_factory=list)
-
-
-def is_option(text: str) -> bool:
-    return text.startswith("-") and len(text) > 1 and not text[1].isdigit() and text[1] != "."
 
 
 class _Folder:
@@ -88,11 +85,13 @@ class _Folder:
 
 def _json_strings(value: str, skip_keys: frozenset[str]) -> list[str] | None:
     """The strings of a JSON value (keys included, `skip_keys`' values left out) and their path words; None when
-    the value is no JSON object or array."""
+    the value is no JSON object or array. JsonLimitError: nested or numbered past the bounds."""
     if not value.lstrip().startswith(("{", "[")):
         return None
     try:
-        data = json.loads(value)
+        data = boundedjson.loads(value, max_depth=MAX_JSON_DEPTH)
+    except boundedjson.JsonLimitError:
+        raise  # JSON past what a chart writes: refused by the caller, never walked (or parsed by the engine's boot)
     except ValueError:
         return None
     found: list[str] = []
@@ -128,8 +127,9 @@ def _groups(items: list[str], policy: FlagPolicy) -> list[list[str]]:
 
 
 def _judge(option: str, values: list[str], policy: FlagPolicy, swapped: Swapped, folder: _Folder,
-           item: str) -> tuple[list[str] | None, Change | None]:
-    """The option's values as they boot (None: refused), and the change that says so."""
+           item: str, place: bool = False) -> tuple[list[str] | None, Change | None]:
+    """The option's values as they boot (None: refused), and the change that says so (`option` "": a positional
+    word or an env value; `place`: its name says it is a path)."""
     shown = _shown(" ".join(values))
     if option in policy.refused:
         return None, Change(item, shown, REFUSED, f"{policy.refused[option]} ({policy.source})")
@@ -140,7 +140,10 @@ def _judge(option: str, values: list[str], policy: FlagPolicy, swapped: Swapped,
         return [local] * max(1, len(values)), Change(
             item, shown, local, f"the file it writes goes into the boot's folder ({policy.source})")
     for value in values:
-        away = folder.outside(value, option in policy.files, swapped.json_keys.get(option, frozenset()))
+        try:
+            away = folder.outside(value, place or option in policy.files, swapped.json_keys.get(option, frozenset()))
+        except boundedjson.JsonLimitError as exc:
+            return None, Change(item, shown, REFUSED, f"its JSON value is past what a chart writes ({exc})")
         if away is not None:
             return None, Change(item, shown, REFUSED, f"names {_shown(away)}, outside the boot's folder: a chart "
                                 "booted here reads and writes only its own folder and the --models folder")
@@ -156,12 +159,9 @@ def confine(argv: list[str], env: Mapping[str, str], policy: FlagPolicy, swapped
     for group in _groups(argv[head:], policy):
         first = group[0]
         if not is_option(first):
-            away = folder.outside(first, False)
-            if away is None:
-                out.argv.append(first)
-            else:
-                out.changes.append(Change(_shown(first), _shown(first), REFUSED, f"names {_shown(away)}, outside "
-                                          "the boot's folder"))
+            kept, change = _judge("", [first], policy, swapped, folder, _shown(first))
+            out.argv += kept or []
+            out.changes += [change] if change else []
             continue
         name, equals, inline = first.partition("=")
         values = ([inline] if equals else []) + group[1:]
@@ -171,37 +171,33 @@ def confine(argv: list[str], env: Mapping[str, str], policy: FlagPolicy, swapped
         if kept is not None:
             out.argv += [f"{name}={kept[0]}", *kept[1:]] if equals else [name, *kept]
     for name, value in env.items():
-        rule = code_env(name) or next((r for r in policy.env if r.matches(name)), None)
+        rule = code_env(name)
         item = f"env {_shown(name)}"
         if name in swapped.env and rule is None:
             out.env[name] = value
         elif rule is not None:
             out.changes.append(Change(item, _shown(value), REFUSED, f"{rule.why} ({rule.source})"))
-        elif (option := policy.env_options.get(name)) is not None:
-            kept, change = _judge(policy.normalize(option), [value], policy, Swapped(), folder, f"{item} ({option})")
-            if change is not None:
-                out.changes.append(change)
+        else:  # as the option it stands for (llama.cpp's LLAMA_ARG_*), else as a value that may name a place
+            option = policy.env_options.get(name)
+            kept, change = _judge(policy.normalize(option or ""), [value], policy, Swapped(), folder,
+                                  f"{item} ({option})" if option else item, place=names_a_place(name))
+            out.changes += [change] if change else []
             if kept is not None:
                 out.env[name] = kept[0]
-        elif (away := folder.outside(value, names_a_place(name))) is not None:
-            out.changes.append(Change(item, _shown(value), REFUSED, f"names {_shown(away)}, outside the boot's "
-                                      "folder: a chart booted here reads and writes only its own folder"))
-        else:
-            out.env[name] = value
     return out
 
 
 def verify(argv: list[str], env: Mapping[str, str], roots: Iterable[Path], cwd: Path, head: int) -> None:
-    """What boots names nothing outside the boot's folder (the engine's changes included). SmokeError: it does."""
+    """What boots names nothing outside the boot's folder (the engine's changes included). SmokeError: it does
+    (olarespack's own mistake: confine refused all of it before)."""
     folder = _Folder(roots, cwd)
-    for word in argv[head:]:
-        away = folder.outside(word.partition("=")[2] if is_option(word) else word, False)
-        if away is not None:
-            raise SmokeError(f"the boot would name {_shown(away)} outside its folder {folder.cwd}: not started "
-                             "(olarespack's own mistake: please report it)")
-    for name, value in env.items():
-        rule = code_env(name)
-        away = folder.outside(value, names_a_place(name))
-        if rule is not None or away is not None:
-            raise SmokeError(f"the boot's env {_shown(name)} would reach outside its folder {folder.cwd}: not "
-                             "started (olarespack's own mistake: please report it)")
+    checked = [(word, word.partition("=")[2] if is_option(word) else word, False) for word in argv[head:]]
+    checked += [(f"env {name}", value, names_a_place(name)) for name, value in env.items()]
+    for item, value, place in checked:
+        try:
+            away = folder.outside(value, place)
+        except boundedjson.JsonLimitError as exc:
+            away = str(exc)
+        if away is not None or (item.startswith("env ") and code_env(item[4:]) is not None):
+            raise SmokeError(f"the boot's {_shown(item)} would reach outside its folder {folder.cwd} "
+                             f"({_shown(away or 'code')}): not started (olarespack's own mistake: please report it)")

@@ -210,10 +210,10 @@ class Item:
     value: str | None
 
 
-_NUMBER = re.compile(r"^-\d")  # a negative number is a value, not an option
+_NUMBER = re.compile(r"^-\.?\d")  # a negative number (-1, -.5) is a value, not an option
 
 
-def _is_option(text: str) -> bool:
+def is_option(text: str) -> bool:
     return text.startswith("-") and len(text) > 1 and not _NUMBER.match(text)
 
 
@@ -225,13 +225,13 @@ def read_items(rendered: list[tuple[str, str]], facts: ReleaseFacts) -> list[Ite
     while at < len(rendered):
         path, text = rendered[at]
         at += 1
-        if not _is_option(text):
+        if not is_option(text):
             continue
         name, equals, value = text.partition("=")
         found = facts.option(name)
         takes = found.takes_value if found is not None else None
         given: str | None = value if equals else None
-        if not equals and takes is not False and at < len(rendered) and not _is_option(rendered[at][1]):
+        if not equals and takes is not False and at < len(rendered) and not is_option(rendered[at][1]):
             given = rendered[at][1]
             at += 1
         items.append(Item(path, name, given))
