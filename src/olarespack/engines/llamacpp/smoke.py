@@ -35,6 +35,7 @@ MODEL_FLAGS = {
     "-mm": "projector",
     "--mmproj": "projector",
 }
+ADDRESS_FLAGS = ("--host", "--port")  # what the boot writes in place of the chart's value
 # What llama-server's own help (common/arg.cpp, each option's value hint and text) says of an option, for a boot
 # of a stranger's chart here: a value hint that names a file or folder, one that reaches the network or holds a
 # credential, and the options it documents as giving a model tools or starting other servers.
@@ -118,7 +119,7 @@ class LlamaCppSmoke(EngineSmoke):
         return flag_policy(engine)
 
     def swapped(self, engine: LlamaCppEngine, files: ModelFiles) -> Swapped:
-        return Swapped(frozenset({"--host", "--port", *(n for n, role in MODEL_FLAGS.items() if role in files.paths)}))
+        return Swapped(frozenset({*ADDRESS_FLAGS, *(n for n, role in MODEL_FLAGS.items() if role in files.paths)}))
 
     def runtime(self, engine: LlamaCppEngine, cache: Path, given: Path | None) -> Runtime:
         build = image_build(engine)
@@ -215,7 +216,7 @@ class LlamaCppSmoke(EngineSmoke):
         items = iter(argv[1:])
         for item in items:
             name, equals, inline = item.partition("=")
-            if (name in MODEL_FLAGS and MODEL_FLAGS[name] in files.paths) or name in ("--host", "--port"):
+            if (name in MODEL_FLAGS and MODEL_FLAGS[name] in files.paths) or name in ADDRESS_FLAGS:
                 value = inline if equals else next(items, "")
                 here = (str(files.paths[MODEL_FLAGS[name]]) if name in MODEL_FLAGS
                         else "127.0.0.1" if name == "--host" else str(port))

@@ -51,6 +51,9 @@ EXECUTOR_FLAGS = ("--distributed-executor-backend", "--tensor-parallel-size", "-
                   "--data-parallel-size", "-dp")
 
 
+# what the boot writes in place of the chart's value: the address, and the pod's volume
+REPLACED = ("--host", "--port", "--download-dir")
+
 FORCED_TOOL_CALL = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'
 
 
@@ -67,7 +70,7 @@ class VllmSmoke(EngineSmoke):
 
     def swapped(self, engine: VllmEngine, files: ModelFiles) -> Swapped:
         keys = {"--speculative-config": frozenset({"model"})} if "draft" in files.paths else {}
-        return Swapped(frozenset({"--host", "--port", "--download-dir"}), env=frozenset({"HF_HOME"}), json_keys=keys)
+        return Swapped(frozenset(REPLACED), env=frozenset({"HF_HOME"}), json_keys=keys)
 
     def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
         python = given
@@ -159,9 +162,9 @@ class VllmSmoke(EngineSmoke):
                 "the model id becomes a local folder: an id is refused offline",
             )
         )
-        swapped = ("--host", "--port", "--download-dir", "--speculative-config")
+        rewritten = (*REPLACED, "--speculative-config")
         split = [part for item in argv[3:] for part in (
-            item.partition("=")[::2] if item.partition("=")[0] in swapped and "=" in item else (item,))]
+            item.partition("=")[::2] if item.partition("=")[0] in rewritten and "=" in item else (item,))]
         items = iter(split)
         for item in items:
             if item == "--kv-cache-dtype" and not {"avx512f", "amx_tile"} & cpu_flags():
@@ -178,7 +181,7 @@ class VllmSmoke(EngineSmoke):
                             'x86 with AVX-512 or AMX"); where it has them, fp8 boots as set',
                         )
                     )
-            elif item in ("--host", "--port", "--download-dir", "--speculative-config"):
+            elif item in rewritten:
                 value = next(items, "")
                 if item == "--host":
                     out += [item, "127.0.0.1"]
