@@ -139,6 +139,24 @@ def test_values_need_no_editing_for_a_dry_run(tmp_path: Path) -> None:
     assert models["hostPath"]["path"] == "/olares/userspace/bob/Data/llamacppgemma4audione/models"
 
 
+@pytest.mark.helm
+def test_plain_helm_without_olares_values_points_to_them(tmp_path: Path) -> None:
+    """Plain `helm lint` of a shipped chart passes (it stopped on a nil pointer at .Values.userspace), and
+    `helm template` without the values Olares injects says how to give them."""
+    from olarespack.cli.group import helm_binary
+
+    chart = ROOT / "charts" / "llamacppgemma4audione"
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("{}\n")
+    helm = helm_binary()
+    lint = helm.lint(chart, empty)
+    assert lint.ok, lint.stdout + lint.stderr
+    rendered = helm.template(chart, chart.name, f"{chart.name}-bob", empty)
+    assert not rendered.ok
+    assert "nil pointer" not in rendered.stderr
+    assert f"olarespack values charts/{chart.name} > olares-values.yaml" in rendered.stderr
+
+
 def test_settings_cannot_lead_out_of_the_repository(tmp_path: Path) -> None:
     repo = init(tmp_path)
     outside = tmp_path / "outside"

@@ -1,6 +1,7 @@
-"""Whether an app joins Olares' LLM gateway (options.LLMGatewaySupported, as all 17 official v3 LLM engine
-apps set it): on by default for an engine that serves the OpenAI API, off when the spec says so, and never in
-the legacy manifest, which has no such field (Olares before 1.12.6 refuses it)."""
+"""Whether an app joins Olares' LLM gateway, Router (options.LLMGatewaySupported). Router calls an app through
+its shared entrance (DOMAIN.md 6b); these charts have none, so an app listed there could not be called: the
+flag is off, a spec asking for it is refused with the reason, and the legacy manifest never has it (Olares before
+1.12.6 refuses the field)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import APP_FILES
+from olarespack.core.errors import ProblemsError
 from olarespack.render import render_chart
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
@@ -27,11 +29,18 @@ def options(tmp_path: Path, app: str, olares: dict[str, Any] | None, generation:
 
 
 @pytest.mark.parametrize("app", [p.stem for p in APP_FILES])
-def test_an_openai_engine_joins_the_gateway_by_default(tmp_path: Path, app: str) -> None:
-    assert options(tmp_path, app, None, "current").get("LLMGatewaySupported") is True
-    assert "LLMGatewaySupported" not in options(tmp_path, app, None, "legacy")
+def test_an_app_without_a_shared_entrance_stays_out_of_router(tmp_path: Path, app: str) -> None:
+    """The shipped apps said LLMGatewaySupported: true with no sharedEntrances: listed in Router, not callable."""
+    for generation in ("current", "legacy"):
+        manifest_options = options(tmp_path, app, None, generation)
+        assert "LLMGatewaySupported" not in manifest_options
 
 
-def test_a_spec_can_keep_its_app_out_of_the_gateway(tmp_path: Path) -> None:
-    assert "LLMGatewaySupported" not in options(tmp_path, "gemma4-audio", {"llm_gateway": False}, "current")
-    assert options(tmp_path, "gemma4-audio", {"llm_gateway": True}, "current")["LLMGatewaySupported"] is True
+def test_a_spec_asking_for_router_is_told_why_not(tmp_path: Path) -> None:
+    data = app_data("gemma4-audio")
+    data["olares"] = {"llm_gateway": True}
+    path = write_spec(tmp_path, data)
+    with pytest.raises(ProblemsError) as raised:
+        load_spec(path)
+    [problem] = [p for p in raised.value.problems if p.rule == "llm-gateway-route"]
+    assert problem.path == "olares.llm_gateway" and "shared entrance" in problem.message

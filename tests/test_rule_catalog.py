@@ -33,6 +33,7 @@ FIRED_ELSEWHERE = {
     "chart-input": "test_lint_inputs.py",
     "changelog-date": "test_changelog_dates.py",
     "olares-overlay-gateway": "test_oac_cases.py (wlrbad)",
+    "llm-gateway-route": "test_llm_gateway.py",
     "model-data": "test_model_add.py (hostile models/ files)",
     "llamacpp-cache-type": "test_engine_images.py",
     "llamacpp-spec-type": "test_engine_images.py",

@@ -41,7 +41,7 @@ def test_seed_apps_carry_the_seed_settings() -> None:
     assert vision.engine.speculative.method == "mtp"  # the seed's gemma4_mtp, by the name vLLM runs it under
     dflash = load_spec(APPS / "gemma4-dflash.yaml")
     assert isinstance(dflash.engine, VllmEngine) and dflash.engine.speculative is not None
-    assert (dflash.version, dflash.engine.speculative.num_speculative_tokens) == ("1.1.2", 8)
+    assert (dflash.version, dflash.engine.speculative.num_speculative_tokens) == ("1.1.3", 8)
     audio = load_spec(APPS / "gemma4-audio.yaml")
     assert isinstance(audio.engine, LlamaCppEngine)
     assert audio.engine.model.mmproj == "mmproj-BF16.gguf" and audio.version == spec_version("gemma4-audio")

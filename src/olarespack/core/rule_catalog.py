@@ -51,6 +51,8 @@ RULES: dict[str, Rule] = {
     "gpu-memory-booking": Rule("spec", "GPU memory request and limit are equal",
                                "app-service's GPU webhook sets the limit to requiredGPUMemory"),
     "chart-owned-env": Rule("spec", "the spec does not set env vars the chart owns", _SPEC),
+    "llm-gateway-route": Rule("spec", "the app is listed in Router (LLMGatewaySupported) only with a shared entrance "
+                              "Router can call", _SPEC),
     "env-loads-code": Rule("spec", "no env that loads code or changes the interpreter or the loader (LD_PRELOAD, "
                            "PYTHONPATH, PYTHONWARNINGS, BROWSER, PATH, ...): a warning; smoke never passes it",
                            "ld.so(8), glibc unsecvars.h, Python's and vLLM's documented environment "

@@ -83,7 +83,6 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         container_env=engine.container_env(), engine_env=engine_env,
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
-        llm_gateway=gen.name == "current" and (
-            spec.olares.llm_gateway if spec.olares.llm_gateway is not None else engine.engine.openai_api),
+        llm_gateway=gen.name == "current" and bool(spec.olares.llm_gateway),
         extra=engine.template_values(),
     )

@@ -94,9 +94,10 @@ class Olares(StrictModel):
     )
     llm_gateway: bool | None = Field(
         None,
-        description="Whether the Market lists the app among the models of Olares' LLM gateway "
+        description="Whether the Market lists the app among the models of Olares' LLM gateway, Router "
         "(options.LLMGatewaySupported, in the current generation's manifest; the legacy one has no such field). "
-        "Default: on for an engine that serves the OpenAI API, as every official LLM engine app does.",
+        "Router calls an app through a shared entrance, which these charts do not have: an app listed without "
+        "one shows in Router's catalog and cannot be called, so it is off and `true` is refused.",
     )
 
 

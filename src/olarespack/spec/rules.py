@@ -27,6 +27,13 @@ def cross_field_problems(file: str, spec: AppSpec) -> list[Problem]:
             file, "metadata.title", "is also the entrance title, where Olares before 1.12.6 refuses anything but "
             "letters, digits, spaces and dashes", "set entrance.title, or drop the dots and brackets",
             rule="entrance-title"))
+    if spec.olares.llm_gateway:
+        # Router (Olares 1.12.7) lists apps with options.LLMGatewaySupported and calls them through their shared
+        # entrance (DOMAIN.md 6b); without one the app is listed and every call fails
+        problems.append(Problem(
+            file, "olares.llm_gateway", "lists the app in Router, Olares' LLM gateway, which calls an app through "
+            "a shared entrance: this chart has none, so Router would list it and fail every call",
+            "remove olares.llm_gateway (clients reach the app at its own entrance)", rule="llm-gateway-route"))
     if spec.metadata.default_locale in spec.metadata.locales:
         problems.append(Problem(
             file, f"metadata.locales.{spec.metadata.default_locale}",
