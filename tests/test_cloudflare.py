@@ -22,6 +22,8 @@ import test_sync_e2e as e2e
 from conftest import APPS, run_cli, spec_name, spec_version, tree_bytes
 from olarespack.market import answers, cloudflare, serve
 from olarespack.market import catalog as market
+from olarespack.market.check import check
+from olarespack.market.remote import http_fetch
 from test_serve import HOST, Answer, free_port, market_with_traps, publish_market, request, running_server
 from worker_host import run_wrangler, running_worker, wrangler_binary
 
@@ -100,6 +102,15 @@ GETS = [
     "/legacy//", "/legacy/api/v1/appstore/hash/?version=1.12.5", "/", "/catalog.json", "/charts/current/",
     "/static/current/api/v1/appstore/hash", "/api/v3/appstore/hash", "/nowhere?probe=line%0Abreak", "/%ff%fe",
     "/?" + "a=b&" * 500,
+    # 1.12.7's sync
+    *(f"/api/v2/catalog{q}" for q in ("", "?source_id=market.box", "?version=1.12.5", "?version=bad",
+                                       "?source_id=" + "s" * 129, "?source_id=%C3%A9%22'", "?source_id=",
+                                       "?source_id=a&source_id=b")),
+    "/api/v2/taxonomy", "/legacy/api/v2/taxonomy", "/api/v2/taxonomy?version=1.12.5", "/api/v1/taxonomy",
+    *(f"/api/v2/applications{q}" for q in ("", "?page=1&size=1", "?page=2&size=2", "?page=3&size=1", "?page=9&size=2",
+                                            "?size=0", "?page=0", "?page=-1", "?size=1001", "?size=x", "?page=1.5",
+                                            "?page=%EF%BC%91", "?page=" + "1" * 8, "?size=%20", "?version=1.12.5")),
+    "/api/v2/browse/applications?page=1&size=2", "/current/api/v2/browse/applications", "/api/v2/catalog/",
 ]
 BODIES: list[bytes] = [
     json.dumps({"app_ids": [VISION_ID], "version": v}).encode() for v in ("1.12.5", "1.12.6", "1.12.9", "1.11.0")
@@ -126,6 +137,7 @@ REQUESTS: list[tuple[str, str, bytes | None]] = [
     ("DELETE", _chart(""), None), ("PATCH", "/health", None), ("POST", "/health/", b""), ("POST", "/nowhere", b"{}"),
     ("HEAD", "/api/v1/appstore/hash", None), ("HEAD", _chart(""), None), ("HEAD", DETAILS, None),
     ("HEAD", "/nowhere", None), ("OPTIONS", DETAILS, None), ("OPTIONS", "/nowhere", None),
+    ("POST", "/api/v2/catalog", b"{}"), ("HEAD", "/api/v2/taxonomy", None),
 ]
 
 
@@ -159,6 +171,17 @@ def test_where_the_platform_differs_the_status_agrees(server: str, reference: st
     ours, theirs = request(server, method, target, body), request(reference, method, target, body)
     assert ours[0] == theirs[0] or {ours[0], theirs[0]} == {200, 400}, (ours, theirs)
     assert ours[0] < 500 and json.loads(ours[2]) is not None
+
+
+def test_every_olares_syncs_every_app_from_the_worker(server: str) -> None:
+    """The sync walk of `market check` (test_market_check.py runs it against serve): 1.12.6 by the v1 calls,
+    1.12.7 by the v2 ones, 1.12.5 at /legacy; every app at the spec's version."""
+    expected = {spec_name(APPS / f"{stem}.yaml"): spec_version(stem)
+                for stem in ("gemma4-audio", "gemma4-dflash", "gemma4-vision")}
+    walks = check(http_fetch(server), ("1.12.6", "1.12.7")) + check(http_fetch(f"{server}/legacy"), ("1.12.5",))
+    for walk in walks:
+        assert {s.verdict for s in walk.steps} == {"take"}, [s.line() for s in walk.steps]
+        assert walk.apps == expected
 
 
 # A body past the bound gets its 413 whatever its size or framing. (A body shorter than its Content-Length
@@ -274,7 +297,9 @@ def test_export_refusals_say_what_to_do(project: Path, tmp_path: Path, monkeypat
 def test_the_route_table_is_serves(exported: Path) -> None:
     table: dict[str, Any] = json.loads((exported / "worker" / "market.json").read_bytes())
     endpoints = [r["endpoint"] for r in table["routes"] if "endpoint" in r]
-    assert endpoints == ["hash", "info", "details", "chart"] * 2 + ["icon", "health", "alive"]
+    v1 = ["hash", "info", "details", "chart"]
+    assert endpoints == ["v2Catalog", "v2Taxonomy", "v2Applications", "v2Applications", *v1 * 2, "icon", "health",
+                         "alive"]
     assert [r["pinned"] for r in table["routes"] if "pinned" in r] == ["current", "legacy"]
     assert cloudflare.js_pattern("^/x/(?P<path>.*)$") == "^/x/(?<path>[^\\n]*)\\n?$"
     with pytest.raises(ValueError, match="would read differently"):

@@ -39,6 +39,23 @@ def test_init_lays_out_a_repository_and_replaces_nothing(tmp_path: Path) -> None
     assert code == 2 and "--market-url" in output and not (tmp_path / "other" / "olarespack.yaml").exists()
 
 
+def test_init_gives_the_market_an_identity(tmp_path: Path) -> None:
+    """Olares 1.12.7 names a source from its answers: init writes one from the title, publish sends it."""
+    from olarespack.config import load_config
+
+    repo = init(tmp_path, "--title", "Mon Marché: LLM")
+    source = load_config(repo / "olarespack.yaml").source
+    assert source is not None
+    assert (source.id, source.label, source.name) == ("market.mon-marche-llm", "Mon Marché: LLM",
+                                                      {"en-US": "Mon Marché: LLM"})
+    (tmp_path / "x").mkdir()
+    other = init(tmp_path / "x", "--source-id", "market.mine", "--source-label", "Mine")
+    source = load_config(other / "olarespack.yaml").source
+    assert source is not None and (source.id, source.label) == ("market.mine", "Mine")
+    code, output = run_cli(tmp_path, "init", "bad", "--source-id", "Not An Id")
+    assert code == 2 and "--source-id" in output and not (tmp_path / "bad" / "olarespack.yaml").exists()
+
+
 @pytest.mark.helm
 def test_an_initialised_repository_builds_and_lints_with_its_own_folders(tmp_path: Path) -> None:
     repo = init(tmp_path)

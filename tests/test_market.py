@@ -106,12 +106,13 @@ def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     assert [h["version"] for h in vision["versionHistory"]] == [
         "1.2.3", "1.2.2", "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
     assert [h["mergedAt"] for h in vision["versionHistory"]] == [
-        "2026-12-06T00:00:01.000000000Z", "2026-12-06T00:00:00.000000000Z", "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z",
+        "2026-12-06T00:00:01.000000000Z", "2026-12-06T00:00:00.000000000Z",
+        "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z",
         "2026-11-30T00:00:00.000000000Z"] + [f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
-    assert vision["updated_at"] == "2026-12-06T00:00:00.000000000Z"
+    assert vision["updated_at"] == "2026-12-06T00:00:01.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
     assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-12-06", "2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09",
+        ["2026-12-06", "2026-12-06", "2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09",
          "2026-05-09"]
     assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == len(dflash["versionHistory"])
     assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]

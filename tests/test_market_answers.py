@@ -75,7 +75,7 @@ def test_fill_writes_values_as_python_does() -> None:
 
 def test_every_placeholder_names_a_value_its_caller_gives() -> None:
     given = {"bad_version": {"version"}, "no_generation": {"generation"}, "no_chart": {"file_name", "name"},
-             "chart_gone": {"file_name"}, "too_many_ids": {"count"}}
+             "chart_gone": {"file_name"}, "too_many_ids": {"count"}, "bad_page": {"page"}, "bad_size": {"size"}}
     for key, found in answers.FAILURES.items():
         assert {m[1] for m in re.finditer(answers.PLACEHOLDER, found.text)} == given.get(key, set()), key
         assert 400 <= found.status < 600

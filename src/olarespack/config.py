@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, ValidationError
 
 from olarespack.core.errors import Problem, SpecError
-from olarespack.core.types import HardwareName, StrictModel, Url
+from olarespack.core.types import HardwareName, LocaleName, StrictModel, Url
 from olarespack.core.yamlfile import load_spec_data
 from olarespack.spec.translate import problem_of
 
@@ -21,6 +21,23 @@ CONFIG_ENV = "OLARESPACK_CONFIG"  # another settings file (the review action giv
 # a folder of the repository, relative to its root: never absolute, never above it
 _PART = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
 Folder = Annotated[str, StringConstraints(max_length=200, pattern=rf"^{_PART}(/{_PART})*$")]
+
+
+SourceId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=r"^[^\x00-\x1f\x7f]+$")]
+DisplayName = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class SourceSettings(StrictModel):
+    """How Olares 1.12.7 and later name this market: its add-source dialog and source list read these from the
+    market's answers (the v2 taxonomy's `source`)."""
+
+    id: SourceId = Field(description="The source's id, e.g. market.example (lowercase letters, digits, dots, "
+                         "dashes, underscores).")
+    label: Label = Field(description="The short label a box shows for the source.")
+    name: dict[LocaleName, DisplayName] = Field(min_length=1, max_length=32, description="The source's name, by "
+                                                "locale, e.g. {en-US: Example market}.")
+    icon: Url | None = Field(None, description="The source's icon URL.")
 
 
 class ProjectConfig(StrictModel):
@@ -34,6 +51,8 @@ class ProjectConfig(StrictModel):
                                    "source URL serve tells you to add in Olares.")
     icon_base_url: Url | None = Field(None, description="Where the icons are served (default <market_url>/icons/); "
                                       "init's specs and import use it for icon URLs.")
+    source: SourceSettings | None = Field(None, description="The market's identity, as Olares 1.12.7 and later "
+                                          "show it (publish's --source-* options).")
 
 
 @dataclass(frozen=True)
@@ -115,6 +134,10 @@ def option_defaults(project: Project, cwd: Path) -> dict[str, Any]:
         defaults["publish"]["base_url"] = config.market_url
         defaults["serve"]["public_url"] = config.market_url
     defaults["import"]["hardware"] = config.hardware
+    if config.source:
+        defaults["publish"] |= {"source_id": config.source.id, "source_label": config.source.label,
+                                "source_name": [f"{locale}={text}" for locale, text in config.source.name.items()],
+                                "source_icon": config.source.icon}
     # commands of a group read their defaults one level down
     defaults["export"] = {"cloudflare": {"market_dir": folders["market_dir"]}}
     defaults["model"] = {"add": {"models_dir": folders["apps_dir"].parent / "models"}}

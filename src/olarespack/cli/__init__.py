@@ -28,6 +28,7 @@ from olarespack.cli import (
     importer,
     init,
     market,
+    market_check,
     model,
     outdated,
     plan,
@@ -58,5 +59,5 @@ def main(ctx: click.Context) -> None:
 for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
                 market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
                 init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases,
-                outdated.outdated, outdated.propose, smoke.smoke):
+                outdated.outdated, outdated.propose, smoke.smoke, market_check.market_group):
     main.add_command(command)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
+import unicodedata
 from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import ValidationError
@@ -18,7 +22,12 @@ apps_dir: apps            # the specs, one per app (models/ sits beside it)
 charts_dir: charts        # the rendered charts, committed: a pull request shows what the cluster would run
 market_dir: market        # where `olarespack publish` writes the market (not committed)
 hardware: {hardware}  # the GPU profile `olarespack import` targets
-{market_url}{icon_base_url}"""
+{market_url}{icon_base_url}# How Olares 1.12.7 and later name this market (its add-source dialog and source list)
+source:
+  id: {source_id}
+  label: {source_label}
+  name: {{en-US: {source_name}}}
+"""
 
 MAKEFILE = """\
 # make build: a virtualenv with olarespack and its pinned helm, then every app in apps/ rendered into charts/.
@@ -99,10 +108,19 @@ Settings (folders, GPU profile, market URL) are in `olarespack.yaml`.
 """
 
 
+def source_defaults(title: str) -> dict[str, Any]:
+    """The market's identity from the repository's title: what init writes unless told otherwise."""
+    folded = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")[:50].strip("-") or "market"
+    label = re.sub(r"[\x00-\x1f\x7f]+", " ", title).strip()[:32] or slug
+    return {"id": f"market.{slug}", "label": label, "name": {"en-US": label}}
+
+
 def _files(folder: Path, title: str, requirement: str, hardware: str, market_url: str | None,
-           icon_base_url: str | None) -> dict[str, str]:
+           icon_base_url: str | None, source: dict[str, Any]) -> dict[str, str]:
     config = CONFIG.format(
-        hardware=f"{hardware:14}",
+        hardware=f"{hardware:14}", source_id=source["id"], source_label=json.dumps(source["label"], ensure_ascii=False),
+        source_name=json.dumps(source["name"]["en-US"], ensure_ascii=False),
         market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
         if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
         icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
@@ -131,12 +149,16 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
 @click.option("--market-url", metavar="URL", help="The market's public URL (boxes sync from it).")
 @click.option("--icon-base-url", metavar="URL", help="Where icons are served (default <market-url>/icons/).")
 @click.option("--hardware", default="rtx5090-laptop", show_default=True, help="The GPU profile apps target.")
+@click.option("--source-id", metavar="ID", help="The market's source id, how Olares 1.12.7 and later know it "
+              "(default: market.<the title, lowercased>).")
+@click.option("--source-label", metavar="TEXT", help="The short label boxes show for the market (default: the "
+              "title).")
 @click.option("--olarespack", "requirement", default=None,
               help="What the Makefile installs, in pip's syntax: a git URL pinned to a commit (works for anyone "
                    "who clones), a wheel file (this machine only), or a version once on PyPI "
                    f"(default: olarespack=={__version__}, not on PyPI yet).")
 def init(folder: Path, title: str | None, market_url: str | None, icon_base_url: str | None, hardware: str,
-         requirement: str | None) -> None:
+         source_id: str | None, source_label: str | None, requirement: str | None) -> None:
     """Lay out a market repository in FOLDER: olarespack.yaml (its settings), apps/, models/, charts/, a
     Makefile whose `make build` and `make test` work on a fresh clone, the pull-request review workflow
     (.github/workflows/olarespack-pr.yml), .gitignore and a README.
@@ -153,13 +175,20 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
                    "file (this machine only)", err=True)
     if "'" in requirement or "\n" in requirement:
         raise UsageError("--olarespack: a pip requirement without quotes or newlines")
+    title = title or folder.resolve().name
+    source = source_defaults(title)
+    if source_id:
+        source["id"] = source_id
+    if source_label:
+        source["label"] = source["name"]["en-US"] = source_label
     try:
         ProjectConfig.model_validate({"hardware": hardware, "market_url": market_url,
-                                      "icon_base_url": icon_base_url})
+                                      "icon_base_url": icon_base_url, "source": source})
     except ValidationError as exc:
-        shown = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        shown = "; ".join(f"--{'-'.join(str(part) for part in e['loc'][:2]).replace('_', '-')}: {e['msg']}"
+                          for e in exc.errors())
         raise UsageError(shown) from None
-    files = _files(folder, title or folder.resolve().name, requirement, hardware, market_url, icon_base_url)
+    files = _files(folder, title, requirement, hardware, market_url, icon_base_url, source)
     present = [name for name in files if (folder / name).exists()]
     if present:
         raise UsageError(f"{folder}: already has {', '.join(present)}; init replaces nothing")

@@ -17,6 +17,7 @@ from olarespack.cli.group import helm_binary, output_folder
 from olarespack.core.errors import UsageError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
+from olarespack.market.v2 import DEFAULT_SOURCE, SourceIdentity
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 from olarespack.project import render_apps, sibling_names, spec_files
 from olarespack.write import write_file
@@ -54,8 +55,15 @@ def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, generation: G
 @options.jobs
 @click.option("--allow-older", is_flag=True, help="Publish a spec older than the version the market offers now "
               "(a rollback on purpose: boxes that installed the newer one are not offered the older).")
+@click.option("--source-id", metavar="ID", help="The market's source id, e.g. market.example (olarespack.yaml's "
+              "source.id): Olares 1.12.7 and later know a source by it.")
+@click.option("--source-label", metavar="TEXT", help="The short label a box shows for this market (source.label).")
+@click.option("--source-name", metavar="LOCALE=TEXT", multiple=True, help="The market's name in a locale, e.g. "
+              "'en-US=Example market' (source.name); repeat for each locale.")
+@click.option("--source-icon", metavar="URL", help="The market's icon (source.icon).")
 def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps_dir: Path, jobs: int,
-            allow_older: bool) -> None:
+            allow_older: bool, source_id: str | None, source_label: str | None, source_name: tuple[str, ...],
+            source_icon: str | None) -> None:
     """Lint, package and publish every app, both manifest generations, into the market folder.
 
     \b
@@ -68,13 +76,18 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
     output_folder(market_dir, "--market-dir")
     base = _base_url(base_url)
     files = spec_files(specs, apps_dir)
+    source = _source(source_id, source_label, source_name, source_icon)
 
     def helms() -> Sequence[Helm]:
         return [helm_binary("helm"), helm_binary("helm4")]
 
     done = run_publish(files, market_dir, base, sibling_names(apps_dir, files) if specs else None, helms,
                        lambda: helm_binary("helm4"), jobs, progress=lambda line: click.echo(f"... {line}", err=True),
-                       allow_older=allow_older)
+                       allow_older=allow_older, source=source)
+    if source == DEFAULT_SOURCE:
+        click.echo(f"WARN the market has no identity of its own: Olares 1.12.7 and later list it as "
+                   f"{source.short_label!r} (fix: set source.id, source.label and source.name in olarespack.yaml, "
+                   "or give --source-id, --source-label and --source-name)", err=True)
     for warning in sorted({w for app in done.apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in done.apps:
@@ -84,6 +97,26 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
     hashes = ", ".join(f"{gen} catalog hash {g['hash']}" for gen, g in done.catalog["generations"].items())
     click.echo(f"market {market_dir}: {len(done.apps)} app(s); {hashes} (what boxes compare to know an update); "
                f"catalog.json {done.written['catalog', '']}")
+
+
+def _source(source_id: str | None, label: str | None, names: tuple[str, ...], icon: str | None) -> SourceIdentity:
+    """The identity the options give (checked as olarespack.yaml's source is), or the default one."""
+    from pydantic import ValidationError
+
+    from olarespack.config import SourceSettings
+
+    if source_id is None and label is None and not names and icon is None:
+        return DEFAULT_SOURCE
+    pairs = [name.partition("=") for name in names]
+    if any(not sep for _, sep, _ in pairs):
+        raise UsageError("--source-name: give LOCALE=TEXT, e.g. 'en-US=Example market'")
+    try:
+        settings = SourceSettings.model_validate({"id": source_id, "label": label, "icon": icon,
+                                                  "name": {locale: text for locale, _, text in pairs}})
+    except ValidationError as exc:
+        where = ", ".join(f"--source-{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:4])
+        raise UsageError(f"{where} (set source.id, source.label and source.name together)") from None
+    return SourceIdentity(settings.id, settings.label, dict(settings.name), settings.icon or "")
 
 
 @click.command("serve")

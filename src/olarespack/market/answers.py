@@ -28,7 +28,9 @@ PREFLIGHT_STATUS: Final = 204  # OPTIONS on any path, answered before routing
 MAX_BODY: Final = 16 * 1024  # ten ids and a version fit in well under 1 KiB
 MAX_IDS: Final = 10  # what Olares' syncer sends per batch
 DEFAULT_GENERATION: Final[GenerationName] = "current"
-QUERY: Final = {"version": "version", "file_name": "fileName"}  # what a box names its query parameters
+# what a box names its query parameters
+QUERY: Final = {"version": "version", "file_name": "fileName", "source_id": "source_id", "page": "page",
+                "size": "size"}
 CHART_HEADERS: Final = {"content-type": "application/gzip",
                         "content-disposition": 'attachment; filename="{file_name}"'}
 ICON_CACHE: Final = "public, max-age=3600"
@@ -40,8 +42,23 @@ VERSIONED_HEAD: Final = '{"version":'
 # ASCII-only JSON strings.
 DETAILS_ANSWER: Final = '{"apps":{{apps}},"version":{version},"not_found":[{not_found}]}'
 DETAILS_SEPARATORS: Final = {"apps": ",", "not_found": ", "}
+# The v2 probe (market/v2.py): {source_id} the caller's id (or the market's own) as an ASCII-only JSON string,
+# the rest the generation's values (v2.Answers.catalog).
+V2_CATALOG_ANSWER: Final = ('{"code":0,"msg":"success","data":{"schema_version":{schema},"source_id":{source_id},'
+                            '"taxonomy_last_modify_time":{taxonomy_time},"apps_last_modify_time":{apps_time},'
+                            '"apps_filter_digest":{digest}}}')
+# A page of the v2 application list: {items} the page's serialized items joined by commas, {has_more}
+# `true`/`false`, the numbers as JSON integers. Pages count from 1; no size (or 0) is every app on one page.
+V2_APPLICATIONS_ANSWER: Final = ('{"code":0,"msg":"success","data":{"items":[{items}],"removed":{removed},'
+                                 '"has_more":{has_more},"max_last_modify_time":{max_time},"total":{total},'
+                                 '"page":{page},"page_size":{page_size}}}')
+MAX_PAGE_SIZE: Final = 1000
+MAX_PAGE: Final = 1_000_000
+MAX_SOURCE_ID: Final = 128  # an echoed id: longer is no source id, and bounds the answer
+WHOLE_NUMBER: Final = r"[0-9]{1,7}"  # page and size, as both sides read them (the whole string)
 PLACEHOLDER: Final = r"\{([a-z_]+)(:r([0-9]*))?\}"
 _PLACEHOLDER: Final = re.compile(PLACEHOLDER)
+_WHOLE_NUMBER: Final = re.compile(WHOLE_NUMBER, re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,9 @@ FAILURES: Final = {
     "bad_ids": Failure(400, "app_ids: expected a list of app id strings"),
     "too_many_ids": Failure(400, f"app_ids: at most {MAX_IDS} ids per request, got {{count}}"),
     "bad_version_type": Failure(400, "version: expected a string like 1.12.6"),
+    "bad_page": Failure(400, f"page: {{page:r20}} is not a whole number from 1 to {MAX_PAGE}"),
+    "bad_size": Failure(400, f"size: {{size:r20}} is not a whole number from 0 to {MAX_PAGE_SIZE}"),
+    "bad_source_id": Failure(400, f"source_id: at most {MAX_SOURCE_ID} characters"),
     "internal": Failure(500, "internal error"),
 }
 
@@ -134,6 +154,26 @@ def details_answer(found: list[tuple[str, bytes]], version: str, missing: list[s
     return fill(DETAILS_ANSWER, apps=apps, version=_ascii(version), not_found=not_found).encode("utf-8")
 
 
+def whole_number(text: str, low: int, high: int) -> int | None:
+    """A page or size parameter's value; None when it is not a whole number from low to high."""
+    if not _WHOLE_NUMBER.fullmatch(text):
+        return None
+    number = int(text)
+    return number if low <= number <= high else None
+
+
+def v2_catalog_answer(values: dict[str, str], source_id: str) -> bytes:
+    return fill(V2_CATALOG_ANSWER, source_id=_ascii(source_id), **values).encode("utf-8")
+
+
+def v2_applications_answer(items: tuple[bytes, ...], removed: bytes, max_time: str, page: int, size: int) -> bytes:
+    """One page of the list (see V2_APPLICATIONS_ANSWER)."""
+    shown = items[(page - 1) * size:page * size] if size else items
+    return fill(V2_APPLICATIONS_ANSWER, items=",".join(item.decode("utf-8") for item in shown),
+                removed=removed.decode("utf-8"), has_more="true" if size and page * size < len(items) else "false",
+                max_time=max_time, total=len(items), page=page, page_size=size or len(items)).encode("utf-8")
+
+
 def _ascii(text: str) -> str:
     return json.dumps(text)  # ensure_ascii: any str gives valid UTF-8 JSON
 
@@ -150,7 +190,9 @@ def table() -> dict[str, Any]:
         "max_body": MAX_BODY, "max_ids": MAX_IDS, "default_generation": DEFAULT_GENERATION, "query": dict(QUERY),
         "chart_headers": dict(CHART_HEADERS), "icon_cache": ICON_CACHE, "versioned_head": VERSIONED_HEAD,
         "details_answer": DETAILS_ANSWER, "details_separators": dict(DETAILS_SEPARATORS),
-        "placeholder": PLACEHOLDER,
+        "placeholder": PLACEHOLDER, "v2_catalog_answer": V2_CATALOG_ANSWER,
+        "v2_applications_answer": V2_APPLICATIONS_ANSWER, "max_page_size": MAX_PAGE_SIZE, "max_page": MAX_PAGE,
+        "max_source_id": MAX_SOURCE_ID, "whole_number": WHOLE_NUMBER,
         "failures": {key: {"status": f.status, "text": f.text} for key, f in FAILURES.items()},
         "olares_version": {"pattern": OLARES_VERSION, "max_length": OLARES_VERSION_MAX,
                            "floors": [[list(floor), name] for floor, name in GENERATION_FLOORS]},

@@ -18,7 +18,8 @@ On-disk layout of a market folder (written by folder.py, read by state.py for se
   charts/SHA256SUMS                     digests of every archive (sha256sum -c format)
   icons/SHA256SUMS                      digests of every icon (serve gives out only what the two lists name)
   icons/<file>                          icons published from local files
-  static/<generation>/api/v{1,2}/appstore/{hash,info}
+  static/<generation>/api/v{1,2}/appstore/{hash,info}, static/<generation>/api/v2/{catalog,taxonomy,
+  applications,browse/applications}
                                         the GET answers as files, with a _headers file (JSON content type,
                                         CORS) for static hosts and CDNs; each static/<generation>/ is one
                                         site root pinned to that generation

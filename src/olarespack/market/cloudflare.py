@@ -50,7 +50,8 @@ DEFAULT_NAME: Final = "olarespack-market"
 _WORKER_NAME: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 # serve's endpoints (the function names create_app routes to) -> the Worker's handlers of the same answer
 _ENDPOINTS: Final = {"hash_": "hash", "info": "info", "details": "details", "chart": "chart", "icon": "icon",
-                     "health": "health", "alive": "alive"}
+                     "health": "health", "alive": "alive", "v2_catalog": "v2Catalog", "v2_taxonomy": "v2Taxonomy",
+                     "v2_applications": "v2Applications"}
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,10 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
     for gen, view in state.generations.items():
         precomputed = _json({"hash": view.hash_answer.rest.decode("utf-8"),
                              "info": view.info_answer.rest.decode("utf-8"),
-                             "details": {i: entry.decode("utf-8") for i, entry in view.details.items()}})
+                             "details": {i: entry.decode("utf-8") for i, entry in view.details.items()},
+                             "v2": {"catalog": view.v2.catalog, "taxonomy": view.v2.taxonomy.decode("utf-8"),
+                                    "items": [item.decode("utf-8") for item in view.v2.items],
+                                    "removed": view.v2.removed.decode("utf-8"), "max_time": view.v2.max_time}})
         answers_path = f"answers/{gen}-{hashlib.sha256(precomputed).hexdigest()[:16]}.json"
         export.files[f"assets/{answers_path}"] = precomputed
         charts: dict[str, Any] = {}
@@ -140,7 +144,7 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
         "routes": route_table(list(app.routes)),
         "answers": answers.table(),
         "health": _health(list(app.routes)).decode("utf-8"),
-        "generations": generations, "icons": icons,
+        "generations": generations, "icons": icons, "source_id": state.source.source_id,
     }
     export.files["worker/market.json"] = _json(market)
     export.files[WORKER_SOURCE] = worker_script()

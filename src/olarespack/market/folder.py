@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from olarespack.market import catalog as market
+from olarespack.market import v2
 from olarespack.olares.generations import GenerationName
 from olarespack.package import Archive, write_digests
 from olarespack.write import Status, is_leftover, staging_folder, swap_in, write_file
@@ -51,7 +52,7 @@ def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Arch
                 written[gen, name] = write_file(staging / market.CHARTS_DIR / gen / archive.file_name, archive.data)
         for file_name, data in icons.items():
             write_file(staging / market.ICONS_DIR / file_name, data)
-        for path, data in market.static_files(catalog).items():
+        for path, data in (market.static_files(catalog) | v2.static_files(catalog)).items():
             write_file(staging / path, data)
         write_digests(staging / market.CHARTS_DIR)
         if (staging / market.ICONS_DIR).is_dir():  # serve gives out only the icons listed, as it lists them

@@ -26,6 +26,7 @@ from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError
 from olarespack.helm import Helm
 from olarespack.market import catalog as market
+from olarespack.market import v2
 from olarespack.market.folder import write_market
 from olarespack.market.state import load_state
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, archive_name, parse_archive_name
@@ -92,6 +93,15 @@ def _previous(market_dir: Path) -> tuple[str | None, dict[str, dict[str, str]]]:
     return (tools if isinstance(tools, str) else None), state["archives"]
 
 
+def _previous_catalog(market_dir: Path) -> Any:
+    """The catalog this publish replaces, parsed (None: no market yet, or one serve would refuse): what the
+    1.12.7 sync record carries forward (the apps no longer offered, when each part last changed)."""
+    try:
+        return json.loads((market_dir / market.CATALOG_FILE).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _reusable(market_dir: Path, gen: GenerationName, file_name: str, key: str,
               previous: dict[str, dict[str, str]]) -> packaging.Archive | None:
     if (previous.get(gen) or {}).get(file_name) != key:
@@ -123,7 +133,8 @@ def dated(apps: list[App]) -> list[App]:
 
 def publish(files: list[Path], market_dir: Path, base_url: str | None, others: dict[str, str] | None,
             helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2,
-            progress: Callable[[str], None] = lambda line: None, allow_older: bool = False) -> Published:
+            progress: Callable[[str], None] = lambda line: None, allow_older: bool = False,
+            source: v2.SourceIdentity = v2.DEFAULT_SOURCE) -> Published:
     """`progress` gets a line per step (rendered, linted, packaged), so a long publish is never silent."""
     apps = dated(render_apps(files, GENERATION_NAMES, others))
     progress(f"rendered {len(apps)} app(s), both generations")
@@ -167,6 +178,7 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
         gen: [market.MarketApp(app.file, app.spec, app.charts[gen], archives[gen][app.spec.name].sha256,
                                app.spec.metadata.icon) for app in apps]
         for gen in GENERATION_NAMES})
+    catalog = v2.with_sync(catalog, source, _previous_catalog(market_dir))
     state = {"tools": tools, "archives": {gen: {archive.file_name: keys[gen, name]
                                                  for name, archive in sorted(archives[gen].items())}
                                           for gen in GENERATION_NAMES}}

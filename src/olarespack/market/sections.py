@@ -25,22 +25,32 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "category"
 
 
+def category_ids(categories: list[str]) -> dict[str, str]:
+    """Each category's id (a slug; "All", the menu's own entry, first), unique even where two names give one
+    slug: the v1 tags' `_id` and the v2 taxonomy's category ids are these."""
+    ids: dict[str, str] = {}
+    for category in ["All", *sorted(set(categories) - {"All"})]:
+        slug = base = _slug(category)
+        number = len(ids)
+        while slug in ids.values():  # "Home Lab" and "home-lab" are two categories: each keeps its own topic
+            slug, number = f"{base}-{number}", number + 1
+        ids[category] = slug
+    return ids
+
+
 def sections(apps: list[tuple[str, list[str]]]) -> dict[str, Any]:
     """The tags, pages, topics and topic_lists of an info answer, for apps given as (name, categories) in
     the order the Market should list them (newest first)."""
     # "All" is the menu's own entry (every app); a spec's category named so adds nothing to it
     categories = sorted({category for _, names in apps for category in names} - {"All"})
-    slugs: set[str] = set()
+    ids = category_ids(categories)
     tags: dict[str, Any] = {}
     pages: dict[str, Any] = {}
     topics: dict[str, Any] = {}
     topic_lists: dict[str, Any] = {}
     for sort, category in enumerate(["All", *categories]):
         title, icon = KNOWN.get(category, ({"en-US": category}, "sym_r_apps"))
-        slug = base = _slug(category)
-        while slug in slugs:  # "Home Lab" and "home-lab" are two categories: each keeps its own topic
-            slug = f"{base}-{len(slugs)}"
-        slugs.add(slug)
+        slug = ids[category]
         tags[category] = {"_id": slug, "name": category, "title": title, "icon": icon, "sort": sort}
         members = [name for name, names in apps if category == "All" or category in names]
         content: list[dict[str, str]] = []

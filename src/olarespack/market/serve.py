@@ -9,6 +9,8 @@ What a box asks, and how the answer is picked:
   `version` for its detail requests.
 - `/current/...` and `/legacy/...` are the same API pinned to one generation, for boxes that should be
   given one generation whatever they send (use `http://host:port/legacy` as the source URL).
+- 1.12.7's sync (market/v2.py): `GET /api/v2/catalog?source_id=&version=`, `/api/v2/taxonomy`,
+  `/api/v2/applications?page=&size=` and `/api/v2/browse/applications`, per generation like the rest.
 - `/icons/<file>` and `/health`.
 
 Every status, header, error text and limit below, and the Olares versions that pick a generation, come from
@@ -169,7 +171,36 @@ class Api:
             return Response(data, headers={header: answers.fill(value, file_name=file_name)
                                            for header, value in answers.CHART_HEADERS.items()})
 
-        routes: list[BaseRoute] = []
+        async def v2_catalog(request: Request) -> Response:
+            view, _ = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
+            asked = request.query_params.get(answers.QUERY["source_id"])
+            if asked is not None and len(asked) > answers.MAX_SOURCE_ID:
+                raise _fail("bad_source_id")
+            return _json(answers.v2_catalog_answer(view.v2.catalog, asked or self.store.state.source.source_id))
+
+        async def v2_taxonomy(request: Request) -> Response:
+            view, _ = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
+            return _json(view.v2.taxonomy)
+
+        async def v2_applications(request: Request) -> Response:
+            view, _ = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
+            page, size = (request.query_params.get(answers.QUERY[key]) for key in ("page", "size"))
+            number = 1 if page is None else answers.whole_number(page, 1, answers.MAX_PAGE)
+            if number is None:
+                raise _fail("bad_page", page=page)
+            count = 0 if size is None else answers.whole_number(size, 0, answers.MAX_PAGE_SIZE)
+            if count is None:
+                raise _fail("bad_size", size=size)
+            return _json(answers.v2_applications_answer(view.v2.items, view.v2.removed, view.v2.max_time, number,
+                                                        count))
+
+        # 1.12.7's sync (market/v2.py): these have no v1 form; the v1 calls below answer under both prefixes
+        routes: list[BaseRoute] = [
+            Route("/api/v2/catalog", v2_catalog, methods=["GET"]),
+            Route("/api/v2/taxonomy", v2_taxonomy, methods=["GET"]),
+            Route("/api/v2/applications", v2_applications, methods=["GET"]),
+            Route("/api/v2/browse/applications", v2_applications, methods=["GET"]),
+        ]
         for api in ("/api/v1", "/api/v2"):
             routes += [
                 Route(f"{api}/appstore/hash", hash_, methods=["GET"]),

@@ -32,13 +32,14 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 
 from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
-from olarespack.olares.generations import GENERATION_NAMES, parse_archive_name
+from olarespack.market import v2
+from olarespack.olares.generations import GENERATION_NAMES, GenerationName, parse_archive_name
 
 log = logging.getLogger("olarespack.serve")
 
@@ -55,6 +56,7 @@ class GenerationView:
     latest: dict[str, str]  # app name -> file name of its current archive
     hash: str
     apps: int
+    v2: v2.Answers
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class MarketState:
     icons: dict[str, Path]
     stamp: tuple[int, int, int]
     digests: dict[Path, str] = field(default_factory=dict)  # indexed file -> the sha256 its list gives
+    source: v2.SourceIdentity = v2.DEFAULT_SOURCE
 
 
 MAX_DIGEST_LIST = 4 << 20  # 64-hex digest, two spaces, a path: tens of thousands of files
@@ -193,16 +196,17 @@ def load_state(market_dir: Path) -> MarketState:
                                      "the market again")
         listed = {}
     try:
-        views = {name: _view(root, name, gen, listed) for name, gen in catalog["generations"].items()}
+        source = v2.SourceIdentity.of(catalog.get("source"))
+        unknown = sorted(set(catalog["generations"]) - set(GENERATION_NAMES))
+        if unknown or not catalog["generations"]:
+            raise CatalogError(path, f"malformed catalog (generations {sorted(catalog['generations'])}; expected "
+                                     f"some of {list(GENERATION_NAMES)})")
+        views = {name: _view(root, name, gen, listed, source) for name, gen in catalog["generations"].items()}
     except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise CatalogError(path, f"malformed catalog ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
             from None
-    unknown = sorted(set(views) - set(GENERATION_NAMES))
-    if unknown or not views:
-        raise CatalogError(path, f"malformed catalog (generations {sorted(views)}; expected some of "
-                                 f"{list(GENERATION_NAMES)})")
     try:
         icons = _files(root, (market.ICONS_DIR,), _ICON_RE.match)
     except OSError as exc:
@@ -214,10 +218,11 @@ def load_state(market_dir: Path) -> MarketState:
     digests = {file: listed[f"{name}/{archive}"] for name, view in views.items()
                for archive, (_, file) in view.charts.items()}
     digests |= {file: icon_digests[name] for name, file in icons.items() if icon_digests is not None}
-    return MarketState(root, views, icons, stamp, digests)
+    return MarketState(root, views, icons, stamp, digests, source)
 
 
-def _view(root: Path, name: str, gen: dict[str, Any], listed: dict[str, str]) -> GenerationView:
+def _view(root: Path, name: str, gen: dict[str, Any], listed: dict[str, str],
+          source: v2.SourceIdentity) -> GenerationView:
     """One generation's answers and the archives charts/SHA256SUMS lists for it (a file it does not list is
     not the market's: never served)."""
     charts = {file: (parsed[0], real) for file, real in
@@ -228,6 +233,7 @@ def _view(root: Path, name: str, gen: dict[str, Any], listed: dict[str, str]) ->
         default_version=str(gen["olares_version"]),
         details={ident: market.served_json(entry) for ident, entry in gen["details"].items()},
         charts=charts, latest=dict(gen["charts"]), hash=str(gen["hash"]), apps=len(gen["apps"]),
+        v2=v2.answers_of(gen, cast(GenerationName, name), source),
     )
 
 

@@ -167,6 +167,15 @@ function olaresGeneration(version) {
   return found;
 }
 
+// answers.whole_number: a page or size parameter, the whole string a number from low to high, else null
+const WHOLE_NUMBER = new RegExp(`^(?:${ANSWERS.whole_number})$`);
+
+function wholeNumber(text, low, high) {
+  if (!WHOLE_NUMBER.test(text)) return null;
+  const number = Number(text);
+  return number >= low && number <= high ? number : null;
+}
+
 function view(version, pinned) {  // Api._view
   let generation = pinned || ANSWERS.default_generation;
   if (version) {
@@ -186,7 +195,7 @@ function answers(ctx, g) {
     const load = asset(ctx, g.answers).then(async (r) => {
       if (r.status !== 200) throw new Error(`asset ${g.answers}: ${r.status}`);
       const data = await r.json();
-      return { hash: data.hash, info: data.info, details: new Map(Object.entries(data.details)) };
+      return { hash: data.hash, info: data.info, details: new Map(Object.entries(data.details)), v2: data.v2 };
     });
     load.catch(() => loaded.delete(g.answers));  // a failed read is retried by the next request
     loaded.set(g.answers, load);
@@ -239,6 +248,35 @@ const ENDPOINTS = {
     const found = icon && await asset(ctx, icon.asset);
     if (!found || found.status !== 200) throw failure("no_icon");
     return new Response(found.body, { headers: { "content-type": icon.type, "cache-control": ANSWERS.icon_cache } });
+  },
+
+  // 1.12.7's sync (market/v2.py): the probe, the taxonomy and the application list, per generation
+  async v2Catalog(ctx, params, pinned) {
+    const [g] = view(queryParam(ctx, ANSWERS.query.version), pinned);
+    const asked = queryParam(ctx, ANSWERS.query.source_id);
+    if (asked !== null && [...asked].length > ANSWERS.max_source_id) throw failure("bad_source_id");
+    const { v2 } = await answers(ctx, g);  // answers.v2_catalog_answer
+    return json(fill(ANSWERS.v2_catalog_answer, { ...v2.catalog, source_id: pyJsonAscii(asked || MARKET.source_id) }));
+  },
+
+  async v2Taxonomy(ctx, params, pinned) {
+    const [g] = view(queryParam(ctx, ANSWERS.query.version), pinned);
+    return json((await answers(ctx, g)).v2.taxonomy);
+  },
+
+  async v2Applications(ctx, params, pinned) {
+    const [g] = view(queryParam(ctx, ANSWERS.query.version), pinned);
+    const page = queryParam(ctx, ANSWERS.query.page);
+    const size = queryParam(ctx, ANSWERS.query.size);
+    const number = page === null ? 1 : wholeNumber(page, 1, ANSWERS.max_page);
+    if (number === null) throw failure("bad_page", { page });
+    const count = size === null ? 0 : wholeNumber(size, 0, ANSWERS.max_page_size);
+    if (count === null) throw failure("bad_size", { size });
+    const { v2 } = await answers(ctx, g);  // answers.v2_applications_answer
+    const shown = count ? v2.items.slice((number - 1) * count, number * count) : v2.items;
+    return json(fill(ANSWERS.v2_applications_answer, { items: shown.join(","), removed: v2.removed,
+      has_more: count && number * count < v2.items.length ? "true" : "false", max_time: v2.max_time,
+      total: v2.items.length, page: number, page_size: count || v2.items.length }));
   },
 
   // An export has no catalog to go stale: /health is always the answer serve gives a fresh catalog.
