@@ -336,3 +336,43 @@ def test_a_download_url_with_a_value_known_only_in_the_pod_is_not_guessed() -> N
     files = remote_files(lines)
     assert set(files) == {"y.gguf"}
     assert files["y.gguf"].repo == "org/model"
+
+
+# The seed author's current charts (manifest 0.12.0 / v3: the envelope in spec.accelerator, no owners file in the
+# stored copies, so --owners names him). What each import gives is pinned: the one olarespack carries whole, and
+# for the others the first reason a spec cannot be written (the closing note of issue 34 lists them).
+AUTHOR_V3 = {
+    "vllmgemma4dflashone": None,
+    "vllmgemma426ba4bvisionone": "[context-fit]",  # 128K at his 0.92 utilization: 2.13 GiB of KV, 1.96 free
+    "llamacppgemma4audione": "[ubatch-batch]",  # ubatch 2048 over batch 512
+    "llamacppgemma412bone": "volume mount /shared-models",  # the v3 shared model folder, /olares/share/ai/model
+    "llamacppqwen36a3bdflashone": "volume mount /shared-models",
+    "llamacppqwen36beellamaone": "volume mount /shared-models",
+    "llamacppqwen36a3bone": "--ctx-size: the chart leaves it to the server's default",
+    "vllmqwen36turbo27bone": "no vLLM or llama.cpp server",  # /entrypoint.sh serve: a patched vLLM image
+}
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("name", sorted(AUTHOR_V3))
+def test_the_authors_v3_charts_import_or_say_why(name: str, tmp_path: Path) -> None:
+    chart = shared(f"reference/author-market-v3/{name}")
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"), "--owners", "aamsellem")
+    reason = AUTHOR_V3[name]
+    if reason is not None:
+        assert code == 1 and reason in out and "no spec written" in out, out
+        assert "metadata.owners" not in out and "resources.disk" not in out  # --owners and the v3 envelope are read
+        return
+    assert code == 0 and "same server command line" in out, out
+    spec_file = tmp_path / "apps" / f"{name}.yaml"
+    chart_kind, chart_argv = chart_server_argv(chart)
+    built_kind, built_argv = built_server_argv(spec_file, tmp_path)
+    assert chart_kind == built_kind and argv_differences(chart_argv, built_argv, chart_kind) == []
+    data = yaml.safe_load(spec_file.read_text())
+    manifest = yaml.safe_load((chart / "OlaresManifest.yaml").read_text())
+    assert data["version"] == next_release(str(manifest["metadata"]["version"]))
+    assert data["metadata"]["owners"] == ["aamsellem"]
+    envelope = manifest["spec"]["accelerator"][0]
+    assert data["resources"]["disk"] == {"request": envelope["requiredDisk"], "limit": envelope["limitedDisk"]}
+    code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "other"), "--owners", "not a user")
+    assert code == 2 and "--owners" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,7 +20,10 @@ from olarespack.core.errors import UsageError
 @click.option("--force", is_flag=True, help="Replace a spec file that already exists.")
 @click.option("--hardware", default="rtx5090-laptop", show_default=True,
               help="The GPU profile the specs target (olarespack.yaml's hardware).")
-def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware: str) -> None:
+@click.option("--owners", "owners", metavar="USER", multiple=True,
+              help="A GitHub user who owns the apps (repeat): their specs' metadata.owners, where a chart has no "
+                   "owners file or another one.")
+def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware: str, owners: tuple[str, ...]) -> None:
     """Turn hand-written charts (folders, folders of charts or .tgz archives) into specs.
 
     Each chart is rendered by helm as Olares would install it; the command line its server finally runs
@@ -35,6 +39,9 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
     from olarespack.importer import ImportFailed, import_chart
     from olarespack.write import write_file
 
+    bad = [owner for owner in owners if not re.fullmatch(r"[A-Za-z0-9-]{1,39}", owner)]
+    if bad:
+        raise UsageError(f"--owners: {bad[0][:60]!r} is not a GitHub user name (letters, digits, dashes, at most 39)")
     helm = helm_binary()
     incomplete = 0
     with ExitStack() as stack:
@@ -56,7 +63,7 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
         for target in targets:
             spec_file = apps_dir / f"{target.chart.name}.yaml"
             try:
-                result = import_chart(target, helm, spec_file, hardware)
+                result = import_chart(target, helm, spec_file, hardware, owners)
             except ImportFailed as exc:
                 click.echo(f"{exc} (no spec written)", err=True)
                 incomplete += 1

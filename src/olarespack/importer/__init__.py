@@ -232,7 +232,8 @@ def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
     return found
 
 
-def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop") -> ImportResult:
+def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop",
+                 owners: tuple[str, ...] = ()) -> ImportResult:
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
     documents = rendered_documents(target, helm)
@@ -262,7 +263,7 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result)
     if scratch:
         imported.data["scratch"] = scratch
-    data = _spec_data(chart, engine, imported, hardware, result)
+    data = _spec_data(chart, engine, imported, hardware, result, owners)
     verify(result, data, spec_file)
     if not result.buildable:
         # a spec that would not build is never written: what it could not carry, each on its own line
@@ -272,11 +273,11 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
 
 
 def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware: str,
-               result: ImportResult) -> dict[str, Any]:
+               result: ImportResult, owners: tuple[str, ...] = ()) -> dict[str, Any]:
     manifest = chart.manifest
     version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
                   (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
-    meta = facts.metadata(chart, result.notes, result.unexpressed)
+    meta = facts.metadata(chart, result.notes, result.unexpressed, owners)
     installed = version
     # the spec's chart is not the hand-written one (manifest, pod, templates): it ships as an upgrade above it,
     # so a box that installed the hand-written chart sees it, whatever order import, commit and bump run in

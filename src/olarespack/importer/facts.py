@@ -44,7 +44,8 @@ def _locale_texts(chart: Chart, default: str) -> dict[str, dict[str, str]]:
     return found
 
 
-def metadata(chart: Chart, notes: list[str], unexpressed: list[str]) -> dict[str, Any]:
+def metadata(chart: Chart, notes: list[str], unexpressed: list[str],
+             given_owners: tuple[str, ...] = ()) -> dict[str, Any]:
     manifest = chart.manifest
     meta: Mapping[str, Any] = manifest.get("metadata") or {}
     spec: Mapping[str, Any] = manifest.get("spec") or {}
@@ -57,6 +58,10 @@ def metadata(chart: Chart, notes: list[str], unexpressed: list[str]) -> dict[str
     owners = [o for o in owners if re.fullmatch(r"[A-Za-z0-9-]{1,39}", o) and o != "owners:"]
     if not owners:
         owners = [str(o) for o in manifest.get("owners") or [] if re.fullmatch(r"[A-Za-z0-9-]{1,39}", str(o))]
+    if given_owners and owners and list(given_owners) != owners:
+        notes.append(f"owners: {', '.join(given_owners)} (--owners), where the chart's owners file says "
+                     f"{', '.join(owners)}")
+    owners = list(given_owners) or owners
     developer = _str(spec.get("developer"))
     submitter = _str(spec.get("submitter")) or developer
     found: dict[str, Any] = {
@@ -79,7 +84,8 @@ def metadata(chart: Chart, notes: list[str], unexpressed: list[str]) -> dict[str
     if not found["license"]:
         unexpressed.append("metadata.license: the manifest names no license; the spec needs one")
     if not owners:
-        unexpressed.append("metadata.owners: no owners file; the spec needs the GitHub users who own the app")
+        unexpressed.append("metadata.owners: no owners file; the spec needs the GitHub users who own the app "
+                           "(give them with --owners)")
     locales = _locale_texts(chart, "en-US")
     if locales:
         found["locales"] = locales
@@ -115,6 +121,16 @@ def resources(container: Mapping[str, Any], manifest: Mapping[str, Any], notes: 
     res: Mapping[str, Any] = container.get("resources") or {}
     requests, limits = res.get("requests") or {}, res.get("limits") or {}
     spec: Mapping[str, Any] = manifest.get("spec") or {}
+    accelerators = spec.get("accelerator")
+    if isinstance(accelerators, list) and accelerators and isinstance(accelerators[0], dict):
+        # a current (0.12.0) manifest's envelope is its accelerator entry; the flat fields are gone
+        if len(accelerators) > 1:
+            notes.append(f"spec.accelerator: {len(accelerators)} entries; the first ({accelerators[0].get('mode')}) "
+                         "gives the envelope, the spec's chart declares its hardware profile's")
+        first = accelerators[0]
+        spec = {**spec, **{key: first[key] for key in ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory",
+                                                       "requiredDisk", "limitedDisk") if key in first},
+                "requiredGpu": first.get("requiredGPUMemory"), "limitedGpu": first.get("limitedGPUMemory")}
     found: dict[str, Any] = {}
     for key, manifest_keys in (("cpu", ("requiredCpu", "limitedCpu")), ("memory", ("requiredMemory",
                                                                                      "limitedMemory"))):
