@@ -361,22 +361,24 @@ def moded(tmp_path: Path, name: str, mode: str, gpu: str = "", version: str = "0
 
 
 @pytest.mark.parametrize(("mode", "gpu", "refused"), [
-    # oac's validResourceModes, with GPU memory where gpuMemoryModes allows it
+    # the newest oac's validResourceModes (resources.go at 3a10c81, PR #3390), GPU memory where gpuMemoryModes
+    # allows it; the chart declares amd64
     ("cpu", "", None),
-    ("strix-halo", "", None),
     ("nvidia", "8Gi", None),
     ("amd-gpu", "8Gi", None),
-    # modes the platform defines (gpu_types.go) that oac's lint does not list yet, but the Market's bot passes
-    # (embeddinggemmav3 with intel, merged three times): warnings, tested in test_olares_now.py
     ("intel-gpu", "8Gi", None),
     ("intel", "", None),
     ("amd", "", None),
-    ("moore-soc", "", None),
-    # dropped from oac's modes: refused as unknown
+    # modes that need arm64 (modeArchRequirement)
+    ("moore-soc", "", "mode=moore-soc requires spec.supportArch to contain 'arm64'"),
+    ("apple-m", "", "mode=apple-m requires spec.supportArch to contain 'arm64'"),
+    # dropped by PR #3390: refused as unknown
     ("amd-apu", "", "not a resource mode oac accepts"),
-    # GPU memory on a mode oac keeps it off
-    ("cpu", "8Gi", "oac lets only mode=nvidia and mode=amd-gpu declare GPU memory"),
-    ("strix-halo", "8Gi", "oac lets only mode=nvidia and mode=amd-gpu declare GPU memory"),
+    ("strix-halo", "", "not a resource mode oac accepts"),
+    ("mthreads-m1000", "", "not a resource mode oac accepts"),
+    # GPU memory on a mode without a pool of its own
+    ("cpu", "8Gi", "oac lets only mode=amd-gpu / mode=intel-gpu / mode=nvidia declare GPU memory"),
+    ("intel", "8Gi", "oac lets only mode=amd-gpu / mode=intel-gpu / mode=nvidia declare GPU memory"),
 ])
 def test_accelerator_modes_and_gpu_memory_follow_oac(tmp_path: Path, helms: list[HelmBinary], mode: str, gpu: str,
                                                      refused: str | None) -> None:

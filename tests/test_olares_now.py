@@ -31,10 +31,10 @@ def helms() -> list[HelmBinary]:
 
 
 def app(tmp_path: Path, name: str, resources: str = ACCELERATOR, template: str | None = None, top: str = "",
-        spec: str = "") -> Path:
+        spec: str = "", options: str = "") -> Path:
     text = template or deployment(name, resources=SMALL, replicas=REPLICA_FIELD.format(name=name))
     return chart(tmp_path, name, manifest(name, version="0.12.0", api="v3", resources=resources, spec=spec,
-                                          top=REPLICAS.format(name=name) + top),
+                                          top=REPLICAS.format(name=name) + top, options=options),
                  {"deployment.yaml": text}, values=REPLICA_VALUES.format(name=name))
 
 
@@ -42,16 +42,36 @@ def found(folder: Path, helms: list[HelmBinary], rule: str) -> list[Problem]:
     return [p for p in lint([str(folder)], helms).problems if p.rule == rule]
 
 
-@pytest.mark.parametrize("mode", ["intel", "amd", "moore-soc"])
-def test_a_platform_mode_the_market_passes_is_a_warning(tmp_path: Path, helms: list[HelmBinary], mode: str) -> None:
-    # embeddinggemmav3 declares mode intel and the Market's bot merged it three times (beclab/apps #2987, #3084,
-    # #3660): oac's ValidateResourceMode does not list it, so a warning that says both
-    folder = app(tmp_path, "intelish", resources=accelerator_entry(mode))
+@pytest.mark.parametrize("mode", ["intel", "amd", "intel-gpu"])
+def test_the_modes_oac_added_are_accepted_without_a_word(tmp_path: Path, helms: list[HelmBinary], mode: str) -> None:
+    # PR #3390 added them to oac's validResourceModes (resources.go at 3a10c81): embeddinggemmav3's mode intel,
+    # which olarespack warned of as not listed yet, is a mode oac takes
+    folder = app(tmp_path, "intelish", resources=accelerator_entry(mode, "8Gi" if mode == "intel-gpu" else ""))
     report = lint([str(folder)], helms)
     assert report.errors == [], [str(p) for p in report.errors]
-    [hit] = [p for p in report.problems if p.rule == "olares-accelerator"]
-    assert (hit.path, hit.severity) == ("spec.accelerator[0].mode", "warning")
-    assert "#3432" in hit.message and "#2987, #3084, #3660" in hit.message
+    assert not [p for p in report.problems if p.rule == "olares-accelerator"]
+
+
+@pytest.mark.parametrize(("where", "value", "refused"), [
+    ("limitedDisk", "-1", "cannot be '-1' for template-only apps; disk quantities must be explicit"),
+    ("requiredCpu", "-1", None),
+])
+def test_a_template_only_app_may_leave_its_quantities_to_the_install(tmp_path: Path, helms: list[HelmBinary],
+                                                                      where: str, value: str,
+                                                                      refused: str | None) -> None:
+    """resourceQuantityValid (resources.go at 3a10c81): -1 resolves from the rendered chart at install, except
+    a template-only app's disk."""
+    entry = accelerator_entry("cpu").replace(f"{where}: ", f"{where}: '{value}'  # ", 1)
+    # a template app installs many times: its workload is named by the release
+    folder = app(tmp_path, "templ", resources=entry, options="  templateOnly: true\n  allowMultipleInstall: true\n",
+                 template=deployment(resources=SMALL, replicas=REPLICA_FIELD.format(name="templ")))
+    report = lint([str(folder)], helms)
+    hits = [p for p in report.problems if p.rule == "olares-accelerator"]
+    assert [p for p in report.errors if p.rule != "olares-accelerator"] == []
+    if refused is None:
+        assert hits == [], [str(p) for p in hits]
+    else:
+        assert [p.message for p in hits] == [refused] and hits[0].path.endswith(where)
 
 
 def test_a_statefulset_with_a_strategy_is_a_warning(tmp_path: Path, helms: list[HelmBinary]) -> None:
@@ -110,3 +130,71 @@ def test_the_replicas_rule_says_it_is_oacs_and_since_when(tmp_path: Path, helms:
     hits = found(folder, helms, "olares-workload-replicas")
     assert hits and all(p.severity == "error" for p in hits)
     assert all("CheckWorkloadReplicasRendered" in p.message and "beclab/Olares #4040" in p.message for p in hits)
+
+
+def test_a_sub_path_expression_is_refused(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    """CheckSubPathExpr (beclab/Olares PR #3943): Olares cannot expand it when it prepares the host folder."""
+    text = deployment("subpath", resources=SMALL, replicas=REPLICA_FIELD.format(name="subpath")).replace(
+        "              mountPath: /data\n", "              mountPath: /data\n              subPathExpr: $(POD_NAME)\n")
+    folder = app(tmp_path, "subpath", template=text)
+    [hit] = found(folder, helms, "olares-subpathexpr")
+    assert hit.path.endswith("containers[0].volumeMounts[0].subPathExpr") and "'$(POD_NAME)'" in hit.message
+    plain = app(tmp_path / "plain", "subpath")
+    assert found(plain, helms, "olares-subpathexpr") == []
+
+
+@pytest.mark.parametrize(("metadata", "locale", "said"), [
+    ("  categories_v2: [models, models]\n", "en-US", "'models' is listed more than once"),
+    ("  tags: ['']\n", "en-US", "must not be empty"),
+    ("  tags: [' llm']\n", "en-US", "' llm' must not have surrounding whitespace"),
+    ("  categories_v2: [LLM_Chat]\n", "en-US", "'LLM_Chat' must be lowercase alphanumeric words"),
+    ("", "english", "'english' must be a valid BCP 47 language tag"),
+    ("", "und", "'und' names the undefined language"),
+    ("", "en-us", "'en-us' must use canonical spelling 'en-US'"),
+])
+def test_the_taxonomy_is_judged_as_oac_does(tmp_path: Path, helms: list[HelmBinary], metadata: str, locale: str,
+                                            said: str) -> None:
+    """ValidateTaxonomy (oac manifest/taxonomy.go): slug lists and BCP 47 locales."""
+    folder = app(tmp_path, "taxo")
+    manifest = folder / "OlaresManifest.yaml"
+    text = manifest.read_text(encoding="utf-8").replace("    - en-US\n", f"    - {locale}\n", 1)
+    manifest.write_text(text.replace("  categories:\n", f"{metadata}  categories:\n", 1), encoding="utf-8")
+    hits = found(folder, helms, "olares-taxonomy")
+    assert len(hits) == 1 and said in hits[0].message, [str(p) for p in hits]
+
+
+@pytest.mark.parametrize(("port", "said"), [
+    ("{name: api, host: api, port: 4712}", None),
+    ("{name: api, host: api, port: 4712, exposePort: 4712, protocol: udp}", None),
+    ("{host: api, port: 4712}", "port.name is required"),
+    ("{name: bad_name, host: api, port: 4712}", "port.name must match"),
+    ("{name: api, port: 4712}", "port.host is required"),
+    ("{name: api, host: API, port: 4712}", "port.host must match"),
+    ("{name: api, host: api}", "port.port is required"),
+    ("{name: api, host: api, port: 65536}", "port.port must be between 1 and 65535"),
+    ("{name: api, host: api, port: 4712, exposePort: -1}", "port.exposePort must be between 1 and 65535"),
+    ("{name: api, host: api, port: 4712, protocol: TCP}", 'port.protocol must be one of "", "tcp", "udp"'),
+    ("{name: api, host: api, port: 4712}\n  - {name: api, host: peer, port: 4713}", "duplicate port name 'api'"),
+])
+def test_top_level_ports_are_judged_as_oac_does(tmp_path: Path, helms: list[HelmBinary], port: str,
+                                                said: str | None) -> None:
+    """oac's ServicePort rules (validate_test.go TestServicePortsValidation, its newest stored version)."""
+    folder = app(tmp_path, "ported", top=f"ports:\n  - {port}\n")
+    hits = found(folder, helms, "olares-ports")
+    if said is None:
+        assert hits == []
+    else:
+        assert len(hits) == 1 and said in hits[0].message, [str(p) for p in hits]
+
+
+def test_a_template_that_needs_more_than_oacs_values_is_refused(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    """`olares-cli chart lint` renders with its own sparse values (oac helmrender.BuildValues: owner 'owner',
+    admin 'admin', no GPU type): a template that only an admin's install renders passes an install's values
+    (the admin installing) and fails there."""
+    text = deployment("gated", resources=SMALL, replicas=REPLICA_FIELD.format(name="gated")).replace(
+        "kind: Deployment\n", "kind: Deployment\n"
+        "{{- if ne .Values.admin .Values.bfl.username }}{{ fail \"only the admin installs it\" }}{{ end }}\n", 1)
+    hits = found(app(tmp_path, "gated", template=text), helms, "helm-template")
+    assert len(hits) == 1 and "the values `olares-cli chart lint` gives" in hits[0].message, [str(h) for h in hits]
+    assert "only the admin installs it" in hits[0].message
+    assert found(app(tmp_path / "plain", "gated"), helms, "helm-template") == []

@@ -34,6 +34,8 @@ FIRED_ELSEWHERE = {
     "changelog-date": "test_changelog_dates.py",
     "olares-overlay-gateway": "test_oac_cases.py (wlrbad)",
     "llm-gateway-route": "test_llm_gateway.py",
+    "olares-ports": "test_olares_now.py (ServicePort cases)",
+    "olares-subpathexpr": "test_olares_now.py",
     "model-data": "test_model_add.py (hostile models/ files)",
     "llamacpp-cache-type": "test_engine_images.py",
     "llamacpp-spec-type": "test_engine_images.py",

@@ -30,8 +30,8 @@ from olarespack.helm import Helm, HelmResult, split_rendered, values_file
 from olarespack.olares import legacy, probes, scale
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.olares.values import install_values
-from olarespack.olares.versions import render_modes
+from olarespack.olares.values import OAC_ADMIN, OAC_OWNER, install_values, oac_values
+from olarespack.olares.versions import api_version, render_modes
 from olarespack.olares.workloads import Rendered, rendered_problems
 from olarespack.project import App, load_apps
 from olarespack.write import write_files
@@ -172,6 +172,28 @@ def _template_call(helm: Helm, target: Target, mode: str, parse: DocumentCache) 
     return HelmCall(run, analyse)
 
 
+def _oac_call(helm: Helm, target: Target) -> HelmCall:
+    """The render `olares-cli chart lint` runs before its structural checks: oac's own sparse values, owner !=
+    admin, no GPU type, the app's name as the release, namespace app-namespace (chart.go Lint). A template that
+    renders for an install but not there is refused by Olares' linter, and by the Market's."""
+    chart = target.chart
+    values = oac_values(_entrance_names(chart.manifest), api_version(chart.manifest))
+
+    def run() -> HelmResult:
+        with values_file(values) as path:
+            return helm.template(target.folder, chart.name, "app-namespace", path)
+
+    def analyse(out: HelmResult) -> list[Problem]:
+        if out.ok:
+            return []
+        return [Problem(chart.label, "", f"helm {helm.version} template with the values `olares-cli chart lint` "
+                        f"gives (owner {OAC_OWNER!r}, admin {OAC_ADMIN!r}, no GPU type, no olaresEnv values): "
+                        f"{out.stderr.strip()[:2000]}", "make the template render with only those values (guard what "
+                        "an install alone gives with `if`, `default` or `dig`)", rule="helm-template")]
+
+    return HelmCall(run, analyse)
+
+
 def _schema_problem(file: str, name: str, error: kube.SchemaError) -> Problem:
     if error.unknown:
         return Problem(file, f"{name}.{error.path}", f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}: "
@@ -264,6 +286,7 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
         parse = DocumentCache()
         calls += [_template_call(helms[0], target, mode, parse)
                   for target in targets for mode in render_modes(target.chart.manifest)]
+        calls += [_oac_call(helms[0], target) for target in targets]
         calls += [_probe_call(helms[0], target, parse) for target in targets
                   if probes.probes_apply(target.chart.manifest)]
         calls += [_scale_call(helms[0], target, parse) for target in targets

@@ -139,13 +139,19 @@ RULES: dict[str, Rule] = {
                                   "oac manifest.validateEntranceValue"),
     "olares-spec": Rule("olares", "the manifest has a spec section", "oac manifest.ValidateAppConfiguration"),
     "olares-support-arch": Rule("olares", "supportArch holds amd64 / arm64, once each", "oac manifest.validateAppSpec"),
-    "olares-accelerator": Rule("olares", "resource declarations: a mode oac accepts (warning: intel, amd, "
-                               "intel-gpu, moore-soc, which oac does not list yet and the Market's bot passed), "
-                               "complete per mode, quantities, limited >= required, GPU memory only on "
-                               "nvidia / amd-gpu, flat fields or accelerator[] but not both",
+    "olares-ports": Rule("olares", "top-level ports: a name, a Service host, a port (and exposePort) in 1-65535, "
+                         "protocol tcp or udp, names unique", "oac manifest validate (ServicePort; validate_test.go "
+                         "TestServicePortsValidation)"),
+    "olares-subpathexpr": Rule("olares", "no volumeMount uses subPathExpr (Olares prepares host folders it cannot "
+                               "expand)", "oac resources.CheckSubPathExpr (beclab/Olares PR #3943)"),
+    "olares-accelerator": Rule("olares", "resource declarations: a mode oac accepts (cpu, nvidia, nvidia-gb10, "
+                               "apple-m, intel, amd, intel-gpu, amd-gpu, moore-soc), the architecture it needs, "
+                               "complete per mode, quantities (-1 on a template-only app's fields but its disk), "
+                               "limited >= required, GPU memory only on nvidia / amd-gpu / intel-gpu, flat fields "
+                               "or accelerator[] but not both",
                                "oac manifest.validateAppSpec, ValidateResourceMode (validResourceModes, "
-                               "gpuMemoryModes), specResourceCrossFieldRules; beclab/Olares #3432; beclab/apps "
-                               "#2987, #3084, #3660 (the Market's bot passed mode intel)"),
+                               "modeArchRequirement, gpuMemoryModes, resourceQuantityValid), "
+                               "specResourceCrossFieldRules at beclab/Olares 3a10c81 (PR #3390)"),
     "gpu-memory-generation": Rule("olares", "warning: below olaresManifest.version 0.12.0 GPU memory sits in the "
                                   "flat spec.requiredGpu, not in accelerator[]",
                                   "app-service parseLegacyAppRequirement reads the flat fields below 0.12.0; oac "

@@ -6,7 +6,7 @@ Pure: a parsed manifest in, Problems out. Every rule here is an error in oac; ol
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem
@@ -45,6 +45,7 @@ def validate_manifest(chart: Chart) -> list[Problem]:
         out.add("apiVersion", f"{api!r}: not supported version", "use v1, v2 or v3", "olares-api-version")
     _metadata(out, as_map(manifest.get("metadata")))
     _entrances(out, manifest.get("entrances"))
+    _ports(out, manifest.get("ports"))
     if not isinstance(manifest.get("spec"), dict):
         out.add("spec", "spec is required", "add the spec section", "olares-spec")
     else:
@@ -128,6 +129,40 @@ def _entrances(out: Findings, entrances: Any) -> None:
             out.add(f"{at}.authLevel", "must be public, private or internal", "pick one", "olares-entrances")
         if as_text(entrance.get("openMethod")) not in ("", "default", "iframe", "window"):
             out.add(f"{at}.openMethod", "must be default, iframe or window", "pick one", "olares-entrances")
+
+
+def _ports(out: Findings, ports: Any) -> None:
+    """The top-level ports (beclab/api ServicePort) as oac validates them (validate_test.go's
+    TestServicePortsValidation at its newest stored version): a name, a Service host, a port and an optional
+    exposePort in 1-65535, protocol "", tcp or udp, names unique."""
+    seen: set[str] = set()
+    for i, raw in enumerate(as_list(ports)):
+        port, at = as_map(raw), f"ports[{i}]"
+        name, host = as_text(port.get("name")), as_text(port.get("host"))
+        if not name:
+            out.add(f"{at}.name", "port.name is required", "name the port", "olares-ports")
+        elif len(name) > 63 or not ENTRANCE_NAME.match(name):
+            out.add(f"{at}.name", f"port.name must match {ENTRANCE_NAME.pattern} (got {name!r})", "rename it",
+                    "olares-ports")
+        elif name in seen:
+            out.add(f"{at}.name", f"duplicate port name {name!r}", "rename it", "olares-ports")
+        seen.add(name)
+        if not host:
+            out.add(f"{at}.host", "port.host is required", "give the Service's name", "olares-ports")
+        elif len(host) > 63 or not HOST.match(host):
+            out.add(f"{at}.host", f"port.host must match {HOST.pattern} (got {host!r})", "give the Service's name",
+                    "olares-ports")
+        for key, required in (("port", True), ("exposePort", False)):
+            value = port.get(key)
+            if value is None or value == 0:
+                if required:
+                    out.add(f"{at}.{key}", f"port.{key} is required", "give the Service's port", "olares-ports")
+            elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+                out.add(f"{at}.{key}", f"port.{key} must be between 1 and 65535 (got {value!r})", "fix it",
+                        "olares-ports")
+        if port.get("protocol") not in (None, "", "tcp", "udp"):
+            out.add(f"{at}.protocol", f'port.protocol must be one of "", "tcp", "udp" (got {port.get("protocol")!r})',
+                    "write tcp or udp, in lowercase", "olares-ports")
 
 
 def _options(out: Findings, api: str, options: dict[str, Any]) -> None:
@@ -274,22 +309,45 @@ def _canonical_locale(locale: str) -> str:
     return "-".join(fixed)
 
 
+# A BCP 47 tag's shape (RFC 5646): a 2-3 letter language, then script, region, variants; or private use. oac parses
+# with golang.org/x/text/language, which also knows the registry: a well-formed tag of no registered language
+# ("qq") passes here.
+_BCP47: Final = re.compile(r"^(?:[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?"
+                           r"(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*(?:-x(?:-[A-Za-z0-9]{1,8})+)?|x(?:-[A-Za-z0-9]{1,8})+)$")
+
+
 def _taxonomy(out: Findings, manifest: dict[str, Any]) -> None:
-    """ValidateTaxonomy: slugs for categories_v2 and tags, canonical unique locales."""
+    """ValidateTaxonomy (oac manifest/taxonomy.go): categories_v2 and tags are unique, non-empty slugs without
+    surrounding whitespace; spec.locale holds unique, well-formed, canonical BCP 47 tags, none of them `und`."""
     metadata = as_map(manifest.get("metadata"))
     for key in ("categories_v2", "tags"):
-        values = [as_text(v) for v in as_list(metadata.get(key))]
+        values = ["" if v is None else str(v) for v in as_list(metadata.get(key))]  # as written: spaces count
         for i, value in enumerate(values):
-            if not SLUG.match(value) or value in values[:i]:
-                out.add(f"metadata.{key}[{i}]", f"{value!r} must be a unique lowercase slug", "write a-z, 0-9 and "
-                        "dashes", "olares-taxonomy")
-    locales = [as_text(v) for v in as_list(as_map(manifest.get("spec")).get("locale"))]
+            at = f"metadata.{key}[{i}]"
+            if value in values[:i]:
+                out.add(at, f"{value!r} is listed more than once", "remove it", "olares-taxonomy")
+            elif not value:
+                out.add(at, "must not be empty", "remove it or write a slug", "olares-taxonomy")
+            elif value != value.strip():
+                out.add(at, f"{value!r} must not have surrounding whitespace", "trim it", "olares-taxonomy")
+            elif not SLUG.match(value):
+                out.add(at, f"{value!r} must be lowercase alphanumeric words joined by single hyphens",
+                        "write a-z, 0-9 and dashes", "olares-taxonomy")
+    locales = ["" if v is None else str(v) for v in as_list(as_map(manifest.get("spec")).get("locale"))]
     for i, locale in enumerate(locales):
-        if locale != _canonical_locale(locale):
-            out.add(f"spec.locale[{i}]", f"{locale!r} must use canonical spelling {_canonical_locale(locale)!r}",
+        at = f"spec.locale[{i}]"
+        if locale in locales[:i]:
+            out.add(at, f"duplicate locale {locale!r}", "remove it", "olares-taxonomy")
+        elif not locale:
+            out.add(at, "must not be empty", "remove it", "olares-taxonomy")
+        elif not _BCP47.match(locale):
+            out.add(at, f"{locale!r} must be a valid BCP 47 language tag", "write e.g. en-US", "olares-taxonomy")
+        elif locale != _canonical_locale(locale):
+            out.add(at, f"{locale!r} must use canonical spelling {_canonical_locale(locale)!r}",
                     "fix the spelling", "olares-taxonomy")
-        elif locale in locales[:i]:
-            out.add(f"spec.locale[{i}]", f"duplicate locale {locale!r}", "remove it", "olares-taxonomy")
+        elif locale == "und" or locale.startswith("und-"):
+            out.add(at, f"{locale!r} names the undefined language", "list the languages the app is actually "
+                    "written in", "olares-taxonomy")
 
 
 def _modern_fields(out: Findings, manifest: dict[str, Any]) -> None:

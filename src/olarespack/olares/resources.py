@@ -3,24 +3,23 @@ resource modes of resources.go (ValidateResourceMode, checkLimitGERequired)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from olarespack.core import quantity
 from olarespack.olares.findings import Findings, as_list, as_map, as_text
 from olarespack.olares.versions import is_modern
 
-# oac's validResourceModes and gpuMemoryModes: the modes oac accepts, and those that carry GPU memory.
-RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "amd-gpu", "strix-halo", "mthreads-m1000"})
-GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu"})
-# Modes the platform defines (app-service gpu_types.go) that oac's ValidateResourceMode does not list yet
-# (beclab/Olares #3432). The Market's bot does not refuse them as oac would: it merged embeddinggemmav3 with
-# `mode: intel` three times (beclab/apps #2987, #3084, #3660, the last on 2026-09-20). A warning, not an error.
-PLATFORM_ONLY_MODES = frozenset({"intel", "amd", "intel-gpu", "moore-soc"})
-LINT_LAG = "beclab/Olares #3432"
-MARKET_PASSED = "the Market's bot merged embeddinggemmav3 with mode intel (beclab/apps #2987, #3084, #3660, last " \
-    "on 2026-09-20)"
-MODE_ARCH = {"amd-gpu": "amd64", "nvidia": "amd64", "strix-halo": "amd64", "nvidia-gb10": "arm64",
-             "mthreads-m1000": "arm64"}
+# oac's validResourceModes, gpuMemoryModes and modeArchRequirement (framework/oac/internal/manifest/resources.go
+# at beclab/Olares 3a10c81, after PR #3390 of 2026-06-16 "add and rename accelerator modes", which removed amd-apu,
+# strix-halo and mthreads-m1000 and added intel, amd, intel-gpu and moore-soc). The older stored list (e0a30de:
+# cpu, amd-apu, amd-gpu, apple-m, nvidia, nvidia-gb10, mthreads-m1000) is the one before it: it still validates
+# spec.resources, where the newer validates spec.accelerator with ValidateResourceMode(r, templateOnly).
+RESOURCE_MODES = frozenset({"cpu", "nvidia", "nvidia-gb10", "apple-m", "intel", "amd", "intel-gpu", "amd-gpu",
+                            "moore-soc"})
+GPU_MEMORY_MODES = frozenset({"nvidia", "amd-gpu", "intel-gpu"})  # discrete GPUs: a GPU memory pool of their own
+MODE_ARCH = {"nvidia": "amd64", "nvidia-gb10": "arm64", "apple-m": "arm64", "intel": "amd64", "amd": "amd64",
+             "intel-gpu": "amd64", "amd-gpu": "amd64", "moore-soc": "arm64"}
+AUTO: Final = "-1"  # AutoResourceValue: resolved from the rendered chart at install (template apps)
 FLAT = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk", "limitedDisk",
         "requiredGpu", "limitedGpu")
 LEGACY_ENVELOPE = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "requiredDisk")
@@ -28,9 +27,27 @@ MODE_FIELDS = ("requiredCpu", "limitedCpu", "requiredMemory", "limitedMemory", "
 GPU_FIELDS = ("requiredGPUMemory", "limitedGPUMemory")
 
 
-def _quantity_ok(value: Any, allow_auto: bool) -> bool:
+def _quantity_ok(value: Any, allow_auto: bool, template_only: bool = False, field: str = "") -> bool:
+    """oac's resourceQuantityValid: -1 (auto) where accelerator[] entries allow it, or on a template-only app's
+    fields but its disk, which must stay explicit."""
     text = as_text(value)
-    return (allow_auto and text == "-1") or bool(quantity.MANIFEST_QUANTITY.match(text))
+    if text.strip() == AUTO:
+        if template_only and field.endswith(("requiredDisk", "limitedDisk")):
+            return False
+        return allow_auto or template_only
+    return bool(quantity.MANIFEST_QUANTITY.match(text))
+
+
+def _quantity_problem(out: Findings, at: str, value: Any, allow_auto: bool, template_only: bool) -> None:
+    """validateResourceQuantity's two messages."""
+    if not as_text(value) or _quantity_ok(value, allow_auto, template_only, at):
+        return
+    if as_text(value).strip() == AUTO and template_only:
+        out.add(at, f"cannot be {AUTO!r} for template-only apps; disk quantities must be explicit",
+                "write a quantity like 50Gi", "olares-accelerator")
+    else:
+        out.add(at, f"must be a valid Kubernetes quantity (got {value!r})", "write a quantity like 8Gi",
+                "olares-accelerator")
 
 
 def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
@@ -45,10 +62,9 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
         elif value in arch[:i]:
             out.add(f"spec.supportArch[{i}]", f"duplicate value {value!r}", "remove it", "olares-support-arch")
     accelerator = as_list(spec.get("accelerator"))
+    template_only = as_map(manifest.get("options")).get("templateOnly") is True
     for name in ("requiredGpu", "limitedGpu"):
-        if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                    "write a quantity like 8Gi", "olares-accelerator")
+        _quantity_problem(out, f"spec.{name}", spec.get(name), False, template_only)
     if api == "v2" and accelerator:
         out.add("spec.accelerator", "spec.resources is not supported for apiVersion=v2; use the flat "
                 "requiredCpu/limitedCpu/requiredMemory/limitedMemory/requiredDisk fields", "use the flat fields",
@@ -63,12 +79,10 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
                         "olares-accelerator")
     if modern and api != "v2":
         for i, entry in enumerate(accelerator):
-            _resource_mode(out, f"spec.accelerator[{i}]", as_map(entry), arch)
+            _resource_mode(out, f"spec.accelerator[{i}]", as_map(entry), arch, template_only)
         if not accelerator:
             for name in MODE_FIELDS:
-                if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-                    out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                            "write a quantity", "olares-accelerator")
+                _quantity_problem(out, f"spec.{name}", spec.get(name), False, template_only)
             if not any(as_text(spec.get(name)) for name in LEGACY_ENVELOPE):
                 out.add("spec", "either spec.accelerator[] or the flat requiredCpu/limitedCpu/requiredMemory/"
                         "limitedMemory/requiredDisk is required for olaresManifest.version >= 0.12.0",
@@ -81,9 +95,7 @@ def spec_rules(out: Findings, manifest: dict[str, Any], api: str) -> None:
         out.add("spec", f"{', '.join(missing)} required for olaresManifest.version < 0.12.0 (and apiVersion v2)",
                 "populate the flat resource fields", "olares-accelerator")
     for name in (*LEGACY_ENVELOPE, "limitedDisk"):
-        if as_text(spec.get(name)) and not _quantity_ok(spec.get(name), False):
-            out.add(f"spec.{name}", f"must be a valid Kubernetes quantity (got {spec.get(name)!r})",
-                    "write a quantity", "olares-accelerator")
+        _quantity_problem(out, f"spec.{name}", spec.get(name), False, template_only)
     _limits_over_requests(out, "spec", spec, ("Cpu", "Memory", "Disk", "Gpu"))
 
 
@@ -103,16 +115,11 @@ def _legacy_gpu_memory(out: Findings, manifest: dict[str, Any], accelerator: lis
                         "/ spec.limitedGpu", "gpu-memory-generation", "warning")
 
 
-def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str]) -> None:
+def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str], template_only: bool) -> None:
     """ValidateResourceMode (resources.go) and the mode -> architecture requirement."""
     mode = as_text(entry.get("mode"))
     if not mode:
         out.add(f"{at}.mode", "mode is required", "set mode: nvidia (or cpu, amd-gpu, ...)", "olares-accelerator")
-    elif mode in PLATFORM_ONLY_MODES:
-        out.add(f"{at}.mode", f"{mode!r} is a mode the Olares platform defines that oac's ValidateResourceMode "
-                f"does not list yet ({LINT_LAG}), so `olares-cli chart lint` refuses it; {MARKET_PASSED}, so the "
-                "Market may take the chart", "keep it for boxes with that hardware, or use one of "
-                f"{', '.join(sorted(RESOURCE_MODES))} where the Market must take it", "olares-accelerator", "warning")
     elif mode not in RESOURCE_MODES:
         out.add(f"{at}.mode", f"{mode!r} is not a resource mode oac accepts", f"use one of "
                 f"{', '.join(sorted(RESOURCE_MODES))}", "olares-accelerator")
@@ -137,13 +144,11 @@ def _resource_mode(out: Findings, at: str, entry: dict[str, Any], arch: list[str
     if not gpu:
         for name in GPU_FIELDS:
             if as_text(entry.get(name)):
-                out.add(f"{at}.{name}", f"must be empty for mode={mode} (oac lets only mode=nvidia and "
-                        "mode=amd-gpu declare GPU memory)", "remove it",
-                        "olares-accelerator")
+                out.add(f"{at}.{name}", f"must be empty for mode={mode} (oac lets only "
+                        f"{' / '.join(f'mode={m}' for m in sorted(GPU_MEMORY_MODES))} declare GPU memory)",
+                        "remove it", "olares-accelerator")
     for name in (*MODE_FIELDS, *GPU_FIELDS):
-        if as_text(entry.get(name)) and not _quantity_ok(entry.get(name), True):
-            out.add(f"{at}.{name}", f"must be a valid Kubernetes quantity (got {entry.get(name)!r})",
-                    "write a quantity like 8Gi", "olares-accelerator")
+        _quantity_problem(out, f"{at}.{name}", entry.get(name), True, template_only)
     _limits_over_requests(out, at, entry, ("Cpu", "Memory", "Disk", "GPUMemory"))
     if gpu:
         _gpu_limit_unused(out, at, entry)

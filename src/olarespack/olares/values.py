@@ -52,3 +52,25 @@ def install_values(app: str, entrances: list[str], olares_env: dict[str, str], g
             entry[collection] = {}
         values[name] = entry
     return values
+
+
+OAC_OWNER, OAC_ADMIN = "owner", "admin"  # the owner != admin scenario oac renders v1/v3 charts under
+
+
+def oac_values(entrances: list[str], api_version: str) -> dict[str, Any]:
+    """The values `olares-cli chart lint` renders a chart with (oac helmrender.BuildValues, owner "owner" and admin
+    "admin", then ApplyDefaultInstallProfile): sparser than an install's (no GPU type, no olaresEnv values, no
+    `gpu`, `userspace.appdata` spelled so), so a template that reads more than these fails there."""
+    values: dict[str, Any] = {
+        "bfl": {"username": OAC_OWNER}, "user": {"zone": "user-zone"}, "schedule": {"nodeName": "node"},
+        "userspace": {"appdata": "appdata", "data": "userspace/Home"},
+        "os": {"appKey": "appKey", "appSecret": "appSecret"},
+        "dep": {}, "postgres": {"databases": {}}, "redis": {}, "mongodb": {"databases": {}}, "zinc": {"indexes": {}},
+        "mariadb": {"databases": {}}, "mysql": {"databases": {}}, "minio": {"buckets": {}}, "rabbitmq": {"vhosts": {}},
+        "elasticsearch": {"indexes": {}}, "nats": {"subjects": {}, "refs": {}}, "svcs": {}, "cluster": {}, "GPU": {},
+        "oidc": {"client": {}, "issuer": "issuer"}, "olaresEnv": {}, "admin": OAC_ADMIN,
+        "domain": {name: "random-string" for name in entrances},
+    }
+    if api_version.strip().lower() == "v2":  # v2 charts gate their workloads on these
+        values["clientAndServer"] = True
+    return values

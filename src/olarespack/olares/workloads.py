@@ -90,6 +90,7 @@ def rendered_problems(chart: Chart, rendered: Rendered, secret_sentinel: str | N
         _namespace(out, source, document, rendered.namespace)
         if kind in POD_KINDS:
             _security_context(out, source, document)
+            _sub_path_expr(out, source, document)
         if kind in WORKLOADS:
             _gpu_memory(out, manifest, source, document, rendered.mode)
         if secret_sentinel and kind != "Secret" and secret_sentinel in text:
@@ -187,6 +188,19 @@ def _host_path(out: _Out, source: str, document: dict[str, Any]) -> None:
         want = "Recreate" if kind == "Deployment" else "OnDelete"
         out.add(source, f"{kind}/{_name(document)}.spec.{field}", "hostPath volumes cannot take a rolling update",
                 f"set {field}: {{type: {want}}}", "olares-hostpath-recreate")
+
+
+def _sub_path_expr(out: _Out, source: str, document: dict[str, Any]) -> None:
+    """CheckSubPathExpr (oac resources/subpathexpr.go, beclab/Olares PR #3943): Olares prepares a pod's host
+    folders before it starts and cannot expand a subPathExpr's variables, so it would prepare the wrong folder;
+    the form is refused in every container of every pod kind."""
+    for path, container in containers(document):
+        for i, mount in enumerate(_list(container.get("volumeMounts"))):
+            expression = _map(mount).get("subPathExpr")
+            if expression:
+                out.add(source, f"{path}.volumeMounts[{i}].subPathExpr", f"volumeMounts.subPathExpr is not "
+                        f"supported ({expression!r} in container {container.get('name')!r}, mount "
+                        f"{_map(mount).get('name')!r})", "use a static subPath instead", "olares-subpathexpr")
 
 
 def _namespace(out: _Out, source: str, document: dict[str, Any], namespace: str) -> None:
