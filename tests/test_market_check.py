@@ -303,3 +303,26 @@ def test_category_ids_are_unique_and_found_for_any_names() -> None:
     for names in (["X", "X-3", "x"], ["Home Lab", "home-lab", "home lab", "Home-Lab-2"], ["All", "ÀI", "AI", "---"]):
         ids = category_ids(names)
         assert set(ids) == {"All", *names} and len(set(ids.values())) == len(ids)
+
+
+@pytest.mark.helm
+def test_publish_warns_of_an_app_another_source_offers_at_another_version(
+        project: Path, tmp_path: Path, author: tuple[str, type[SavedAnswers]]) -> None:
+    """The seed author's market offers vllmgemma4dflashone at 1.0.8 and llamacppgemma4audione at 1.1.3: a box
+    syncing both lists two apps of each name. His saved answers (a file) and his market (a URL) are read alike;
+    one that cannot be read is said."""
+    base, _ = author
+    saved = tmp_path / "his-applications.json"
+    saved.write_text(json.dumps(json.loads(AUTHOR.read_text(encoding="utf-8"))["GET /api/v2/applications"]))
+    for other in (str(saved), base):
+        code, out = run_cli(None, "publish", "--apps-dir", str(project / "apps"), "--market-dir",
+                            str(tmp_path / "market"), *SOURCE, "--other-source", other)
+        assert code == 0, out
+        lines = sorted(line for line in out.splitlines() if "is also offered by" in line)
+        assert len(lines) == 2 and all(line.startswith("WARN ") for line in lines), lines
+        assert "name: llamacppgemma4audione is also offered by" in lines[0]
+        assert f"at '1.1.3' (this market: {spec_version('gemma4-audio')})" in lines[0]
+        assert f"at '1.0.8' (this market: {spec_version('gemma4-dflash')})" in lines[1]
+    code, out = run_cli(None, "publish", "--apps-dir", str(project / "apps"), "--market-dir",
+                        str(tmp_path / "market"), *SOURCE, "--other-source", str(tmp_path / "nothing.json"))
+    assert code == 0 and "cannot be read" in out and "is also offered by" not in out, out

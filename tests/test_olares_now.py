@@ -198,3 +198,17 @@ def test_a_template_that_needs_more_than_oacs_values_is_refused(tmp_path: Path, 
     assert len(hits) == 1 and "the values `olares-cli chart lint` gives" in hits[0].message, [str(h) for h in hits]
     assert "only the admin installs it" in hits[0].message
     assert found(app(tmp_path / "plain", "gated"), helms, "helm-template") == []
+
+
+def test_a_manifest_without_appid_is_a_warning(tmp_path: Path, helms: list[HelmBinary]) -> None:
+    """The seed author's v3 charts drop metadata.appid (his validator wants it gone): oac and a source take them,
+    the upload path drops them."""
+    folder = app(tmp_path, "noappid")
+    manifest = folder / "OlaresManifest.yaml"
+    text = manifest.read_text(encoding="utf-8")
+    assert "  appid: noappid\n" in text
+    manifest.write_text(text.replace("  appid: noappid\n", ""), encoding="utf-8")
+    report = lint([str(folder)], helms)
+    assert report.errors == []
+    [hit] = [p for p in report.problems if p.rule == "olares-appid"]
+    assert hit.severity == "warning" and "market upload" in hit.message

@@ -35,6 +35,7 @@ FIRED_ELSEWHERE = {
     "olares-overlay-gateway": "test_oac_cases.py (wlrbad)",
     "llm-gateway-route": "test_llm_gateway.py",
     "olares-ports": "test_olares_now.py (ServicePort cases)",
+    "olares-appid": "test_olares_now.py",
     "olares-subpathexpr": "test_olares_now.py",
     "model-data": "test_model_add.py (hostile models/ files)",
     "llamacpp-cache-type": "test_engine_images.py",

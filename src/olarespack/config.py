@@ -53,6 +53,10 @@ class ProjectConfig(StrictModel):
                                       "init's specs and import use it for icon URLs.")
     source: SourceSettings | None = Field(None, description="The market's identity, as Olares 1.12.7 and later "
                                           "show it (publish's --source-* options).")
+    other_sources: list[Annotated[str, StringConstraints(min_length=1, max_length=2048)]] = Field(
+        default_factory=list, max_length=32, description="Other market sources boxes sync beside this one (URLs, "
+        "or files of their saved answers): publish warns of an app of the same name offered there at another "
+        "version.")
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ def option_defaults(project: Project, cwd: Path) -> dict[str, Any]:
         defaults["publish"]["base_url"] = config.market_url
         defaults["serve"]["public_url"] = config.market_url
     defaults["import"]["hardware"] = config.hardware
+    if config.other_sources:
+        defaults["publish"]["other_sources"] = list(config.other_sources)
     if config.source:
         defaults["publish"] |= {"source_id": config.source.id, "source_label": config.source.label,
                                 "source_name": [f"{locale}={text}" for locale, text in config.source.name.items()],

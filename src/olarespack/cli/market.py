@@ -19,7 +19,7 @@ from olarespack.helm import Helm
 from olarespack.market import catalog as market
 from olarespack.market.v2 import DEFAULT_SOURCE, SourceIdentity
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
-from olarespack.project import render_apps, sibling_names, spec_files
+from olarespack.project import App, render_apps, sibling_names, spec_files
 from olarespack.write import write_file
 
 
@@ -61,9 +61,13 @@ def package(specs: tuple[str, ...], out_dir: Path, apps_dir: Path, generation: G
 @click.option("--source-name", metavar="LOCALE=TEXT", multiple=True, help="The market's name in a locale, e.g. "
               "'en-US=Example market' (source.name); repeat for each locale.")
 @click.option("--source-icon", metavar="URL", help="The market's icon (source.icon).")
+@click.option("--other-source", "other_sources", metavar="URL_OR_FILE", multiple=True,
+              help="Another market source boxes may sync beside this one (its URL, or a file with one of its answers: "
+                   "the v2 application list or the v1 info): an app of the same name it offers at another version "
+                   "is warned of (olarespack.yaml's other_sources).")
 def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps_dir: Path, jobs: int,
             allow_older: bool, source_id: str | None, source_label: str | None, source_name: tuple[str, ...],
-            source_icon: str | None) -> None:
+            source_icon: str | None, other_sources: tuple[str, ...]) -> None:
     """Lint, package and publish every app, both manifest generations, into the market folder.
 
     \b
@@ -88,6 +92,8 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
         click.echo(f"WARN the market has no identity of its own: Olares 1.12.7 and later list it as "
                    f"{source.short_label!r} (fix: set source.id, source.label and source.name in olarespack.yaml, "
                    "or give --source-id, --source-label and --source-name)", err=True)
+    for line in _same_names(done.apps, other_sources):
+        click.echo(f"WARN {line}", err=True)
     for warning in sorted({w for app in done.apps for w in app.warnings}):
         click.echo(f"WARN {warning}", err=True)
     for app in done.apps:
@@ -97,6 +103,29 @@ def publish(specs: tuple[str, ...], market_dir: Path, base_url: str | None, apps
     hashes = ", ".join(f"{gen} catalog hash {g['hash']}" for gen, g in done.catalog["generations"].items())
     click.echo(f"market {market_dir}: {len(done.apps)} app(s); {hashes} (what boxes compare to know an update); "
                f"catalog.json {done.written['catalog', '']}")
+
+
+def _same_names(apps: Sequence[App], sources: tuple[str, ...]) -> list[str]:
+    """Apps another source offers under the same name at another version: a box syncing both lists two apps of
+    one name, and an upgrade offered by one may come from the other."""
+    from olarespack.market.remote import shown, source_apps
+
+    lines = []
+    for source in sources:
+        try:
+            offered = source_apps(source)
+        except (OSError, ValueError) as exc:
+            lines.append(f"--other-source {shown(source, 200)}: cannot be read ({shown(str(exc), 200)}); apps of the "
+                         "same name there are not checked")
+            continue
+        for app in apps:
+            theirs = offered.get(app.spec.name)
+            if theirs is not None and theirs != app.spec.version:
+                lines.append(f"{app.file}: name: {app.spec.name} is also offered by {shown(source, 200)} at "
+                             f"{shown(theirs, 40)} (this market: {app.spec.version}): a box that syncs both lists "
+                             "two apps of one name and may take either's update (fix: rename the app if it is not "
+                             "the same one, or agree on the versions)")
+    return lines
 
 
 def _source(source_id: str | None, label: str | None, names: tuple[str, ...], icon: str | None) -> SourceIdentity:

@@ -139,6 +139,8 @@ RULES: dict[str, Rule] = {
                                   "oac manifest.validateEntranceValue"),
     "olares-spec": Rule("olares", "the manifest has a spec section", "oac manifest.ValidateAppConfiguration"),
     "olares-support-arch": Rule("olares", "supportArch holds amd64 / arm64, once each", "oac manifest.validateAppSpec"),
+    "olares-appid": Rule("olares", "warning: metadata.appid is set (market upload drops a chart without one)",
+                         "beclab/market uploadevent.DecodeUploadPayload; oac manifest validate (empty appid allowed)"),
     "olares-ports": Rule("olares", "top-level ports: a name, a Service host, a port (and exposePort) in 1-65535, "
                          "protocol tcp or udp, names unique", "oac manifest validate (ServicePort; validate_test.go "
                          "TestServicePortsValidation)"),

@@ -7,8 +7,10 @@ import io
 import json
 import tarfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
+from olarespack.core import boundedjson
 from olarespack.core.errors import ProblemsError
 from olarespack.core.yamlfile import parse_yaml
 
@@ -84,3 +86,37 @@ def http_fetch(base_url: str, timeout: float = 20.0, max_bytes: int = MAX_ANSWER
             raise OSError(f"{type(exc).__name__}: {exc}") from None
 
     return fetch
+
+
+def offered_apps(answer: Any) -> dict[str, str]:
+    """App name -> version from a market's saved answer: the v2 application list (`data.items`), the v1 info
+    (`data.apps`) or the v1 details (`apps`). ValueError when it is none of them."""
+    if isinstance(answer, dict) and isinstance(answer.get("data"), dict):
+        data = answer["data"]
+        entries = data.get("items") if isinstance(data.get("items"), list) else (
+            list(data["apps"].values()) if isinstance(data.get("apps"), dict) else None)
+    elif isinstance(answer, dict) and isinstance(answer.get("apps"), dict):
+        entries = list(answer["apps"].values())
+    else:
+        entries = None
+    if entries is None:
+        raise ValueError("not a market answer: expected the v2 application list (data.items), the v1 info (data.apps) "
+                         "or the v1 details (apps)")
+    return {entry["name"]: entry["version"] for entry in entries if isinstance(entry, dict)
+            and isinstance(entry.get("name"), str) and isinstance(entry.get("version"), str)}
+
+
+def source_apps(source: str, fetch: Fetch | None = None) -> dict[str, str]:
+    """What another market source offers: `source` is its URL (its v2 application list, else its v1 info, as a
+    1.12.6 box sees it) or a file holding one of its answers. OSError or ValueError with why it cannot be read."""
+    if not source.startswith(("http://", "https://")):
+        path = Path(source)
+        if path.stat().st_size > MAX_ANSWER:
+            raise ValueError(f"over {MAX_ANSWER >> 20} MiB")
+        return offered_apps(boundedjson.loads(path.read_bytes()))
+    fetch = fetch or http_fetch(source)
+    for target in ("/api/v2/applications", "/api/v1/appstore/info?version=1.12.6"):
+        status, _, data = fetch("GET", target, None)
+        if status == 200:
+            return offered_apps(boundedjson.loads(data))
+    raise ValueError(f"neither {source}/api/v2/applications nor its /api/v1/appstore/info answers 200")

@@ -87,6 +87,12 @@ def _metadata(out: Findings, metadata: dict[str, Any]) -> None:
     if as_text(metadata.get("appid")) in RESERVED_APP_IDS:
         out.add("metadata.appid", "collides with a reserved system app id", "drop appid (Olares derives it from "
                 "the name)", "olares-name")
+    elif not as_text(metadata.get("appid")):
+        # oac accepts it (the loader derives md5(name)[:8]), a market source serves it, but the upload path
+        # (`olares-cli market upload`, beclab/market uploadevent) drops a chart without one; the official charts
+        # all write it
+        out.add("metadata.appid", "missing: oac and a market source take the chart, `olares-cli market upload` "
+                "drops it", f"add appid: {name or '<the app name>'}", "olares-appid", "warning")
     if not as_list(metadata.get("categories")):  # olarespack's advice: the market files apps by category
         out.add("metadata.categories", "no category: the Market cannot show the app in a section",
                 "add categories: [AI]", "olares-categories", "warning")
