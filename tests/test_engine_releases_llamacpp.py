@@ -422,6 +422,8 @@ def test_a_specs_own_verbosity_is_kept_and_written_once(build: int, tmp_path: Pa
     ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", ("--spec-draft-n-max", "--spec-draft-n-min")),
     ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", ("--spec-draft-n-max", "--spec-draft-n-min")),
     ("aamsellem/llamacpp-atomic-mtp:latest", ("--draft-max", "--draft-min")),  # a fork without a table
+    # a build no table reads whose chart said the new names (a moving tag: server-cuda12 refuses the old ones)
+    ("ghcr.io/ggml-org/llama.cpp:server-cuda12", ("--spec-draft-n-max", "--spec-draft-n-min")),
 ])
 def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, names: tuple[str, str],
                                                                  tmp_path: Path) -> None:
@@ -436,6 +438,8 @@ def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, na
     data["engine"]["mlock"] = False
     data["engine"]["speculative"] = {"type": "draft", "draft_max": 8, "draft_min": 2,
                                      "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "d.gguf"}}
+    if image.endswith(":server-cuda12"):
+        data["engine"]["speculative"]["bound_flags"] = "spec-draft-n"
     spec = load_spec(write_spec(tmp_path, data))
     items = [item for arg in engine_for(spec.engine).args() for item in arg.container_items()]
     assert items[items.index(names[0]) + 1] == "8" and items[items.index(names[1]) + 1] == "2"
@@ -443,5 +447,12 @@ def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, na
     # server refuses "draft"), the model alone selects it; b9246 on name it draft-simple
     typed = items[items.index("--spec-type") + 1] if "--spec-type" in items else None
     assert typed == {"b9101": None, "b11434": "draft-simple"}.get(image.rsplit("-", 1)[-1], "draft")
+
+    # import keeps the chart's spelling where no table decides, and adds nothing where one does
+    from olarespack.engines.llamacpp.importer import import_llamacpp
+
+    argv = ["/app/llama-server", "--model", "/models/m.gguf", names[0], "8"]
+    imported = import_llamacpp(argv, image, {}).data.get("speculative", {})
+    assert imported.get("bound_flags") == ("spec-draft-n" if image.endswith(":server-cuda12") else None)
     assert not {"--draft-max", "--draft-min", "--spec-draft-n-max", "--spec-draft-n-min"} - set(names) & set(items)
     assert [p for p in engine_problems("app.yaml", spec) if p.rule.startswith("engine-release")] == []

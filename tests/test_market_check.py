@@ -326,3 +326,98 @@ def test_publish_warns_of_an_app_another_source_offers_at_another_version(
     code, out = run_cli(None, "publish", "--apps-dir", str(project / "apps"), "--market-dir",
                         str(tmp_path / "market"), *SOURCE, "--other-source", str(tmp_path / "nothing.json"))
     assert code == 0 and "cannot be read" in out and "is also offered by" not in out, out
+
+
+# --------------------------------------------------------------------------- a checked clone
+
+BASE_MANIFEST = """olaresManifest.version: '0.12.0'
+olaresManifest.type: app
+apiVersion: 'v3'
+metadata:
+  name: llamabase
+  icon: https://example.org/icon.png
+  description: an engine-base app
+  appid: llamabase
+  title: Llama base
+  version: '1.0.0'
+  categories: [AI]
+entrances:
+  - {name: llamabase, host: llamabase, port: 8080, title: Llama base}
+spec:
+  versionName: '1.0.0'
+  developer: test
+  submitter: test
+  locale: [en-US]
+  supportArch: [amd64]
+  accelerator:
+    - {mode: nvidia, requiredCpu: 1, limitedCpu: 4, requiredMemory: 4Gi, limitedMemory: 8Gi, requiredDisk: 1Gi,
+       limitedDisk: 2Gi, requiredGPUMemory: 8Gi, limitedGPUMemory: 8Gi}
+permission: {appData: true}
+options:
+  dependencies: [{name: olares, version: '>=1.12.6-0', type: system}]
+envs:
+  - {envName: ENGINE_ARGS, required: true, type: string, default: "-c 8192 -ngl all -fa on"}
+  - {envName: MODEL_MODE, required: true, type: string, default: chat, options: [{title: Chat, value: chat}]}
+  - {envName: LLAMACPP_REQUIRED_GPU_MEMORY, required: true, type: string, default: 8Gi, regex: "^[0-9]+(Gi|Mi)?$"}
+"""
+BASE_DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llamabase}
+spec:
+  selector: {matchLabels: {app: llamabase}}
+  template:
+    metadata: {labels: {app: llamabase}}
+    spec:
+      containers:
+        - name: llamacpp
+          image: ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434
+          command: ["/bin/sh", "-c", "exec /app/llama-server -hf x $ENGINE_ARGS"]
+          env:
+            - {name: ENGINE_ARGS, value: {{ .Values.olaresEnv.ENGINE_ARGS | quote }}}
+"""
+
+
+def base_chart(folder: Path) -> Path:
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text("apiVersion: v2\nname: llamabase\nversion: 1.0.0\n")
+    (folder / "values.yaml").write_text("{}\n")
+    (folder / "OlaresManifest.yaml").write_text(BASE_MANIFEST)
+    (folder / "templates" / "deployment.yaml").write_text(BASE_DEPLOYMENT)
+    return folder
+
+
+@pytest.mark.helm
+def test_a_clone_is_checked_before_olares_makes_it(tmp_path: Path) -> None:
+    """olares-cli market clone checks only the title: a clone whose ENGINE_ARGS the engine refuses installs and
+    fails to serve. The clone's envs are rendered, ENGINE_ARGS judged by the image's release table (b11434)."""
+    chart = base_chart(tmp_path / "llamabase")
+    code, out = run_cli(None, "market", "clone-check", str(chart))
+    assert code == 0 and "engine: llamacpp ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434" in out, out
+    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "ENGINE_ARGS=-c 8192 --draft-max 4 "
+                        "-ctk q9_0 LLAMA_ARG_THREADS=4", "--env", "LLAMACPP_REQUIRED_GPU_MEMORY=40Gi",
+                        "--env", "MODEL_MODE=chatty", "--env", "NOPE=1")
+    assert code == 1, out
+    assert "--draft-max was removed from llama.cpp" in out and "use --spec-draft-n-max" in out
+    assert "-ctk q9_0 is not a value" in out or "--cache-type-k q9_0 is not a value" in out
+    assert "LLAMA_ARG_THREADS" not in out.split("\n", 1)[0]  # an env word, exported by the wrapper
+    assert "books 40.0 GiB of GPU memory" in out and "'chatty' is not one of its options" in out
+    assert "olaresEnv.NOPE: is not an env the app declares" in out
+    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "LLAMACPP_REQUIRED_GPU_MEMORY=lots")
+    assert code == 1 and "does not match the app's pattern" in out
+    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "ENGINE_ARGS")
+    assert code == 2 and "NAME=VALUE" in out
+
+
+@pytest.mark.helm
+def test_the_official_vllm_base_is_checked(tmp_path: Path) -> None:
+    from conftest import shared
+
+    chart = shared("corpus/olares-apps/vllmllmbasev3")
+    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "MODEL_NAME=Qwen/Qwen3.5-2B",
+                        "--env", "ENGINE_ARGS=--max-model-len 65536 --gpu-memory-utilization 0.9 "
+                        "--enable-prefix-cachin", "--env", "VLLM_REQUIRED_GPU_MEMORY=20Gi")
+    assert code == 1 and "engine: vllm docker.io/vllm/vllm-openai:v0.27.1" in out, out
+    assert "--enable-prefix-cachin is not an option of vLLM 0.27" in out
+    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "MODEL_NAME=Qwen/Qwen3.5-2B",
+                        "--env", "ENGINE_ARGS=--max-model-len 65536 --enable-prefix-caching")
+    assert code == 0, out

@@ -36,6 +36,7 @@ FIRED_ELSEWHERE = {
     "llm-gateway-route": "test_llm_gateway.py",
     "olares-ports": "test_olares_now.py (ServicePort cases)",
     "olares-appid": "test_olares_now.py",
+    "clone-env": "test_market_check.py (clone-check)",
     "olares-subpathexpr": "test_olares_now.py",
     "model-data": "test_model_add.py (hostile models/ files)",
     "llamacpp-cache-type": "test_engine_images.py",

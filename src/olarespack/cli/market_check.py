@@ -54,3 +54,44 @@ def check(url: str, versions: tuple[str, ...], source_id: str, no_charts: bool, 
         ending = "the sync stops" if walk.aborted else f"the box gets {len(walk.apps)} app(s): {apps}"
         click.echo(f"Olares {walk.olares}: {ending}")
     sys.exit(1 if failed else 0)
+
+
+@market_group.command("clone-check")
+@click.argument("chart", type=click.Path(exists=True))
+@click.option("--env", "envs", metavar="NAME=VALUE", multiple=True,
+              help="An env the clone sets (repeat), as `olares-cli market clone --env` takes it: ENGINE_ARGS, "
+                   "MODEL_NAME, <ENGINE>_REQUIRED_GPU_MEMORY, ...")
+@click.option("--hardware", default="rtx5090-laptop", show_default=True,
+              help="The GPU profile whose card the booked GPU memory must fit.")
+def clone_check(chart: str, envs: tuple[str, ...], hardware: str) -> None:
+    """Check a clone of an Olares engine-base app (vllmllmbasev3, llamacppllmbasev3: CHART, a folder or .tgz)
+    before `olares-cli market clone` makes it: the chart rendered with the clone's envs, ENGINE_ARGS judged by
+    the release table of the engine image it runs, each env by what the manifest declares of it, the GPU
+    memory by the card. Exit 0 when nothing is refused, 1 otherwise. Olares' clone checks only the title: a
+    clone whose ENGINE_ARGS the engine refuses installs and then fails to serve."""
+    from contextlib import ExitStack
+
+    from olarespack.check.clone import check_clone
+    from olarespack.check.inputs import classify
+    from olarespack.cli.group import helm_binary
+
+    given: dict[str, str] = {}
+    for pair in envs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env: give NAME=VALUE, e.g. ENGINE_ARGS='--max-model-len 32768' (got {pair[:80]!r})")
+        given[name] = value
+    with ExitStack() as stack:
+        specs, targets, refused = classify([chart], stack)
+        if specs or refused or len(targets) != 1:
+            why = "; ".join(str(p) for p in refused) or "give one chart (a folder or a .tgz), not a spec"
+            raise UsageError(f"{chart}: {why}")
+        report = check_clone(targets[0], helm_binary(), given, hardware)
+    if report.engine:
+        click.echo(f"engine: {report.engine}; ENGINE_ARGS: {' '.join(report.arguments) or '(none)'}")
+    for problem in report.problems:
+        click.echo(str(problem))
+    errors = [p for p in report.problems if p.severity == "error"]
+    click.echo(f"{'refused' if errors else 'ok'}: {len(errors)} error(s), "
+               f"{len(report.problems) - len(errors)} warning(s)")
+    sys.exit(1 if errors else 0)

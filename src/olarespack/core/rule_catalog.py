@@ -139,6 +139,9 @@ RULES: dict[str, Rule] = {
                                   "oac manifest.validateEntranceValue"),
     "olares-spec": Rule("olares", "the manifest has a spec section", "oac manifest.ValidateAppConfiguration"),
     "olares-support-arch": Rule("olares", "supportArch holds amd64 / arm64, once each", "oac manifest.validateAppSpec"),
+    "clone-env": Rule("olares", "a clone of an engine-base app: its envs are the app's, match their pattern and "
+                      "options, render, and book GPU memory the card has (its ENGINE_ARGS: engine-release-*)",
+                      "the manifest's envs (regex, options); olares-cli market clone checks only the title"),
     "olares-appid": Rule("olares", "warning: metadata.appid is set (market upload drops a chart without one)",
                          "beclab/market uploadevent.DecodeUploadPayload; oac manifest validate (empty appid allowed)"),
     "olares-ports": Rule("olares", "top-level ports: a name, a Service host, a port (and exposePort) in 1-65535, "

@@ -25,7 +25,7 @@ from olarespack.engines.releases import (
 
 if TYPE_CHECKING:
     from olarespack.engines.base import EngineSpec
-    from olarespack.engines.protocol import Bound
+    from olarespack.engines.protocol import Bound, Engine
 
 _NOTE_LIMIT = 200
 
@@ -178,3 +178,36 @@ def release_problems(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
     yield from rules.command_problems(file, items, facts)
     yield from _env_problems(file, spec_engine, facts, match, engine.title)
 
+
+
+def command_line_problems(file: str, path: str, kind: str, image: str, tokens: list[str]) -> list[Problem]:
+    """What an image's release refuses in a command line that is not a spec's: the ENGINE_ARGS an Olares
+    engine-base app is cloned with (`market clone --env ENGINE_ARGS=...`), whose wrapper appends them to the
+    server's own. Each problem names `path`; an image of no known family or release says so once."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from olarespack.engines import ENGINES
+    from olarespack.engines.releases import match_release
+
+    engine = ENGINES[kind]
+    family = family_of(kind, image)
+    if family is None:
+        return [Problem(file, path, f"{image}: not an image of a {engine.title} family olarespack knows, so its "
+                        "options are not checked", "use an official image", rule="engine-release-table",
+                        severity="warning")]
+    # an Engine reads its release from the spec's image (and version, unset here)
+    typed = cast("Engine[EngineSpec]", engine)
+    asked = family.based_on or typed.version(cast("EngineSpec", SimpleNamespace(image=image, version=None)))
+    match = match_release(engine, asked)
+    facts = match.facts
+    if facts is None:
+        return [Problem(file, path, f"{engine.title} {match.asked or image}: {match.note}", "use a release the "
+                        "tables know", rule="engine-release-table", severity="warning")]
+    rules = rules_of(kind)
+    facts = rules.widen(facts, family)
+    items = read_items([(path, token) for token in tokens], facts)
+    problems = [problem for item in items if (problem := _option_problem(file, item, facts, match, engine.title)
+                                               or _deprecated_problem(file, item, facts, engine.title)
+                                               or _value_problem(file, item, facts, match, engine.title))]
+    return problems + list(rules.command_problems(file, items, facts))

@@ -97,8 +97,14 @@ DRAFT_BOUNDS = {"--draft-max": "--spec-draft-n-max", "--draft-min": "--spec-draf
 
 
 def _renamed(engine: LlamaCppEngine) -> bool:
-    facts = build_facts(engine) if engine.speculative else None
-    return facts is not None and all(facts.accepts(new) for new in DRAFT_BOUNDS.values())
+    """Whether the build reads the new names: its table says so; without one, the spec (import keeps the
+    chart's spelling: a moving tag such as server-cuda12 refuses the old names)."""
+    if not engine.speculative:
+        return False
+    facts = build_facts(engine)
+    if facts is None:
+        return engine.speculative.bound_flags == "spec-draft-n"
+    return all(facts.accepts(new) for new in DRAFT_BOUNDS.values())
 
 
 def _bound(engine: LlamaCppEngine, flag: str) -> object:

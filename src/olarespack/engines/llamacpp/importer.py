@@ -5,6 +5,7 @@ template the chart writes into the pod, every other flag in extra_args."""
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +21,10 @@ from olarespack.engines.importing import (
     switch_value,
     unset_defaults,
 )
-from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS
+from olarespack.engines.llamacpp.flags import COMMAND, DRAFT_BOUNDS, DRAFTER_FLAGS, FLAGS
 from olarespack.engines.llamacpp.spec import PORT, LlamaCppEngine
+
+_BUILD_TAG = re.compile(r"[:-]b[0-9]{4,6}$")  # an image tag naming its llama.cpp build, which a table reads
 
 
 def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile],
@@ -73,6 +76,9 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
         if flag is None:
             extra += extra_items(spelling, value)
             continue
+        if spelling in DRAFT_BOUNDS.values() and not _BUILD_TAG.search(image):
+            # a build no table reads: its chart's spelling is the one it knows (build_facts decides otherwise)
+            data.setdefault("speculative", {})["bound_flags"] = "spec-draft-n"
         if flag.owner == "chart":
             chart_option(result, spelling, value, PORT)
             continue

@@ -71,6 +71,10 @@ class LlamaSpeculative(StrictModel):
     drafter: DrafterFile | None = Field(None, description="The drafter GGUF (an MTP head or a draft model).")
     draft_max: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-max (--draft-max on forks).")
     draft_min: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-min (--draft-min on forks).")
+    bound_flags: Literal["spec-draft-n", "draft"] | None = Field(
+        None, description="The names the draft bounds go under on an image whose build has no release table: "
+        "spec-draft-n (--spec-draft-n-max/min, every mainline build from b9101) or draft (--draft-max/min, older "
+        "forks). Default: the build's table decides, else draft. import sets it from the chart.")
     n_gpu_layers: int | None = Field(None, ge=0, le=10_000, description="-ngld / --n-gpu-layers-draft.")
     cache_type_k: CacheType | None = Field(None, description="-ctkd / --cache-type-k-draft.")
     cache_type_v: CacheType | None = Field(None, description="-ctvd / --cache-type-v-draft.")
