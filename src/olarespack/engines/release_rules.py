@@ -157,7 +157,7 @@ def release_problems(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
     if match.note:
         yield Problem(file, "engine.image", f"{engine.title} {match.note}" if match.newer else match.note,
                       "fine when the flags below check out" if not match.newer else
-                      "add the release's table (README: Engine releases) to check its flags exactly",
+                      "add the release's table (docs/maintainers.md, Engine releases) to check its flags exactly",
                       rule="engine-release-table", severity="warning")
     if engine.auto_context():  # the build picks the number later; the options are the same with any
         from olarespack.engines import engine_for

@@ -141,7 +141,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
 
 
 def refresh_command(kind: str, release: str) -> str:
-    """The command that writes the table of a release (README: Engine releases)."""
+    """The command that writes the table of a release (docs/maintainers.md, Engine releases)."""
     template = rules_of(kind).refresh
     return template.format(release=release, number=release.lstrip("bv"))
 

