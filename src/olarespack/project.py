@@ -25,6 +25,32 @@ from olarespack.spec.models import AppSpec
 from olarespack.spec.rules import env_warnings
 
 
+@dataclass(frozen=True)
+class LoadedSpec:
+    """One spec as every command takes it: loaded, checked, its context resolved as the build resolves it (an
+    `auto` context becomes the largest that fits), with what that found."""
+
+    file: str
+    spec: AppSpec
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+def load_resolved(path: Path, label: str | None = None, strict: bool = True) -> LoadedSpec:
+    """The spec at `path` (named `label` in messages) with its context resolved. strict: a context error is a
+    ProblemsError, as the build makes it; otherwise it is returned with the spec as written (a move or a
+    sweep may be what makes it fit), the render refusing an `auto` context still unresolved."""
+    shown = label or str(path)
+    spec, found = resolve_context(shown, load_spec(path))
+    loaded = LoadedSpec(shown, spec, tuple(found))
+    if strict and loaded.errors:
+        raise ProblemsError(loaded.errors)
+    return loaded
+
+
 def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once

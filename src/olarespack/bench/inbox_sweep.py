@@ -205,16 +205,15 @@ def render(spec_file: Path, value: Any, text: str, folder: Path, app: str) -> Re
     Deployment and its other objects."""
     from olarespack.bench.sweep import spec_copy
     from olarespack.check.inputs import Target
-    from olarespack.fit.budget import resolve_context
     from olarespack.helm import HelmBinary
     from olarespack.importer import rendered_documents
+    from olarespack.project import load_resolved
     from olarespack.render import render_chart
-    from olarespack.spec.load import load_spec
     from olarespack.write import write_chart
 
     copy = spec_copy(spec_file, text, folder)
     label = str(spec_file)
-    spec, _ = resolve_context(label, load_spec(copy))
+    spec = load_resolved(copy, label, strict=False).spec
     chart = render_chart(spec, label)
     write_chart(chart, folder / "chart" / chart.name)
     documents = rendered_documents(Target(chart, folder / "chart" / chart.name), HelmBinary())

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from olarespack.core.errors import ProblemsError, UsageError
+from olarespack.core.errors import UsageError
 from olarespack.spec.models import AppSpec
 
 if TYPE_CHECKING:
@@ -39,14 +39,9 @@ def spec_file(given: str, apps_dir: Path) -> Path:
 
 def loaded(path: Path) -> AppSpec:
     """The spec with its context resolved as the build resolves it (the settings hash covers the context)."""
-    from olarespack.fit.budget import resolve_context
-    from olarespack.spec.load import load_spec
+    from olarespack.project import load_resolved
 
-    spec, found = resolve_context(str(path), load_spec(path))
-    errors = [p for p in found if p.severity == "error"]
-    if errors:
-        raise ProblemsError(errors)
-    return spec
+    return load_resolved(path).spec
 
 
 def read_given(path: Path, option: str, what: str, limit: int) -> bytes:

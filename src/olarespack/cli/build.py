@@ -106,19 +106,13 @@ def values(target: str, gpu: str, user: str) -> None:
 
     from olarespack.check.inputs import read_chart
     from olarespack.check.lint import SECRET_SENTINEL, render_values
-    from olarespack.core.errors import ProblemsError
-    from olarespack.fit.budget import resolve_context
+    from olarespack.project import load_resolved
     from olarespack.render import render_chart
-    from olarespack.spec.load import load_spec
 
     path = Path(target)
     if path.is_file():
         # as build renders it: a context `auto` is resolved first (render takes a number)
-        spec, problems = resolve_context(target, load_spec(path))
-        errors = [p for p in problems if p.severity == "error"]
-        if errors:
-            raise ProblemsError(errors)
-        chart = render_chart(spec, target)
+        chart = render_chart(load_resolved(path, target).spec, target)
     elif (path / "Chart.yaml").is_file():
         chart = read_chart(path, target)
     else:

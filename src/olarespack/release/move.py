@@ -14,11 +14,11 @@ from olarespack.core.errors import ModelDataError, Problem, ProblemsError, Usage
 from olarespack.engines import engine_for
 from olarespack.engines.base import Arg
 from olarespack.engines.images import engine_of_image
-from olarespack.fit.budget import fit_report, resolve_context, spec_calibration
+from olarespack.fit.budget import fit_report, spec_calibration
 from olarespack.helm import Helm
 from olarespack.models.arch import models_for
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
-from olarespack.project import App, render_apps
+from olarespack.project import App, load_resolved, render_apps
 from olarespack.release.bump import Bump, Repo, hand_edited
 from olarespack.release.diff import diff_apps
 from olarespack.release.edit import edit_spec, move_image
@@ -26,7 +26,6 @@ from olarespack.release.notes import box_changes, release_note, stale_figures
 from olarespack.release.version import Part
 from olarespack.render import render_chart
 from olarespack.spec.inplace import read_spec_text
-from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 
 
@@ -38,7 +37,7 @@ def plan_moves(helm: Helm, repo: Repo, files: list[Path], given: str, part: Part
     for path in files:
         try:
             # the spec as it is need only load: a move may be what makes it run
-            spec, _ = resolve_context(str(path), load_spec(path))
+            spec = load_resolved(path, strict=False).spec
             bumps.append(_move(helm, repo, App(str(path), spec, _rendered(spec, str(path))), path, given, part, note,
                                today))
         except ProblemsError as exc:

@@ -22,11 +22,10 @@ from olarespack.engines.base import EngineBench
 from olarespack.engines.confine import confine, verify
 from olarespack.engines.release_files import cache_dir
 from olarespack.engines.smoke import Booting, Change, EngineSmoke, ModelFiles, Request, Runtime, SmokeError
-from olarespack.fit.budget import resolve_context
 from olarespack.helm import HelmBinary
 from olarespack.importer import server_container
+from olarespack.project import load_resolved
 from olarespack.render import render_chart
-from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 
 DEFAULT_CACHE = cache_dir()  # the same cache `make test` fills (XDG_CACHE_HOME, else ~/.cache)
@@ -116,7 +115,7 @@ def booted(
     runs, then stopped. A server that did not come up yields a report whose `refused` says why.
     SmokeError: it cannot start here (no local engine build, a model file missing)."""
     label = str(spec_file)
-    spec, _ = resolve_context(label, load_spec(spec_file))
+    spec = load_resolved(spec_file, label, strict=False).spec
     chart = render_chart(spec, label)
     folder = work / "chart" / chart.name
     write_chart(chart, folder)
