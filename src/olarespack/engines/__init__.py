@@ -17,7 +17,7 @@ from pydantic import Field
 from olarespack.core.errors import Problem
 from olarespack.core.rule_catalog import register
 from olarespack.engines import llamacpp, vllm
-from olarespack.engines.base import EngineSpec
+from olarespack.engines.base import EngineSpec, owner_problems
 from olarespack.engines.bootlog import BootLog, read_log
 from olarespack.engines.common import floating_images, typed_flags_in_extra_args
 from olarespack.engines.images import engine_of_image
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 ENGINES: dict[str, EngineBase] = {engine.kind: engine for engine in (vllm.ENGINE, llamacpp.ENGINE)}
 for _engine in ENGINES.values():
     register(_engine.title, _engine.rule_catalog())  # its own rule ids: Problem() and `lint --rules` know them
+    if _wrong := owner_problems(_engine.spec_model, getattr(_engine, "flags", ())):  # checked as the table is built
+        raise TypeError(f"{_engine.title}'s flag table: {'; '.join(_wrong)}")
 
 if TYPE_CHECKING:
     EngineModel = EngineSpec  # what code outside engines/ may rely on: the fields every engine has

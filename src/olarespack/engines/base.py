@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Generic, Literal, Protocol, TypeVar
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
 from olarespack.core.types import ArgText, EnvName, Image, StrictModel
 
@@ -230,3 +231,32 @@ class EngineBench:
         """The drafting counters in the text of metrics_path; None when it has none (no speculative decoding).
         ValueError for counters that cannot be; TruncatedMetrics for a text too long to read whole."""
         return None
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (`X`, `X | None`), else None."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def owner_problems(model: type[BaseModel], flags: tuple[Flag[S], ...]) -> list[str]:
+    """Each flag row whose owner names no field of the engine's spec model (`engine.<field>[.<field>...]`), or
+    "chart": a typo there rendered, built and linted without a word."""
+    found = []
+    for row in flags:
+        if row.owner == "chart":
+            continue
+        current: type[BaseModel] | None = model
+        parts = row.owner.split(".")
+        ok = parts[0] == "engine" and len(parts) > 1
+        for part in parts[1:] if ok else ():
+            fields = current.model_fields if current is not None else {}
+            if part not in fields:
+                ok = False
+                break
+            current = _model_in(fields[part].annotation)
+        if not ok:
+            found.append(f"{row.flag}: owner {row.owner!r} is no field of {model.__name__}")
+    return found

@@ -128,7 +128,7 @@ class EngineBase(ABC):
         """What bench reads of this engine (engines/base.py EngineBench): its package's bench.BENCH."""
 
     @abstractmethod
-    def smoke(self) -> EngineSmoke:
+    def smoke(self) -> EngineSmoke[Any]:
         """How `olarespack smoke` boots this engine here (engines/smoke.py EngineSmoke): its package's smoke.SMOKE."""
 
     @abstractmethod

@@ -11,12 +11,14 @@ import json
 import struct
 import wave
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from olarespack.core.errors import ToolMissingError
+from olarespack.engines.base import EngineSpec
 
 if TYPE_CHECKING:
     from olarespack.engines.confine import FlagPolicy, Swapped
@@ -91,40 +93,45 @@ class Booting:
     health_path: str = "/health"
 
 
+S = TypeVar("S", bound=EngineSpec)
+
+
 class SmokeError(ToolMissingError):
     """The smoke cannot start here (no local build of the engine, a model file missing); the message says how."""
 
 
-class EngineSmoke:
-    """The base of each engine's SMOKE; it knows no engine."""
+class EngineSmoke(ABC, Generic[S]):
+    """The base of each engine's SMOKE, typed by the engine's spec model S (`EngineSmoke[VllmEngine]`): an engine
+    package whose smoke lacks a step, or takes another spec, fails mypy where SMOKE is made."""
 
     chart_head = 1  # the words that start the chart's command (its executable, `vllm serve MODEL`): the boot's own
     boot_head = 1  # the words that start the command smoke boots (the local executable, `python -m MODULE`)
 
-    def policy(self, engine: Any) -> FlagPolicy:
+    @abstractmethod
+    def policy(self, engine: S) -> FlagPolicy:
         """What the engine's own documentation says of its options: which load code, reach the network, name
         files or write files of their own (engines/confine.py judges the chart with it)."""
-        raise NotImplementedError
 
-    def swapped(self, engine: Any, files: ModelFiles) -> Swapped:
+    @abstractmethod
+    def swapped(self, engine: S, files: ModelFiles) -> Swapped:
         """What `booting` replaces anyway (the model files, the address), not judged before it does."""
-        raise NotImplementedError
 
-    def runtime(self, engine: Any, cache: Path, given: Path | None) -> Runtime:
+    @abstractmethod
+    def runtime(self, engine: S, cache: Path, given: Path | None) -> Runtime:
         """The local build to boot, from `given` or from the cache `make test` fills. SmokeError: none here."""
-        raise NotImplementedError
 
-    def tiny_models(self, engine: Any, runtime: Runtime, folder: Path) -> ModelFiles:
+    @abstractmethod
+    def tiny_models(self, engine: S, runtime: Runtime, folder: Path) -> ModelFiles:
         """Random-weight files of the spec's architecture, written into `folder`."""
-        raise NotImplementedError
 
-    def user_models(self, engine: Any, folder: Path) -> ModelFiles:
+    @abstractmethod
+    def user_models(self, engine: S, folder: Path) -> ModelFiles:
         """The user's own files for the spec's models, found in `folder`. SmokeError: one is missing."""
-        raise NotImplementedError
 
+    @abstractmethod
     def booting(
         self,
-        engine: Any,
+        engine: S,
         argv: list[str],
         env: dict[str, str],
         runtime: Runtime,
@@ -135,11 +142,10 @@ class EngineSmoke:
     ) -> Booting:
         """The pod's command line and env made to run here; each change recorded with its reason (`say`: progress
         of a long step, such as a check the engine runs first)."""
-        raise NotImplementedError
 
-    def requests(self, engine: Any, files: ModelFiles) -> list[Request]:
+    @abstractmethod
+    def requests(self, engine: S, files: ModelFiles) -> list[Request]:
         """What the app offers to be asked: a chat, and an image, a tool call or audio where it takes them."""
-        raise NotImplementedError
 
     def refusal(self, log: str) -> str | None:
         """The engine's own words for why it stopped, from its log; None when it says nothing recognisable."""

@@ -90,7 +90,7 @@ class Serving:
     report: SmokeReport
     port: int
     served: str
-    engine: EngineSmoke
+    engine: EngineSmoke[Any]
     bench: EngineBench
     engine_spec: Any  # the spec's engine section (the engine's own model)
     name: str  # the app's name

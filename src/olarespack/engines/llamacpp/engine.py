@@ -142,7 +142,7 @@ class LlamaCpp(Engine[LlamaCppEngine]):
 
         return BENCH
 
-    def smoke(self) -> EngineSmoke:
+    def smoke(self) -> EngineSmoke[LlamaCppEngine]:
         from olarespack.engines.llamacpp.smoke import SMOKE
 
         return SMOKE

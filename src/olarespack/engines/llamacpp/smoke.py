@@ -114,7 +114,7 @@ def flag_policy(engine: LlamaCppEngine) -> FlagPolicy:
     return FlagPolicy(source, refused, frozenset(files), outputs, frozenset(no_value), env_options)
 
 
-class LlamaCppSmoke(EngineSmoke):
+class LlamaCppSmoke(EngineSmoke[LlamaCppEngine]):
     def policy(self, engine: LlamaCppEngine) -> FlagPolicy:
         return flag_policy(engine)
 

@@ -182,7 +182,7 @@ class Vllm(Engine[VllmEngine]):
 
         return BENCH
 
-    def smoke(self) -> EngineSmoke:
+    def smoke(self) -> EngineSmoke[VllmEngine]:
         from olarespack.engines.vllm.smoke import SMOKE
 
         return SMOKE

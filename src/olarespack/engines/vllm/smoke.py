@@ -61,7 +61,7 @@ def _check_script() -> Path:
     return Path(str(resources.files("olarespack.engines.vllm").joinpath("smoke_check.py")))
 
 
-class VllmSmoke(EngineSmoke):
+class VllmSmoke(EngineSmoke[VllmEngine]):
     chart_head = 3  # vllm serve MODEL
     boot_head = 3  # python -m MODULE
 
