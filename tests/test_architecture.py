@@ -25,14 +25,29 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+def _typing_only(tree: ast.Module) -> set[int]:
+    """The nodes under `if TYPE_CHECKING:`: imports for annotations, never run."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            found |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+    return found
+
+
 def folder_edges(root: Path) -> dict[str, dict[str, list[str]]]:
-    """unit -> unit it imports at module level -> the imports that make the edge (lazy imports do not count)."""
+    """unit -> unit it imports -> the imports that make the edge: every import that runs, at module level or
+    inside a function (a lazy import is an arrow all the same); only those under `if TYPE_CHECKING:` do not
+    count, and cli/'s, whose lazy imports keep the command line's start-up fast (nothing imports cli/)."""
     edges: dict[str, dict[str, list[str]]] = {}
     package = root.name
     for path, tree in _modules(root).items():
         module = ".".join((package, *Path(path).with_suffix("").parts)).removesuffix(".__init__")
         source = _unit(module)
-        for node in tree.body:
+        typing_only = _typing_only(tree)
+        nodes = tree.body if source == "cli" else [n for n in ast.walk(tree) if id(n) not in typing_only]
+        for node in nodes:
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
                 targets = [f"{package}.{a.name}" for a in node.names] if node.module == package else [node.module]
@@ -158,6 +173,49 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 # --------------------------------------------------------------------------------------- the real source
 
 
+# The floors, lowest first: a unit imports its own floor or the ones below, never one above (a lazy import too).
+# The run wing (smoke, bench: what starts an engine or talks to one) sits just under cli/.
+FLOORS: list[set[str]] = [
+    {"core", "__version__"},
+    {"write", "helm", "helm_install", "olares", "models"},
+    {"engines"},
+    {"spec", "config"},
+    {"fit"},
+    {"render", "package"},
+    {"project"},
+    {"check"},
+    {"importer"},
+    {"release", "plan"},
+    {"market"},
+    {"smoke", "bench"},
+    {"cli"},
+]
+
+
+def climbing(root: Path, floors: list[set[str]]) -> list[str]:
+    """Each import that climbs a floor, and each unit no floor names."""
+    level = {unit: at for at, units in enumerate(floors) for unit in units}
+    edges = folder_edges(root)
+    units = set(edges) | {unit for targets in edges.values() for unit in targets}
+    found = [f"{unit}: on no floor" for unit in sorted(units - set(level))]
+    for source, targets in sorted(edges.items()):
+        for target, why in sorted(targets.items()):
+            if source in level and target in level and level[target] > level[source]:
+                found.append(f"{source} -> {target} climbs: {why[0]}")
+    return found
+
+
+def test_no_import_climbs_a_floor() -> None:
+    assert climbing(SOURCE, FLOORS) == []
+
+
+def test_a_climbing_import_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"__init__.py": "", "render/__init__.py": "", "bench/__init__.py": "",
+                            "render/texts.py": "def cite():\n    from olarespack.bench.record import newest\n"})
+    assert climbing(root, [{"render"}, {"bench"}]) == [
+        "render -> bench climbs: olarespack.render.texts -> olarespack.bench.record"]
+
+
 def test_no_folder_import_cycle() -> None:
     assert knots(SOURCE) == [], {unit: folder_edges(SOURCE).get(unit) for knot in knots(SOURCE) for unit in knot}
 
@@ -222,7 +280,11 @@ def test_a_folder_cycle_is_found(tmp_path: Path) -> None:
         "cli.py": "def f():\n    from olarespack.cli import x  # lazy: no edge\n",
     })
     assert knots(root) == [["engines", "fit"]]
+    # a lazy import is an arrow all the same (it hid a 9-folder knot): only an annotation's import is not
     (root / "engines/vllm.py").write_text("def fit():\n    from olarespack.fit.report import FitReport\n")
+    assert knots(root) == [["engines", "fit"]]
+    (root / "engines/vllm.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from olarespack.fit.report import FitReport\n")
     assert knots(root) == []
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import APPS, run_cli
-from olarespack.bench.client import Limits, Reply
 from olarespack.bench.run import measure
 from olarespack.engines import engine_for
+from olarespack.engines.client import Limits, Reply
 from olarespack.spec.load import load_spec
 from test_serve import free_port
 

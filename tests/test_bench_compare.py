@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from conftest import APPS
-from olarespack.bench.record import compared
+from olarespack.fit.record import compared
 from olarespack.render.texts import changelog_text
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import BenchRecord

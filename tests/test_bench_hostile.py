@@ -331,8 +331,8 @@ def test_a_metrics_text_past_the_bound_says_so(fake: Callable[..., FakeServer]) 
 
 
 def test_the_bound_is_not_guessed_where_the_drafting_is_not_typed() -> None:
-    from olarespack.bench.bound import DecodeBound, decode_bound
     from olarespack.engines import engine_for
+    from olarespack.fit.bound import DecodeBound, decode_bound
     from olarespack.spec.load import load_spec
 
     spec = load_spec(DFLASH)

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import APPS, run_cli
 from olarespack.engines import engine_for
-from olarespack.smoke import tiny_gguf
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.spec.load import load_spec
 from test_llama_server_boot import BUILD_HINT, HEALTH_TIMEOUT_S, given_servers
 from test_serve import free_port, stop

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from conftest import run_cli, spec_version
-from olarespack.bench.record import STALE_MARK, newest_record, settings_hash, stale_bench
 from olarespack.engines import engine_for
+from olarespack.fit.record import STALE_MARK, newest_record, settings_hash, stale_bench
 from olarespack.market.catalog import MarketApp, detail_entry
 from olarespack.release.diff import AppDiff, ResourceChange
 from olarespack.release.notes import stale_figures

@@ -13,11 +13,11 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import git
-from olarespack.bench.edit import record_bench
 from olarespack.bench.run import Result, Run, Settings
 from olarespack.bench.sweep import Point, Sweep, record
 from olarespack.cli import main
 from olarespack.core.yamledit import set_scalar
+from olarespack.spec.bench_edit import record_bench
 from olarespack.spec.load import load_spec
 
 pytestmark = pytest.mark.helm

@@ -1,4 +1,4 @@
-"""The GGUF header reader on a real tiny Gemma 4 file (smoke/tiny_gguf.py): the per-layer input width and the
+"""The GGUF header reader on a real tiny Gemma 4 file (engines/llamacpp/tiny_gguf.py): the per-layer input width and the
 tensors llama.cpp keeps in host memory."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from olarespack.core.errors import ModelDataError
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.models import arch
 from olarespack.models.gguf_file import read_gguf
-from olarespack.smoke import tiny_gguf
 
 F32 = 4
 

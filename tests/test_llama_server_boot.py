@@ -2,7 +2,7 @@
 
 For every llama.cpp app, the chart is rendered and read as the pod runs it (helm's output, the container's command
 and args after Kubernetes expands $(VAR) from its env), the model paths are swapped for a tiny GGUF of the same
-architecture (smoke/tiny_gguf.py), host and port for loopback, and the server must answer /health and one
+architecture (engines/llamacpp/tiny_gguf.py), host and port for loopback, and the server must answer /health and one
 /completion. `make test` builds the CPU servers (tools/engine_releases/llama_server.py) of the build the apps'
 images name and of the newest build, and hands their paths over in OLARESPACK_LLAMA_SERVERS; run alone, pytest
 skips these tests and says how to build them.
@@ -37,9 +37,9 @@ import yaml
 from conftest import APP_FILES, APPS, run_cli
 from olarespack.check.inputs import classify
 from olarespack.cli.group import helm_binary
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.importer import _containers, rendered_documents
 from olarespack.render import render_chart
-from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
 from olarespack.write import write_chart
 from test_serve import free_port, stop

@@ -1,5 +1,6 @@
 """fit's llama.cpp arithmetic against the real CPU llama-server: tiny GGUFs of the architecture families the
-apps serve (smoke/tiny_gguf.py: Gemma 4 with its sliding window and KV-shared tail, a dense Llama, a Qwen3 MoE)
+apps serve (engines/llamacpp/tiny_gguf.py: Gemma 4 with its sliding window and KV-shared tail, a dense Llama, a
+Qwen3 MoE)
 are booted at several contexts with `-c CTX -v` on every build `make test` built (b9101 and b11434), and the
 buffer lines the server prints are read with calibrate's own log reader (engines/llamacpp/bootlog.py).
 
@@ -31,6 +32,7 @@ import pytest
 
 from olarespack.engines import read_boot_log
 from olarespack.engines.fit import FitReport, FitRequest
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit
 from olarespack.engines.llamacpp.flags import log_verbosity
@@ -39,7 +41,6 @@ from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.models.add import Described, gguf_data, parse_text, render
 from olarespack.models.arch import ModelInfo
 from olarespack.models.gguf_file import read_gguf
-from olarespack.smoke import tiny_gguf
 from test_llama_server_boot import BUILD_HINT, given_servers
 from test_serve import free_port, stop
 

@@ -20,9 +20,9 @@ import yaml
 
 from conftest import APPS, run_cli
 from olarespack.core.errors import ModelDataError
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.models.gguf_file import read_gguf
 from olarespack.models.projector import WIDTH_TENSORS
-from olarespack.smoke import tiny_gguf
 from test_llama_server_boot import Tiny, assert_served, boot, local_argv, pod_argv, server_of, servers  # noqa: F401
 from test_serve import free_port
 

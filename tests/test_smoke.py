@@ -22,12 +22,12 @@ import yaml
 
 from conftest import APP_FILES, APPS, ROOT, run_cli
 from olarespack.engines import engine_for
+from olarespack.engines.llamacpp import tiny_gguf
 from olarespack.engines.llamacpp.smoke import SMOKE as LLAMA_SMOKE
 from olarespack.engines.smoke import ModelFiles, Runtime, red_png
 from olarespack.engines.vllm import smoke as vllm_smoke
 from olarespack.engines.vllm.smoke import SMOKE as VLLM_SMOKE
 from olarespack.engines.vllm.smoke import mixes_layer_kinds
-from olarespack.smoke import tiny_gguf
 from olarespack.spec.load import load_spec
 
 VLLM_ENV = "OLARESPACK_VLLM_CPU"
@@ -255,7 +255,7 @@ def test_a_dflash_draft_that_mixes_layer_kinds_is_checked_then_replaced(
 
 
 def test_a_real_model_must_answer_what_it_is_asked() -> None:
-    from olarespack.bench.client import Reply
+    from olarespack.engines.client import Reply
     from olarespack.engines.smoke import image_request, tool_request
     from olarespack.smoke.run import _checked
 

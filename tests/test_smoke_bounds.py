@@ -110,7 +110,7 @@ def test_only_the_end_of_the_servers_log_is_read(tmp_path: Path) -> None:
 
 
 def test_an_answers_tool_call_is_shown_short_and_escaped() -> None:
-    from olarespack.bench.client import Reply
+    from olarespack.engines.client import Reply
     from olarespack.engines.smoke import tool_request
     from olarespack.smoke.run import _checked
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from olarespack.bench.record import impossible_bench, stale_bench
 from olarespack.core.chart import Chart
 from olarespack.core.errors import Problem, ProblemsError, SpecError, UsageError
 from olarespack.core.hardware import OlaresDriver, driver_for, olares_drivers
@@ -16,6 +15,7 @@ from olarespack.core.yamlfile import load_spec_data
 from olarespack.engines import engine_for, engine_problems
 from olarespack.engines.cuda import check as cuda_check
 from olarespack.fit.budget import resolve_context
+from olarespack.fit.record import impossible_bench, stale_bench
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id
 from olarespack.olares.versions import lowest_admitted

@@ -124,7 +124,7 @@ if __name__ == "__main__":
             audio=TINY_AUDIO if tiny else AUDIO,
         )
     else:
-        from olarespack.smoke import tiny_gguf  # smoke's (and the tests') generator of the architecture
+        from olarespack.engines.llamacpp import tiny_gguf  # smoke's (and the tests') generator of the architecture
 
         tiny_gguf.write_gemma4_audio_projector(
             out, n_embd_text=2560, n_embd=1024, n_head=8, n_ff=4096, n_layer=12, n_mel=128, channels=32

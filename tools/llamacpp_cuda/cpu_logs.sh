@@ -6,7 +6,7 @@
 set -eu
 server=$1 build=$2 out=tests/fixtures/llama-logs port=${PORT:-18611}
 model=$(mktemp -d)/tiny-gemma4.gguf
-.venv/bin/python -c "from olarespack.smoke import tiny_gguf; import pathlib; tiny_gguf.write_gemma4(pathlib.Path('$model'))"
+.venv/bin/python -c "from olarespack.engines.llamacpp import tiny_gguf; import pathlib; tiny_gguf.write_gemma4(pathlib.Path('$model'))"
 for verbosity in default v; do
   extra=(); [ $verbosity = v ] && extra=(-v)
   log=$out/b$build-cpu-$verbosity.log

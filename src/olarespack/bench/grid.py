@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from olarespack.bench.client import BenchError, Limits, Server
 from olarespack.bench.run import Run, Settings, measure
 from olarespack.core.errors import UsageError
 from olarespack.engines.base import EngineBench
+from olarespack.engines.client import BenchError, Limits, Server
 
 MAX_LEVELS = 8
 MAX_CONCURRENCY = 64

@@ -22,11 +22,11 @@ from typing import Any
 
 import yaml
 
-from olarespack.bench.client import BenchError, Limits, reply_of
 from olarespack.bench.run import Result, Settings, drafts_between, measure, one_definition, summed_drafts
 from olarespack.core import boundedjson
 from olarespack.core.text import printable
 from olarespack.engines.base import DraftCounts, EngineBench, TruncatedMetrics
+from olarespack.engines.client import BenchError, Limits, reply_of
 
 CURL_IMAGE = "curlimages/curl:8.11.1"  # a pinned tag: what a box runs should not change under it
 CURL_USER = 100  # the image's own non-root user

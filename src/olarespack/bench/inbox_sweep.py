@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from olarespack.bench.client import BenchError
 from olarespack.core.errors import Problem, ProblemsError
+from olarespack.engines.client import BenchError
 
 if TYPE_CHECKING:
     from olarespack.bench.run import Result

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from olarespack.bench.client import MAX_TEXT as MAX_METRICS
-from olarespack.bench.client import BenchError, Server
 from olarespack.bench.run import (
     Progress,
     Result,
@@ -20,6 +18,8 @@ from olarespack.bench.run import (
 )
 from olarespack.core.text import printable
 from olarespack.engines.base import DraftCounts, EngineBench, TruncatedMetrics
+from olarespack.engines.client import MAX_TEXT as MAX_METRICS
+from olarespack.engines.client import BenchError, Server
 
 
 def pick_model(listed: list[str], wanted: str | None, served: str | None, where: str) -> tuple[str, list[str]]:

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
-from olarespack.bench.client import BenchError, Reply
 from olarespack.bench.phases import SlowPhase, slow_phase
 from olarespack.engines.base import DraftCounts, EngineBench
+from olarespack.engines.client import BenchError, Reply
 
 PROMPT = "space-invaders"  # the shipped prompt of the seed posts
 MAX_RATE = 1_000_000.0

@@ -22,12 +22,12 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from olarespack.bench.client import BenchError, Limits, Server
 from olarespack.bench.live import bench_live
 from olarespack.bench.run import Progress, Result, Settings
 from olarespack.core.errors import Problem, ProblemsError, UsageError
 from olarespack.core.text import printable
 from olarespack.core.yamledit import set_scalar
+from olarespack.engines.client import BenchError, Limits, Server
 from olarespack.engines.smoke import SmokeError
 
 CRITERIA = ("average", "steady")

@@ -29,11 +29,11 @@ from olarespack.core.errors import OlaresPackError, ProblemsError, UsageError
 from olarespack.spec.models import AppSpec
 
 if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the command runs
-    from olarespack.bench.bound import Findings
-    from olarespack.bench.client import Limits
     from olarespack.bench.run import Result, Settings
-    from olarespack.bench.shown import Shown
+    from olarespack.core.shown import Shown
     from olarespack.engines.base import EngineBench
+    from olarespack.engines.client import Limits
+    from olarespack.fit.bound import Findings
 
 
 
@@ -41,9 +41,9 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
                   uneven: bool = False) -> dict[str, Any]:
     """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord), for
     the hardware it ran on (the spec's, unless told)."""
-    from olarespack.bench.client import BenchError
-    from olarespack.bench.record import settings_hash
     from olarespack.engines import engine_for
+    from olarespack.engines.client import BenchError
+    from olarespack.fit.record import settings_hash
     from olarespack.spec.models import BenchRecord
 
     engine = engine_for(spec.engine)
@@ -75,7 +75,7 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
 
 
 def _recorded_text(path: Path, current: str, values: dict[str, Any]) -> tuple[str, bool]:
-    from olarespack.bench.edit import record_bench
+    from olarespack.spec.bench_edit import record_bench
     from olarespack.spec.load import load_edited_spec
 
     text, replaced = record_bench(str(path), current, values)
@@ -107,7 +107,7 @@ def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bo
                           "`olarespack build` renders the descriptions that cite it"), err=True)
     older = next((entry for entry in spec.changelog[1:] if entry.bench is not None), None)
     if older is not None and older.bench is not None:
-        from olarespack.bench.record import compared
+        from olarespack.fit.record import compared
         from olarespack.spec.models import BenchRecord
 
         moved = compared(str(spec.version), BenchRecord.model_validate(values), str(older.version), older.bench)
@@ -207,7 +207,7 @@ def bench(app: str, url: str | None, log_file: Path | None, as_job: bool, as_exe
     --concurrency 1,2,4 and --depth 0,8192 (with --url) measure a grid: for each context depth (tokens of filler
     text before the prompt) and concurrency level (requests sent at once, --runs rounds), the time to first
     token, each request's decode rate and the total rate."""
-    from olarespack.bench.shown import Shown
+    from olarespack.core.shown import Shown
 
     shown = Shown(api_key)
     sweep_only = {"--tiny": tiny, "--models": models_dir, "--engine": engine_path, "--write": write,
@@ -281,9 +281,9 @@ def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_jo
            temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float,
            api_key: str | None, hardware: str | None, gpu_mode: str | None, as_json: bool, plot_file: Path | None,
            record: bool, apps_dir: Path) -> None:
-    from olarespack.bench.client import BenchError, Limits, base_url
     from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
+    from olarespack.engines.client import BenchError, Limits, base_url
 
     modes = [name for name, on in (("--url", url), ("--responses", log_file), ("--job", as_job),
                                    ("--exec", as_exec)) if on]
@@ -344,9 +344,9 @@ def _bench(shown: Shown, app: str, url: str | None, log_file: Path | None, as_jo
 
 
 def _checked(result: Result, spec: AppSpec, hardware: str | None) -> Findings:
-    """The result's own checks (bench/bound.py); its warnings join the notes it prints."""
-    from olarespack.bench.bound import findings
+    """The result's own checks (fit/bound.py); its warnings join the notes it prints."""
     from olarespack.engines import engine_for
+    from olarespack.fit.bound import findings
 
     found = findings(result, spec, hardware, engine_for(spec.engine).engine.bench())
     result.notes.extend(f"warning: {warning}" for warning in found.warnings)
@@ -368,9 +368,9 @@ def _print(result: Result, spec: AppSpec, values: dict[str, Any] | None, found: 
 
 def _measured(url: str | None, log_file: Path | None, api_key: str | None, model: str | None, served: str | None,
               settings: Settings, limits: Limits, engine_bench: EngineBench) -> Result:
-    from olarespack.bench.client import Server
     from olarespack.bench.inbox import MAX_LOG, read_log
     from olarespack.bench.live import bench_live, pick_model
+    from olarespack.engines.client import Server
 
     if log_file is not None:
         data = read_given(log_file, "--responses", "a bench log", MAX_LOG)

@@ -13,7 +13,7 @@ from olarespack.cli.bench_inputs import loaded, plot_target, progress_printer, p
 from olarespack.core.text import printable
 
 if TYPE_CHECKING:
-    from olarespack.bench.shown import Shown
+    from olarespack.core.shown import Shown
 
 
 def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
@@ -23,9 +23,9 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
     import shutil
     import tempfile
 
-    from olarespack.bench.client import Limits
     from olarespack.bench.run import Settings
     from olarespack.bench.sweep import parse_sweep, run_sweep, variant_text
+    from olarespack.engines.client import Limits
     from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
     from olarespack.spec.inplace import editing, read_spec_text
 
@@ -67,8 +67,8 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
 def _swept(path: Path, spec: Any, sweep: Any, points: list[Any], where: str, settings: Any, criterion: str,
            plot_file: Path | None, as_json: bool, write: bool) -> None:
     """A sweep's measured points shown (table or JSON, plot) and, with write, the best value written."""
-    from olarespack.bench.client import BenchError
     from olarespack.bench.sweep import as_dict, best, record, table
+    from olarespack.engines.client import BenchError
 
     chosen = best(points, criterion)
     runs, prompt_name = settings.runs, settings.prompt_name
@@ -101,11 +101,11 @@ def _logged_points(logs: Path, sweep: Any, spec: Any, gpu_mode: str | None) -> t
     """Each value's figures from the in-box sweep's logs (sweep-1.log ...), all measured the same way."""
     from dataclasses import replace
 
-    from olarespack.bench.client import BenchError
     from olarespack.bench.inbox import read_log
     from olarespack.bench.inbox_sweep import read_logs
     from olarespack.bench.sweep import Point
     from olarespack.engines import engine_for
+    from olarespack.engines.client import BenchError
 
     engine = engine_for(spec.engine).engine
     engine_bench = engine.bench()
@@ -133,12 +133,12 @@ def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, use
     import shutil
     import tempfile
 
-    from olarespack.bench.client import Limits
     from olarespack.bench.inbox import exec_argv
     from olarespack.bench.inbox_sweep import check_patchable, render, script
     from olarespack.bench.run import Settings
     from olarespack.bench.sweep import parse_sweep, variant_text
     from olarespack.engines import engine_for
+    from olarespack.engines.client import Limits
     from olarespack.spec.inplace import editing, read_spec_text
 
     sweep = parse_sweep(given)
@@ -176,9 +176,9 @@ def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, use
 def _try_write(path: Path, text: str, sweep: Any, settings: Any, where: str) -> None:
     """The write --write would make, tried on the spec's text with stand-in figures before the first boot:
     what the changelog's layout or the spec would refuse is said before the sweep runs, not after it."""
-    from olarespack.bench.edit import record_bench
     from olarespack.bench.run import Result, Run
     from olarespack.bench.sweep import Point, record, variant_text
+    from olarespack.spec.bench_edit import record_bench
     from olarespack.spec.load import load_edited_spec
 
     stand_in = [Point(value, Result("", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0)
@@ -190,8 +190,8 @@ def _try_write(path: Path, text: str, sweep: Any, settings: Any, where: str) -> 
 
 
 def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) -> None:
-    from olarespack.bench.edit import record_bench
     from olarespack.bench.sweep import variant_text
+    from olarespack.spec.bench_edit import record_bench
     from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
     from olarespack.spec.load import load_edited_spec
 
@@ -207,11 +207,11 @@ def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) ->
 def grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None, runs: int,
           warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool,
           run_timeout: float, gpu_mode: str | None, as_json: bool, concurrency_given: str, depth_given: str) -> None:
-    from olarespack.bench.client import Limits, Server, base_url
     from olarespack.bench.grid import MAX_CONCURRENCY, MAX_DEPTH, grid_table, parse_levels, run_grid
     from olarespack.bench.live import pick_model
     from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
+    from olarespack.engines.client import Limits, Server, base_url
 
     concurrencies = parse_levels(concurrency_given, "--concurrency", 1, MAX_CONCURRENCY)
     depths = parse_levels(depth_given, "--depth", 0, MAX_DEPTH)
@@ -240,6 +240,6 @@ def grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, 
         for line in [*grid_table(where, settings, cells), *(f"note: {note}" for note in notes)]:
             click.echo(shown.text(line))
     if stopped is not None:
-        from olarespack.bench.client import BenchError
+        from olarespack.engines.client import BenchError
 
         raise BenchError(f"{where}: the grid stopped at {stopped} (the cells before it are above)")

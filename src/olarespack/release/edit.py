@@ -73,7 +73,7 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date, carr
     new_entry: dict[str, Any] = {"version": new_version, "date": today, "note": note}
     older = [dict(before["changelog"][0]), *before["changelog"][1:]]
     if sweep is not None:
-        from olarespack.bench.edit import record_bench
+        from olarespack.spec.bench_edit import record_bench
 
         new_text, _ = record_bench(str(file), new_text, sweep, key="sweep")
         new_entry["sweep"] = sweep

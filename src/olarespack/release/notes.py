@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from olarespack.bench.record import STALE_PATTERN
+from olarespack.fit.record import STALE_PATTERN
 from olarespack.release.diff import AppDiff
 
 POSITIONAL = "(model)"  # vLLM names its model without a flag
@@ -230,7 +230,7 @@ FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:t/s|tok/s|tokens/s|ms|%|GB/
 
 def stale_figures(diff: AppDiff) -> list[str]:
     """Claims of the market texts a changed setting made stale. By data first: a figure cited from a bench record
-    whose settings hash is no longer the spec's renders with the record's stale mark (bench/record.py), whatever
+    whose settings hash is no longer the spec's renders with the record's stale mark (fit/record.py), whatever
     the words around it. Then, for figures typed by hand, by matching lines: a line whose cited settings changed
     while a measured figure beside it did not ("250 t/s at 128K context" becoming "250 t/s at 160K context")."""
     found: list[str] = []

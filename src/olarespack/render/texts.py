@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from olarespack.bench.record import CITED_AS, newest_record
 from olarespack.core import quantity
 from olarespack.core.errors import Problem, RenderError
 from olarespack.core.hardware import HardwareProfile
 from olarespack.engines import engine_for
 from olarespack.engines.base import EngineSpec, shell_join
 from olarespack.engines.protocol import Bound
+from olarespack.fit.record import CITED_AS, newest_record
 from olarespack.spec import citations
 from olarespack.spec.models import AppSpec
 
@@ -91,7 +91,7 @@ def preset_section(spec: AppSpec, engine: Bound[EngineSpec], listed_args: list[s
 
 def changelog_text(spec: AppSpec) -> str:
     """Each entry's note; where its version and an older one both recorded a bench, how the figures moved."""
-    from olarespack.bench.record import comparisons
+    from olarespack.fit.record import comparisons
 
     moved = comparisons(spec)
     return "\n\n".join(f"v{entry.version}: {entry.note.strip()}"

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olarespack.bench.client import BenchError, Limits, Reply, Server
 from olarespack.check.inputs import Target
 from olarespack.engines import engine_for
 from olarespack.engines.base import EngineBench
+from olarespack.engines.client import BenchError, Limits, Reply, Server
 from olarespack.engines.confine import confine, verify
 from olarespack.engines.release_files import cache_dir
 from olarespack.engines.smoke import Booting, Change, EngineSmoke, ModelFiles, Request, Runtime, SmokeError

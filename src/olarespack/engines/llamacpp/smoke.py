@@ -143,7 +143,7 @@ class LlamaCppSmoke(EngineSmoke[LlamaCppEngine]):
         return Runtime(binary, f"b{build}", f"llama-server b{build} (CPU build)")
 
     def tiny_models(self, engine: LlamaCppEngine, runtime: Runtime, folder: Path) -> ModelFiles:
-        from olarespack.smoke import tiny_gguf
+        from olarespack.engines.llamacpp import tiny_gguf
 
         folder.mkdir(parents=True, exist_ok=True)
         paths = {"model": tiny_gguf.write_gemma4(folder / "tiny-gemma4.gguf")}

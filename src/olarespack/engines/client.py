@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from olarespack.bench.shown import Shown
 from olarespack.core.boundedjson import loads
 from olarespack.core.errors import OlaresPackError, UsageError
+from olarespack.core.shown import Shown
 from olarespack.core.text import printable
 
 MAX_LINE = 1 << 20  # one SSE line; a token's event is a few hundred bytes

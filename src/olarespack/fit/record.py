@@ -107,9 +107,9 @@ def impossible_bench(spec: AppSpec) -> StaleBench | None:
     """The newest record, when its figures cannot be: faster than its hardware decodes the spec's model
     (bound.py; checked while the record is current, so the model is the one it measured), or drafting counters
     past what its runs could draft."""
-    from olarespack.bench.bound import DecodeBound, counter_contradiction, decode_bound, over_bound
     from olarespack.core.hardware import profiles
     from olarespack.engines.base import DraftCounts
+    from olarespack.fit.bound import DecodeBound, counter_contradiction, decode_bound, over_bound
 
     found = newest_record(spec)
     if found is None:
