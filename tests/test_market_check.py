@@ -421,3 +421,44 @@ def test_the_official_vllm_base_is_checked(tmp_path: Path) -> None:
     code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "MODEL_NAME=Qwen/Qwen3.5-2B",
                         "--env", "ENGINE_ARGS=--max-model-len 65536 --enable-prefix-caching")
     assert code == 0, out
+
+
+def test_a_market_that_drips_its_answer_is_cut(tmp_path: Path) -> None:
+    """A byte every 0.1 s never trips the silence timeout: the answer's whole deadline does."""
+    import os
+    import socket
+    import time
+
+    from olarespack.market.remote import ANSWER_DEADLINES, source_apps
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    fetch = http_fetch(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.5)
+    with pytest.raises(OSError, match="not answered whole within 3 s"):
+        fetch("GET", "/api/v2/catalog", None)
+    assert time.monotonic() - started < ANSWER_DEADLINES * 0.5 + 2
+    stop.set()
+    listener.close()
+    # a saved answer must be a regular file: a named pipe would wait for a writer for ever
+    pipe = tmp_path / "answers.json"
+    os.mkfifo(pipe)
+    with pytest.raises(ValueError, match="not a regular file"):
+        source_apps(str(pipe))

@@ -44,12 +44,14 @@ DETAILS_ANSWER: Final = '{"apps":{{apps}},"version":{version},"not_found":[{not_
 DETAILS_SEPARATORS: Final = {"apps": ",", "not_found": ", "}
 # The v2 probe (market/v2.py): {source_id} the caller's id (or the market's own) as an ASCII-only JSON string,
 # the rest the generation's values (v2.Answers.catalog).
-V2_CATALOG_ANSWER: Final = ('{"code":0,"msg":"success","data":{"schema_version":{schema},"source_id":{source_id},'
+# Every v2 answer is this, its data, and a closing brace (the v1 paths under /api/v2/ keep their v1 shapes).
+V2_HEAD: Final = '{"code":0,"msg":"success","data":'
+V2_CATALOG_ANSWER: Final = (V2_HEAD + '{"schema_version":{schema},"source_id":{source_id},'
                             '"taxonomy_last_modify_time":{taxonomy_time},"apps_last_modify_time":{apps_time},'
                             '"apps_filter_digest":{digest}}}')
 # A page of the v2 application list: {items} the page's serialized items joined by commas, {has_more}
 # `true`/`false`, the numbers as JSON integers. Pages count from 1; no size (or 0) is every app on one page.
-V2_APPLICATIONS_ANSWER: Final = ('{"code":0,"msg":"success","data":{"items":[{items}],"removed":{removed},'
+V2_APPLICATIONS_ANSWER: Final = (V2_HEAD + '{"items":[{items}],"removed":{removed},'
                                  '"has_more":{has_more},"max_last_modify_time":{max_time},"total":{total},'
                                  '"page":{page},"page_size":{page_size}}}')
 MAX_PAGE_SIZE: Final = 1000

@@ -20,6 +20,7 @@ it sends is printed escaped.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -196,8 +197,6 @@ def _times(walk: Walk, call: str, value: int, where: str, ms: bool) -> None:
 
 
 def _when(value: int) -> str:
-    import datetime as dt
-
     seconds = value / 1000 if value > 10**11 else value
     try:
         return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -60,13 +61,15 @@ def members(tar: tarfile.TarFile, limit: int = 10_000) -> Iterator[tarfile.TarIn
         yield member
 
 
+ANSWER_DEADLINES: Final = 6  # an answer's whole time, in timeouts of silence
 MAX_ANSWER: Final = 64 * 2**20  # a chart archive or a catalog; a box has limits of its own, this bounds ours
 
 
 def http_fetch(base_url: str, timeout: float = 20.0, max_bytes: int = MAX_ANSWER) -> Fetch:
     """A Fetch over HTTP(S) to the market at base_url: each answer read to at most max_bytes (past it, an
-    OSError), each request within `timeout` seconds of silence; redirects are not followed (a box's Go client
-    follows them: a 3xx is reported as what it is)."""
+    OSError), within `timeout` seconds of silence and ANSWER_DEADLINES times that in all (a server dripping a
+    byte at a time is cut); redirects are not followed (a box's Go client follows them: a 3xx is reported as what
+    it is)."""
     import httpx
 
     base = base_url.rstrip("/")
@@ -75,12 +78,15 @@ def http_fetch(base_url: str, timeout: float = 20.0, max_bytes: int = MAX_ANSWER
 
     def fetch(method: str, path: str, body: Any) -> tuple[int, str, bytes]:
         try:
+            deadline = time.monotonic() + ANSWER_DEADLINES * timeout
             with client.stream(method, base + path, json=body) as response:
                 data = bytearray()
                 for chunk in response.iter_bytes():
                     data += chunk
                     if len(data) > max_bytes:
                         raise OSError(f"{method} {path}: an answer over {max_bytes >> 20} MiB")
+                    if time.monotonic() > deadline:
+                        raise OSError(f"{method} {path}: not answered whole within {ANSWER_DEADLINES * timeout:g} s")
                 return response.status_code, response.headers.get("content-type", ""), bytes(data)
         except httpx.HTTPError as exc:
             raise OSError(f"{type(exc).__name__}: {exc}") from None
@@ -111,9 +117,13 @@ def source_apps(source: str, fetch: Fetch | None = None) -> dict[str, str]:
     1.12.6 box sees it) or a file holding one of its answers. OSError or ValueError with why it cannot be read."""
     if not source.startswith(("http://", "https://")):
         path = Path(source)
-        if path.stat().st_size > MAX_ANSWER:
+        if not path.is_file():  # a named pipe would wait for a writer, a device never end
+            raise ValueError("not a regular file")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_ANSWER + 1)
+        if len(data) > MAX_ANSWER:
             raise ValueError(f"over {MAX_ANSWER >> 20} MiB")
-        return offered_apps(boundedjson.loads(path.read_bytes()))
+        return offered_apps(boundedjson.loads(data))
     fetch = fetch or http_fetch(source)
     for target in ("/api/v2/applications", "/api/v1/appstore/info?version=1.12.6"):
         status, _, data = fetch("GET", target, None)

@@ -32,8 +32,6 @@ from olarespack.olares.generations import GENERATIONS, GenerationName
 
 SCHEMA_VERSION: Final = "v2"
 _APP_ID: Final = re.compile(r"[0-9a-f]{8}")  # Olares' app id (generations.app_id)
-# The envelope of every v2 answer (the v1 paths under /api/v2/ keep their v1 shapes)
-CODE_OK: Final = {"code": 0, "msg": "success"}
 # How the Market names a language in its language list; a locale not here is named by its code.
 LANGUAGE_NAMES: Final = {
     "en-US": "English", "zh-CN": "简体中文", "zh-TW": "繁體中文", "fr-FR": "Français", "de-DE": "Deutsch",
@@ -153,11 +151,6 @@ def sync_record(generation: dict[str, Any], gen: GenerationName, source: SourceI
     return record
 
 
-def derived_record(generation: dict[str, Any], gen: GenerationName, source: SourceIdentity) -> dict[str, Any]:
-    """The record of a catalog published before publish kept one: as if it were the market's first."""
-    return sync_record(generation, gen, source, None)
-
-
 @dataclass(frozen=True)
 class Answers:
     """One generation's v2 answers as serve and the Worker send them: fixed bytes, or the values the answers
@@ -173,14 +166,13 @@ class Answers:
 def answers_of(generation: dict[str, Any], gen: GenerationName, source: SourceIdentity) -> Answers:
     record = generation.get("sync")
     if not isinstance(record, dict):
-        record = derived_record(generation, gen, source)
-    taxonomy = {**CODE_OK, "data": {"last_modify_time": int(record["taxonomy_time"]),
-                                    **taxonomy_data(generation, source)}}
+        record = sync_record(generation, gen, source, None)  # published before publish kept one: as a first
+    taxonomy = {"last_modify_time": int(record["taxonomy_time"]), **taxonomy_data(generation, source)}
     items = application_items(generation, gen)
     return Answers(
         catalog={"taxonomy_time": str(int(record["taxonomy_time"])), "apps_time": str(int(record["apps_time"])),
                  "digest": served_json(str(record["apps_digest"])).decode("ascii"), "schema": f'"{SCHEMA_VERSION}"'},
-        taxonomy=served_json(taxonomy),
+        taxonomy=answers.V2_HEAD.encode("ascii") + served_json(taxonomy) + b"}",
         items=tuple(served_json(item) for item in items),
         removed=served_json([str(i) for i in record["removed"]]),
         max_time=str(int(record["apps_time"])),
