@@ -232,14 +232,18 @@ def test_reference_charts_round_trip(relative: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.helm
-def test_official_charts_say_why_they_cannot_be_imported_whole(tmp_path: Path) -> None:
-    """The official v3 charts start their server from a wrapper script that builds its arguments in loops:
-    import names what only running it would tell, and never claims the same command line."""
+def test_official_charts_are_read_by_their_pinned_model_interface(tmp_path: Path) -> None:
+    """The official v3 charts start their server from a wrapper that decides at boot (a tune script rewrites
+    ENGINE_ARGS): import reads them as the pinned-model shape runs MODEL_NAME and ENGINE_ARGS, says so, carries the
+    Model Console as olares.pinned_model, and names what the spec's chart does not mount (vLLM's compile caches)."""
     chart = shared("reference/official-v3/vllmgemma412bitawqint4v3")
     code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
     assert code == 1
-    assert "$ENGINE_ARGS (set in a branch, a loop or by a command" in out
-    assert "Deployment/llminit: a second workload" in out
+    assert "a pinned-model chart: the server runs what its wrapper makes of MODEL_NAME and ENGINE_ARGS" in out
+    assert "a second workload" not in out
+    assert "volume mount /cache/vllm" in out
+    spec = yaml.safe_load((tmp_path / "apps" / "vllmgemma412bitawqint4v3.yaml").read_text(encoding="utf-8"))
+    assert spec["olares"]["pinned_model"]["console_image"].startswith("docker.io/beclab/llm-init:")
 
 
 def test_hostile_scripts_are_bounded() -> None:

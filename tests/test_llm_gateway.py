@@ -1,7 +1,7 @@
 """Whether an app joins Olares' LLM gateway, Router (options.LLMGatewaySupported). Router calls an app through
-its shared entrance (DOMAIN.md 6b); these charts have none, so an app listed there could not be called: the
-flag is off, a spec asking for it is refused with the reason, and the legacy manifest never has it (Olares before
-1.12.6 refuses the field)."""
+its shared entrance (DOMAIN.md 6b); the single-Deployment charts have none, so an app listed there could not be
+called: the flag is off, a spec asking for it is refused with the reason, and the legacy manifest never has it
+(Olares before 1.12.6 refuses the field). The pinned-model shape has one: tests/test_pinned_model.py."""
 
 from __future__ import annotations
 

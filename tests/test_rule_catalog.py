@@ -30,6 +30,8 @@ FIRED_ELSEWHERE = {
     "bump": "test_release.py",
     "context-fit": "bad-specs (context-too-long)",
     "orphan-chart": "test_project_checks.py",
+    "pinned-model-shape": "test_pinned_model.py",
+    "pinned-model-args": "test_pinned_model.py",
     "chart-input": "test_lint_inputs.py",
     "changelog-date": "test_changelog_dates.py",
     "olares-overlay-gateway": "test_oac_cases.py (wlrbad)",

@@ -17,7 +17,7 @@ from olarespack.engines.cuda import check as cuda_check
 from olarespack.fit.budget import resolve_context
 from olarespack.fit.record import impossible_bench, stale_bench
 from olarespack.olares.chartfiles import chart_problems
-from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id
+from olarespack.olares.generations import GenerationName, app_id
 from olarespack.olares.versions import lowest_admitted
 from olarespack.render import MarkerLeftover, render_chart
 from olarespack.spec.load import RefusedSpec, load_spec
@@ -72,7 +72,7 @@ def _cuda_problems(file: str, spec: AppSpec, charts: list[Chart]) -> list[Proble
     the market publishes, whichever this command rendered (build renders the spec's own; lint and publish both),
     so every command names the same oldest Olares."""
     every = list(charts)
-    for gen in GENERATION_NAMES:
+    for gen in spec.offered_generations():
         with contextlib.suppress(ProblemsError):  # a generation that does not render is reported where it is
             every.append(render_chart(spec, file, gen))
     driver = lowest_driver(every)
@@ -164,7 +164,8 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
             problems += exc.problems
             continue
         try:
-            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])}
+            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])
+                      if gen in spec.offered_generations()}
         except ProblemsError as exc:  # a citation's mistake does not hide the engine's behind it
             problems += exc.problems + found + engine_problems(file, spec)
             continue

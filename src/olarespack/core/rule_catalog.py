@@ -53,6 +53,13 @@ RULES: dict[str, Rule] = {
     "chart-owned-env": Rule("spec", "the spec does not set env vars the chart owns", _SPEC),
     "llm-gateway-route": Rule("spec", "the app is listed in Router (LLMGatewaySupported) only with a shared entrance "
                               "Router can call", _SPEC),
+    "pinned-model-shape": Rule("spec", "a pinned-model app (olares.pinned_model) is what the official shape can "
+                               "carry: current generation, the model addressed by MODEL_NAME, its files in the "
+                               "shared Hugging Face cache, the wrapper's port", "beclab/Olares official LLM apps "
+                               "(llm-init wrappers: -hf/--model \"$MODEL_NAME\", ENGINE_ARGS word-split)"),
+    "pinned-model-args": Rule("spec", "every ENGINE_ARGS word survives the wrapper's unquoted expansion (no blank "
+                              "or glob character; llama.cpp's drops a word with = that is not a flag)",
+                              "the llm-init wrappers (set -- $ENGINE_ARGS)"),
     "env-loads-code": Rule("spec", "no env that loads code or changes the interpreter or the loader (LD_PRELOAD, "
                            "PYTHONPATH, PYTHONWARNINGS, BROWSER, PATH, ...): a warning; smoke never passes it",
                            "ld.so(8), glibc unsecvars.h, Python's and vLLM's documented environment "

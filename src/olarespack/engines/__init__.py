@@ -21,6 +21,7 @@ from olarespack.engines.base import EngineSpec, owner_problems
 from olarespack.engines.bootlog import BootLog, read_log
 from olarespack.engines.common import floating_images, typed_flags_in_extra_args
 from olarespack.engines.images import engine_of_image
+from olarespack.engines.pinned import word_problems
 from olarespack.engines.protocol import Bound, EngineBase
 from olarespack.engines.release_rules import release_problems
 
@@ -51,7 +52,19 @@ def engine_problems(file: str, spec: AppSpec) -> list[Problem]:
     """What the image's engine would refuse at boot or run badly, found from the spec before a box does."""
     engine = engine_for(spec.engine)
     return [*floating_images(file, engine), *typed_flags_in_extra_args(file, engine),
-            *engine.rules(file, spec.hardware), *release_problems(file, engine)]
+            *engine.rules(file, spec.hardware), *release_problems(file, engine), *pinned_problems(file, spec)]
+
+
+def pinned_problems(file: str, spec: AppSpec) -> list[Problem]:
+    """What a spec says that the pinned-model shape (olares.pinned_model) cannot carry, field by field."""
+    if spec.olares.pinned_model is None:
+        return []
+    shape = engine_for(spec.engine).pinned_shape(spec.olares.pinned_model.tag)
+    if shape is None:
+        return [Problem(file, "olares.pinned_model", f"{spec.engine.kind} has no pinned-model shape",
+                        "drop olares.pinned_model", rule="pinned-model-shape")]
+    return [*(Problem(file, p.field, p.message, p.fix, rule="pinned-model-shape") for p in shape.problems),
+            *(Problem(file, p.field, p.message, p.fix, rule="pinned-model-args") for p in word_problems(shape))]
 
 
 def engine_of_command(argv: list[str], image: str) -> EngineBase | None:

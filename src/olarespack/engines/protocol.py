@@ -31,6 +31,7 @@ from olarespack.engines.importing import EngineImport, ImportSource
 if TYPE_CHECKING:
     from olarespack.core.errors import Problem
     from olarespack.engines.fit import FitReport, FitRequest
+    from olarespack.engines.pinned import PinnedRead, PinnedShape
     from olarespack.engines.releases import ReleaseRules
     from olarespack.engines.smoke import EngineSmoke
 
@@ -103,6 +104,11 @@ class EngineBase(ABC):
     def env_notes(self, env: Mapping[str, str]) -> list[str]:
         """What an imported chart's engine env does that the spec's chart does differently on purpose."""
         return []
+
+    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
+                    image: str) -> PinnedRead | None:
+        """A pinned-model chart's server through the shape's interface (import); None: no such shape here."""
+        return None
 
     def log_reader(self) -> EngineLog:
         """A fresh reader of this engine's boot log lines."""
@@ -223,6 +229,11 @@ class Engine(EngineBase, Generic[S]):
     def with_context(self, spec: S, tokens: int) -> S:
         return spec.model_copy(update={self.context_field: tokens})
 
+    def pinned_shape(self, spec: S, tag: str | None = None) -> PinnedShape | None:
+        """The spec in Olares' pinned-model shape (engines/pinned.py), `tag` the model's quantization tag where the
+        engine addresses a file by one; None: this engine has no such shape."""
+        return None
+
     def model_files(self, spec: S) -> list[str] | None:
         """The model files the spec names, for the command that records them (None: a repository's config)."""
         return None
@@ -320,6 +331,9 @@ class Bound(Generic[S_co]):
 
     def model_files(self) -> list[str] | None:
         return self._engine.model_files(self.spec)
+
+    def pinned_shape(self, tag: str | None = None) -> PinnedShape | None:
+        return self._engine.pinned_shape(self.spec, tag)
 
     def context_length(self) -> int:
         return self._engine.context_length(self.spec)

@@ -24,12 +24,13 @@ from olarespack.check.inputs import Target
 from olarespack.check.lint import render_values
 from olarespack.core.errors import OlaresPackError
 from olarespack.engines import engine_of_command, titles
-from olarespack.engines.importing import EngineImport, ImportSource, remote_files
+from olarespack.engines.importing import EngineImport, ImportSource, RemoteFile, remote_files
 from olarespack.engines.protocol import EngineBase
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
 from olarespack.importer.argv import ContainerEnv, Resolved, container_env, mappings, mounted_files, resolve
 from olarespack.importer.downloads import script_urls
+from olarespack.importer.pinned import SHAPE_ENV, pinned_chart, shape_mount, spec_section
 from olarespack.importer.tokens import is_secret, without_tokens
 from olarespack.importer.verify import verify
 from olarespack.olares.versions import render_modes
@@ -133,6 +134,15 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
     return found, configmaps
 
 
+def _command(argv: list[str], model_name: str) -> list[str]:
+    """The executable words of a pinned-model server's command line: what comes before the model (and the flag
+    naming it); none where the wrapper's executable is unknown (set at boot)."""
+    words = argv[:argv.index(model_name)] if model_name in argv else []
+    if words and words[-1].startswith("-"):
+        words = words[:-1]
+    return words if words and all(words) else []
+
+
 def _referenced(containers: list[_Container]) -> str:
     """Every command and arg of the pod's containers: an env var named there is consumed by the chart."""
     return "\n".join(str(x) for c in containers
@@ -165,12 +175,13 @@ def _server(label: str, containers: list[_Container]) -> tuple[EngineBase, _Cont
 
 
 def _carried_env(server: EngineBase, engine: _Container, containers: list[_Container],
-                 result: ImportResult) -> dict[str, str]:
+                 result: ImportResult, pinned: bool = False) -> dict[str, str]:
     text = _referenced(containers)
     carried: dict[str, str] = {}
+    owned = CHART_ENV | SHAPE_ENV if pinned else CHART_ENV
     for name, value in sorted(engine.env.values.items()):
         used = re.search(rf"\$\(?{{?{re.escape(name)}\b", text) or name in engine.resolved.script_vars
-        if used or name in CHART_ENV:
+        if used or name in owned:
             continue
         if is_secret(value) or "TOKEN" in name:
             result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
@@ -180,18 +191,23 @@ def _carried_env(server: EngineBase, engine: _Container, containers: list[_Conta
         carried[name] = value
     result.notes += server.env_notes(engine.env.values)
     for name in sorted(engine.env.secret):
+        if name in CHART_ENV:  # the token Olares gives: the spec's chart passes it from its own Secret
+            result.notes.append(f"env {name}: from a Secret, as the spec's chart passes Olares' token")
+            continue
         result.unexpressed.append(f"env {name}: comes from a Secret or the pod's own fields")
     return carried
 
 
 def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str], argv: list[str],
-            carried: set[str], result: ImportResult) -> list[str]:
-    """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models is reported."""
+            carried: set[str], result: ImportResult, pinned: bool = False) -> list[str]:
+    """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models (or a pinned-model
+    pod's own) is reported."""
     scratch = []
+    command = [str(x) for x in engine.spec.get("command") or []]
     for mount in mappings(engine.spec.get("volumeMounts")):
         path = str(mount.get("mountPath"))
         volume = pod_volumes.get(str(mount.get("name"))) or {}
-        if path == MODEL_MOUNT:
+        if path == MODEL_MOUNT or (pinned and shape_mount(mount, volume, command)) or _token_volume(volume):
             continue
         if "emptyDir" in volume and not mount.get("subPath"):
             scratch.append(path)
@@ -205,6 +221,13 @@ def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str],
             result.unexpressed.append(f"{item}: written into the pod by the chart, not downloaded from a "
                                       "repository; the spec's chart does not write it")
     return scratch
+
+
+def _token_volume(volume: Mapping[str, Any]) -> bool:
+    """A Secret volume holding the Hugging Face token alone: the spec's chart mounts Olares' token the same way."""
+    secret = volume.get("secret")
+    items = mappings(secret.get("items")) if isinstance(secret, Mapping) else []
+    return bool(items) and all(str(item.get("key")) == "HF_TOKEN" for item in items)
 
 
 _BASE64_WRITE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?\"?\s*\|\s*base64\s+(?:-d|--decode)\s*>\s*"
@@ -240,30 +263,47 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     containers, configmaps = _containers(documents)
     server, engine = _server(chart.label, containers)
     result = ImportResult(chart.label, chart.name, "")
+    image = str(engine.spec.get("image") or "")
+    pinned = pinned_chart(containers, engine, chart.manifest)
+    read = pinned and server.read_pinned(pinned.model_name, pinned.model_source, pinned.engine_args,
+                                         _command(engine.resolved.argv, pinned.model_name), image)
+    if pinned and read:
+        result.notes.append(f"a pinned-model chart: the server runs what its wrapper makes of MODEL_NAME and "
+                            f"ENGINE_ARGS ({pinned.model_name}; a wrapper that rewrites ENGINE_ARGS at boot, from a "
+                            "tune script or the Model Console's hand-off file, is not followed)")
+        engine.resolved.argv, engine.resolved.unresolved = read.chart_argv, []
+        engine.resolved.env_prefix.update(read.env)
+        result.unexpressed += [f"ENGINE_ARGS word {word}: the wrapper drops it (not a flag)" for word in read.dropped]
     # the command line compared is the chart's without its secrets: the token becomes the spec's Secret
     engine.resolved.argv = without_tokens(engine.resolved.argv, result.notes, result.unexpressed)
     result.chart_argv = engine.resolved.argv
     result.unexpressed += [f"server command line: {u}" for u in engine.resolved.unresolved]
-    for other in {c.workload for c in containers} - {engine.workload}:
+    for other in {c.workload for c in containers} - {engine.workload} - {pinned.workload if pinned else ""}:
         result.unexpressed.append(f"{other}: a second workload; the spec's chart runs one pod")
     values = {k: v for c in containers for k, v in c.env.values.items()}
     values.update(downloads(containers, configmaps))
-    imported = server.import_argv(engine.resolved.argv, str(engine.spec.get("image") or ""),
-                                  ImportSource(remote_files(values), written_files(chart, containers)))
+    files = remote_files(values)
+    if read:
+        files.update({name: RemoteFile(repo, "main", path) for name, (repo, path) in read.files.items()})
+    imported = server.import_argv(read.argv if read else engine.resolved.argv, image,
+                                  ImportSource(files, written_files(chart, containers)))
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
     prefixed = {k: v for k, v in engine.resolved.env_prefix.items() if not (is_secret(v) or "TOKEN" in k)}
     for name in sorted(set(engine.resolved.env_prefix) - set(prefixed)):
         result.notes.append(f"env {name}: a token is never copied into a spec (the chart's Secret carries it)")
-    env = {**_carried_env(server, engine, containers, result), **prefixed}
+    env = {**_carried_env(server, engine, containers, result, pinned is not None), **prefixed}
     if env:
         imported.data["env"] = env
     downloaded = set(remote_files(values))
     carried = {str(imported.data["chat_template"]["path"])} if "chat_template" in imported.data else set()
-    scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result)
+    scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result, pinned is not None)
     if scratch:
         imported.data["scratch"] = scratch
     data = _spec_data(chart, engine, imported, hardware, result, owners)
+    if pinned:
+        model = imported.data.get("model")
+        data["olares"] = {"pinned_model": spec_section(pinned, model.get("file") if isinstance(model, dict) else None)}
     verify(result, data, spec_file)
     if not result.buildable:
         # a spec that would not build is never written: what it could not carry, each on its own line

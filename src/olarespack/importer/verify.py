@@ -106,4 +106,4 @@ def _build(path: Path, spec_file: Path) -> tuple[list[str], list[str], str]:
         plan = plan_chart(apps[0].spec, str(spec_file))
     except OlaresPackError as exc:
         return [named(line) for line in str(exc).splitlines()], [], ""
-    return [], [*plan.command, *plan.effective_args], apps[0].spec.engine.kind
+    return [], plan.server_argv, apps[0].spec.engine.kind

@@ -29,6 +29,11 @@ _CHART_FILES = {
     "templates/secret.yaml": "chart/secret.yaml.j2",
     "templates/service.yaml": "chart/service.yaml.j2",
 }
+_PINNED_FILES = {
+    "templates/deployment.yaml": "pinned/engine.yaml.j2",
+    "templates/engine-wrapper.yaml": "pinned/wrapper.yaml.j2",
+    "templates/model-console.yaml": "pinned/console.yaml.j2",
+}
 # What a chart template reads from the chart's own files (the chat template, the downloader's script)
 _FILES_READ = re.compile(r'\.Files\.(?:Get|Glob) "([^"]+)"')
 
@@ -44,9 +49,14 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
     env = env or chart_env()
     sources = dict(_CHART_FILES)
     sources["OlaresManifest.yaml"] = f"manifest/{plan.generation.name}.yaml.j2"
-    sources["templates/deployment.yaml"] = plan.engine_template
-    rendered, carried = _engine_extras(env, plan.engine_template)
-    sources.update(rendered)
+    if plan.pinned is not None:
+        # the official pinned-model shape: the engine behind the Model Console, no downloader of its own
+        sources.update(_PINNED_FILES)
+        carried: dict[str, str] = {}
+    else:
+        sources["templates/deployment.yaml"] = plan.engine_template
+        rendered, carried = _engine_extras(env, plan.engine_template)
+        sources.update(rendered)
     template_file = plan.extra.get("chat_template")
     if template_file:
         sources["templates/chat-template.yaml"] = "chart/chat-template.yaml.j2"

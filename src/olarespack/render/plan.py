@@ -11,7 +11,9 @@ from olarespack.core import quantity
 from olarespack.core.hardware import HardwareProfile, profiles
 from olarespack.engines import engine_for
 from olarespack.engines.base import ContainerResources, kubernetes_literal
+from olarespack.engines.pinned import PinnedShape
 from olarespack.olares.generations import GENERATIONS, Generation, GenerationName
+from olarespack.render.pinned import PinnedPlan, pinned_plan
 from olarespack.render.texts import Texts, citation_context, market_texts, preset_section
 from olarespack.spec.models import AppSpec
 
@@ -43,13 +45,23 @@ class Plan:
     texts: dict[str, Texts]  # locale -> title, description, full_description, upgrade_description
     locales: list[str]
     llm_gateway: bool = False  # options.LLMGatewaySupported: only the current generation's manifest has it
+    pinned: PinnedPlan | None = None  # the pinned-model shape's Model Console and envs (olares.pinned_model)
     extra: dict[str, Any] = field(default_factory=dict)  # the engine's own template values
+
+    @property
+    def server_argv(self) -> list[str]:
+        """What the server process runs: the command and args, or the pinned-model wrapper's exec line."""
+        return self.pinned.shape.command_line() if self.pinned else [*self.command, *self.effective_args]
 
     @property
     def sums(self) -> dict[str, int]:
         """What the pod needs as Kubernetes counts it; the manifest declares exactly this."""
-        return {key: quantity.pod_effective([getattr(c, key) for c in self.containers],
-                                            [getattr(c, key) for c in self.init_containers])
+        pods = [(self.containers, self.init_containers)]
+        if self.pinned is not None:
+            pods.append((self.pinned.containers, self.pinned.init_containers))
+        return {key: sum(quantity.pod_effective([getattr(c, key) for c in containers],
+                                                [getattr(c, key) for c in init])
+                         for containers, init in pods)
                 for key in ("cpu_request", "cpu_limit", "memory_request", "memory_limit")}
 
 
@@ -66,6 +78,8 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
     )
     gpu_memory = spec.gpu_memory()
+    shape = engine.pinned_shape(spec.olares.pinned_model.tag) if spec.olares.pinned_model is not None else None
+    pinned = pinned_plan(spec.olares.pinned_model, shape) if spec.olares.pinned_model and shape else None
     context = citation_context(spec, engine, hardware, effective, version)
     preset = preset_section(spec, engine, engine.listed_args(effective), hardware, gpu_memory)
     engine_env = sorted((name, kubernetes_literal(value)) for name, value in spec.engine.env.items())
@@ -76,13 +90,22 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         spec=spec, generation=gen, hardware=hardware, engine_template=engine.engine.template,
         engine_version=version, container_name=engine.engine.container_name, command=engine.server_command(),
         args=[item for arg in args for item in arg.container_items()], effective_args=effective,
-        port=engine.server_port(), containers=[server], init_containers=engine.init_containers(),
+        port=shape.port if shape else engine.server_port(), containers=[server],
+        init_containers=[] if pinned else engine.init_containers(),
         gpu_memory=gpu_memory,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
         startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.engine.hf_env,
-        container_env=engine.container_env(), engine_env=engine_env,
+        container_env=_pinned_env(engine.container_env(), shape) if shape else engine.container_env(),
+        engine_env=engine_env,
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
-        llm_gateway=gen.name == "current" and bool(spec.olares.llm_gateway),
+        llm_gateway=gen.name == "current" and spec.olares.gateway(), pinned=pinned,
         extra=engine.template_values(),
     )
+
+
+def _pinned_env(env: list[tuple[str, str]], shape: PinnedShape) -> list[tuple[str, str]]:
+    """The engine's env in the pinned-model shape: only what ENGINE_ARGS cites (SPEC_CONFIG); the model files'
+    folder is the shared cache's."""
+    cited = {arg.env for _, arg in shape.engine_args if arg.env}
+    return [(name, value) for name, value in env if name in cited]

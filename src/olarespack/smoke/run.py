@@ -116,6 +116,12 @@ def booted(
     SmokeError: it cannot start here (no local engine build, a model file missing)."""
     label = str(spec_file)
     spec = load_resolved(spec_file, label, strict=False).spec
+    if spec.olares.pinned_model is not None:
+        # the engine's flags are the same in both shapes (ENGINE_ARGS is the command line but the wrapper's own
+        # words); the single-Deployment shape boots them here without the Model Console's download
+        say(f"{spec.name}: a pinned-model app: its engine flags boot in the single-Deployment shape")
+        spec = spec.model_copy(update={"olares": spec.olares.model_copy(update={"pinned_model": None,
+                                                                                "llm_gateway": None})})
     chart = render_chart(spec, label)
     folder = work / "chart" / chart.name
     write_chart(chart, folder)

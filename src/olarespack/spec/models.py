@@ -18,6 +18,7 @@ from olarespack.core.types import (
     EntranceTitle,
     GithubUser,
     HardwareName,
+    Image,
     LocaleName,
     LongText,
     Note,
@@ -28,7 +29,7 @@ from olarespack.core.types import (
     Url,
 )
 from olarespack.engines import EngineModel
-from olarespack.olares.generations import RESERVED_APP_NAMES
+from olarespack.olares.generations import GENERATION_NAMES, RESERVED_APP_NAMES, GenerationName
 
 
 def _app_name(text: str) -> str:
@@ -86,19 +87,43 @@ class Entrance(StrictModel):
     open_method: Literal["default", "iframe", "window"] = Field("window", description="Olares openMethod.")
 
 
+class PinnedModel(StrictModel):
+    """The shape of Olares' official LLM apps: the engine beside the Model Console (beclab/llm-init), which
+    downloads the model into the shared Hugging Face cache, shows its progress and serves the OpenAI API at
+    the app's shared entrance, where Olares' LLM gateway (Router) calls it."""
+
+    console_image: Image = Field(
+        "docker.io/beclab/llm-init:v1.3.1", description="The Model Console's image, pinned by tag or digest.")
+    mode: Literal["chat", "embedding"] = Field("chat", description="MODEL_MODE: what the model serves.")
+    supports: list[Literal["vision", "tools", "thinking"]] = Field(
+        default_factory=list, max_length=3, description="MODEL_SUPPORTS: the capabilities Router lists for the "
+        "model (none: an empty list).")
+    tag: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")] | None = Field(
+        None, description="llama.cpp: the quantization tag of MODEL_NAME (<repo>:<tag>), which llama-server finds "
+        "the model file by; default the last dash-separated part of engine.model.file (Q4_K_M).")
+
+
 class Olares(StrictModel):
     generation: Literal["current", "legacy"] = Field(
         "current",
         description="Manifest generation: current = 0.12.0 / apiVersion v3 for Olares >= 1.12.6; "
         "legacy = 0.10.0 / v2 for Olares 1.12.3-1.12.5.",
     )
+    pinned_model: PinnedModel | None = Field(
+        None, description="Render the official pinned-model shape (a shared app: the engine, the Model Console, "
+        "a shared entrance Router calls, the MODEL_* and ENGINE_ARGS envs); current generation only. Without it "
+        "the chart is the seed's single Deployment.")
     llm_gateway: bool | None = Field(
         None,
         description="Whether the Market lists the app among the models of Olares' LLM gateway, Router "
         "(options.LLMGatewaySupported, in the current generation's manifest; the legacy one has no such field). "
-        "Router calls an app through a shared entrance, which these charts do not have: an app listed without "
-        "one shows in Router's catalog and cannot be called, so it is off and `true` is refused.",
+        "Router calls an app through a shared entrance, which only the pinned-model shape has: on by default "
+        "there, refused elsewhere (Router would list the app and fail every call).",
     )
+
+    def gateway(self) -> bool:
+        """Whether the manifest lists the app in Router."""
+        return self.pinned_model is not None if self.llm_gateway is None else self.llm_gateway
 
 
 class CpuRange(StrictModel):
@@ -241,6 +266,11 @@ class AppSpec(StrictModel):
     )
     changelog: list[ChangelogEntry] = Field(min_length=1, max_length=1_000,
                                             description="One entry per release, newest first.")
+
+    def offered_generations(self) -> tuple[GenerationName, ...]:
+        """The manifest generations the market publishes the app in: a pinned-model app is a shared app, which
+        only the current generation's manifest (apiVersion v3) can say."""
+        return ("current",) if self.olares.pinned_model is not None else GENERATION_NAMES
 
     def gpu_memory(self) -> int:
         """The GPU memory the app books, in bytes: the spec's request (its limit must equal it), or the hardware

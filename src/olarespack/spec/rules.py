@@ -27,13 +27,20 @@ def cross_field_problems(file: str, spec: AppSpec) -> list[Problem]:
             file, "metadata.title", "is also the entrance title, where Olares before 1.12.6 refuses anything but "
             "letters, digits, spaces and dashes", "set entrance.title, or drop the dots and brackets",
             rule="entrance-title"))
-    if spec.olares.llm_gateway:
+    if spec.olares.llm_gateway and spec.olares.pinned_model is None:
         # Router (Olares 1.12.7) lists apps with options.LLMGatewaySupported and calls them through their shared
         # entrance (DOMAIN.md 6b); without one the app is listed and every call fails
         problems.append(Problem(
             file, "olares.llm_gateway", "lists the app in Router, Olares' LLM gateway, which calls an app through "
             "a shared entrance: this chart has none, so Router would list it and fail every call",
-            "remove olares.llm_gateway (clients reach the app at its own entrance)", rule="llm-gateway-route"))
+            "remove olares.llm_gateway (clients reach the app at its own entrance), or render the pinned-model "
+            "shape (olares.pinned_model), whose Model Console answers at a shared entrance", rule="llm-gateway-route"))
+    if spec.olares.pinned_model is not None and spec.olares.generation != "current":
+        # options.shared and sharedEntrances are apiVersion v3 (Olares 1.12.6 and later)
+        problems.append(Problem(
+            file, "olares.pinned_model", "is a shared app (options.shared), which only apiVersion v3 manifests "
+            "have: the legacy generation cannot carry it", "remove olares.pinned_model or olares.generation: legacy",
+            rule="pinned-model-shape"))
     if spec.metadata.default_locale in spec.metadata.locales:
         problems.append(Problem(
             file, f"metadata.locales.{spec.metadata.default_locale}",

@@ -15,12 +15,14 @@ from olarespack.engines.bootlog import BootLog
 from olarespack.engines.common import image_tag
 from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
+from olarespack.engines.images import family_of
 from olarespack.engines.importing import EngineImport, ImportSource
 from olarespack.engines.llamacpp import catalog, cuda
 from olarespack.engines.llamacpp.bootlog import LlamaCppLog
 from olarespack.engines.llamacpp.fit import fit as llamacpp_fit
 from olarespack.engines.llamacpp.flags import COMMAND, DRAFTER_FLAGS, FLAGS, drafter_flag, log_verbosity
 from olarespack.engines.llamacpp.importer import import_llamacpp
+from olarespack.engines.llamacpp.pinned import pinned_shape, read_pinned
 from olarespack.engines.llamacpp.rules import rules
 from olarespack.engines.llamacpp.semver import image_build
 from olarespack.engines.llamacpp.spec import (
@@ -31,6 +33,7 @@ from olarespack.engines.llamacpp.spec import (
     gguf_dir,
     gguf_path,
 )
+from olarespack.engines.pinned import PinnedRead, PinnedShape
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import ReleaseRules
 from olarespack.engines.smoke import EngineSmoke
@@ -124,6 +127,15 @@ class LlamaCpp(Engine[LlamaCppEngine]):
 
     def model_files(self, engine: LlamaCppEngine) -> list[str] | None:
         return [engine.model.file, *([engine.model.mmproj] if engine.model.mmproj else [])]
+
+    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
+                    image: str) -> PinnedRead:
+        family = family_of(self.kind, image)
+        return read_pinned(model_name, model_source, engine_args,
+                           command or list(family.command if family else self.command))
+
+    def pinned_shape(self, engine: LlamaCppEngine, tag: str | None = None) -> PinnedShape:
+        return pinned_shape(engine, tag, self.args(engine), self.typed_flags(), self.server_command(engine))
 
     def rules(self, file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]:
         return rules(file, engine, hardware)

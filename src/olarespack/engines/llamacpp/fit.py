@@ -83,7 +83,10 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     flash = engine.flash_attn != "off"
     if type_v not in FULL_PRECISION_CACHE and not flash:
         notes.append("llama.cpp refuses a quantized V cache without flash attention (-fa on)")
-    if engine.n_gpu_layers is not None and engine.n_gpu_layers <= arch.num_hidden_layers:
+    if engine.n_gpu_layers == "auto":
+        notes.append("n_gpu_layers auto: llama.cpp keeps on the CPU the layers that do not fit; the figures assume "
+                     "all on GPU")
+    elif isinstance(engine.n_gpu_layers, int) and engine.n_gpu_layers <= arch.num_hidden_layers:
         notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all "
                      "on GPU")
     options: dict[str, Any] = {"parallel": parallel, "kv_unified": unified,

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from olarespack.engines.base import MODEL_DIR
 from olarespack.engines.images import family_of
 from olarespack.engines.importing import (
     EngineImport,
@@ -114,8 +115,8 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
                                   "them in one folder")
     if {folders.get("model"), folders.get("projector", folders.get("model"))} != {folders.get("model")}:
         result.unexpressed.append("the projector and the model sit in different folders")
-    if "model" in folders:
-        model["folder"] = folders["model"]
+    if "model" in folders and folders["model"] != f"{MODEL_DIR}/{str(model.get('repo', '')).replace('/', '--')}":
+        model["folder"] = folders["model"]  # the default folder needs no word
     if saved_as:
         model["saved_as"] = saved_as
     if model.get("revision") == "main":

@@ -108,7 +108,9 @@ class LlamaCppEngine(EngineSpec):
     alias: Text = Field(description="--alias: the model name clients use.")
     ctx_size: Tokens = Field(description="-c / --ctx-size.")
     # null: the flag is not written and llama-server's own default applies (an imported chart that never set it)
-    n_gpu_layers: int | None = Field(99, ge=0, le=10_000, description="-ngl / --n-gpu-layers (null: not written).")
+    n_gpu_layers: Annotated[int, Field(ge=0, le=10_000)] | Literal["all", "auto"] | None = Field(
+        99, description="-ngl / --n-gpu-layers: a count, all, or auto (llama.cpp offloads what fits; every build "
+        "from b9101 reads both words); null: not written.")
     flash_attn: Literal["on", "off", "auto"] | None = Field("auto", description="-fa (null: not written).")
     cache_type_k: CacheType | None = Field(None, description="-ctk.")
     cache_type_v: CacheType | None = Field(None, description="-ctv (a quantized V cache needs flash_attn on).")

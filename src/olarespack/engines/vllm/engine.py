@@ -16,7 +16,9 @@ from olarespack.engines.common import image_tag, is_gemma4
 from olarespack.engines.consistency import drafter_problems, parser_problems
 from olarespack.engines.cuda import ImageCuda
 from olarespack.engines.fit import FitReport, FitRequest
+from olarespack.engines.images import family_of
 from olarespack.engines.importing import EngineImport, ImportSource
+from olarespack.engines.pinned import PinnedRead, PinnedShape
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import ReleaseRules, image_release
 from olarespack.engines.smoke import EngineSmoke
@@ -25,6 +27,7 @@ from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
+from olarespack.engines.vllm.pinned import pinned_shape, read_pinned
 from olarespack.engines.vllm.spec import (
     DFLASH_MAX_TOKENS,
     HF_HOME,
@@ -122,6 +125,15 @@ class Vllm(Engine[VllmEngine]):
 
     def template_values(self, engine: VllmEngine) -> dict[str, Any]:
         return {"hf_home": HF_HOME}
+
+    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
+                    image: str) -> PinnedRead:
+        family = family_of(self.kind, image)
+        return read_pinned(model_name, model_source, engine_args,
+                           command or list(family.command if family else self.command))
+
+    def pinned_shape(self, engine: VllmEngine, tag: str | None = None) -> PinnedShape:
+        return pinned_shape(engine, self.args(engine), self.typed_flags(), self.server_command(engine))
 
     def context_length(self, engine: VllmEngine) -> int:
         return engine.context_length
