@@ -30,6 +30,7 @@ FIRED_ELSEWHERE = {
     "bump": "test_release.py",
     "context-fit": "bad-specs (context-too-long)",
     "orphan-chart": "test_project_checks.py",
+    "ubatch-batch": "test_rules_engine.py (a warning)",
     "pinned-model-shape": "test_pinned_model.py",
     "pinned-model-args": "test_pinned_model.py",
     "chart-input": "test_lint_inputs.py",

@@ -88,3 +88,10 @@ def test_an_unreadable_spec_is_reported(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_spec(tmp_path / "missing.yaml")
     assert [(p.rule, p.path) for p in caught.value.problems] == [("file", "")]
+
+
+def test_a_ubatch_above_the_batch_is_a_warning(tmp_path: Path) -> None:
+    """llama_context caps n_ubatch at n_batch and boots: lint says so and never refuses what the engine accepts."""
+    spec = load_with(tmp_path, "gemma4-audio", {"ubatch_size": 2048, "batch_size": 512})
+    [found] = [p for p in engine_problems("app.yaml", spec) if p.rule == "ubatch-batch"]
+    assert found.severity == "warning" and found.path == "engine.ubatch_size" and "caps it at 512" in found.message

@@ -74,7 +74,11 @@ EnvName = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Z_][A-Z
 Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._/-]+$")]
 Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 # A folder inside the app's model storage (the hostPath mounted at /models).
-ModelPath = Annotated[str, StringConstraints(max_length=256, pattern=r"^/models(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")]
+# Model files live in the app's storage (/models) or the box's shared model folder (/shared-models: Olares'
+# sharedlib ai/model, which several apps read, as the seed author's v3 charts keep their GGUF files)
+SHARED_MODEL_DIR = "/shared-models"
+ModelPath = Annotated[str, StringConstraints(
+    max_length=256, pattern=r"^/(models|shared-models)(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")]
 LocaleName = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
 CpuQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_cpu, "4, 0.5 or 1500m", numbers_too=True))]
 ByteQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_bytes, "512Mi or 24Gi", numbers_too=False))]

@@ -23,6 +23,8 @@ from olarespack.check import kube
 from olarespack.check.inputs import Target
 from olarespack.check.lint import render_values
 from olarespack.core.errors import OlaresPackError
+from olarespack.core.hardware import profiles
+from olarespack.core.types import SHARED_MODEL_DIR
 from olarespack.engines import engine_of_command, titles
 from olarespack.engines.importing import EngineImport, ImportSource, RemoteFile, remote_files
 from olarespack.engines.protocol import EngineBase
@@ -209,6 +211,11 @@ def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str],
         volume = pod_volumes.get(str(mount.get("name"))) or {}
         if path == MODEL_MOUNT or (pinned and shape_mount(mount, volume, command)) or _token_volume(volume):
             continue
+        if path == SHARED_MODEL_DIR and "hostPath" in volume:
+            result.notes.append(f"volume mount {path}: the box's shared model folder (hostPath "
+                                f"{(volume.get('hostPath') or {}).get('path')}); the spec's chart mounts Olares' "
+                                "sharedlib ai/model there, where a model folder under it lives")
+            continue
         if "emptyDir" in volume and not mount.get("subPath"):
             scratch.append(path)
             continue
@@ -328,6 +335,10 @@ def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware:
         data["entrance"] = entrance
     data["engine"] = imported.data
     data["resources"] = facts.resources(engine.spec, manifest, result.notes, result.unexpressed)
+    booked = facts.hami_booking(engine.env.values, profiles()[hardware].gpu_memory_mib, result.notes)
+    if booked:
+        data["resources"]["gpu_memory"] = booked
+        result.notes[:] = [n for n in result.notes if "the spec books the hardware profile's amount" not in n]
     minutes = facts.startup_minutes(engine.spec, result.notes)
     if minutes:
         data["startup_timeout_minutes"] = minutes

@@ -4,11 +4,14 @@ Order is not compared: llama-server and vLLM read their options by name."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
 from olarespack.engines import ENGINES
 from olarespack.engines.importing import flag_spellings, parse_options
+
+MAX_JSON = 4096  # a speculative or modality config is a few hundred characters; a longer value compares as text
 
 
 def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tuple[str, str | None]]]:
@@ -34,7 +37,13 @@ def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tupl
 
 
 def _number(value: str | None) -> str | None:
-    """A number as the server reads it (0.90 is 0.9); any other value as written."""
+    """A number as the server reads it (0.90 is 0.9), a JSON object as the server parses it (its keys in any
+    order); any other value as written."""
+    if value is not None and value.startswith("{") and len(value) <= MAX_JSON:
+        try:
+            return json.dumps(json.loads(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return value
     if value is None or not re.fullmatch(r"-?\d+(\.\d*)?", value):
         return value
     number = float(value)

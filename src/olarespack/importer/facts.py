@@ -150,6 +150,28 @@ def resources(container: Mapping[str, Any], manifest: Mapping[str, Any], notes: 
     return found
 
 
+_HAMI_LIMIT = re.compile(r"^([0-9]{1,7})([mMgG]?)$")
+
+
+def hami_booking(env: Mapping[str, str], hardware_mib: int, notes: list[str]) -> dict[str, str] | None:
+    """The GPU memory the engine ran under where the chart says it: HAMi's CUDA_DEVICE_MEMORY_LIMIT_0 (m = MiB,
+    g = GiB, a bare number bytes), which the seed author's charts set (24400m) because Olares' default 0m reads
+    as zero bytes. The spec books that much, request = limit, when the card registers it."""
+    text = env.get("CUDA_DEVICE_MEMORY_LIMIT_0", "").strip()
+    match = _HAMI_LIMIT.match(text)
+    if not match:
+        return None
+    number, unit = int(match[1]), match[2].lower()
+    mib = number * 1024 if unit == "g" else number if unit == "m" else number // 2**20
+    if not 0 < mib <= hardware_mib:
+        notes.append(f"GPU memory: CUDA_DEVICE_MEMORY_LIMIT_0={text} is not what this card registers "
+                     f"({hardware_mib} MiB); the spec books the hardware profile's amount")
+        return None
+    notes.append(f"GPU memory: the engine ran under HAMi's CUDA_DEVICE_MEMORY_LIMIT_0={text}; the spec books "
+                 f"{mib}Mi, requested and limited alike")
+    return {"request": f"{mib}Mi", "limit": f"{mib}Mi"}
+
+
 def startup_minutes(container: Mapping[str, Any], notes: list[str]) -> int | None:
     probe = container.get("startupProbe") or {}
     if not probe:

@@ -9,6 +9,7 @@ from typing import Any
 
 from olarespack.core import quantity
 from olarespack.core.hardware import HardwareProfile, profiles
+from olarespack.core.types import SHARED_MODEL_DIR
 from olarespack.engines import engine_for
 from olarespack.engines.base import ContainerResources, kubernetes_literal
 from olarespack.engines.pinned import PinnedShape
@@ -46,6 +47,7 @@ class Plan:
     locales: list[str]
     llm_gateway: bool = False  # options.LLMGatewaySupported: only the current generation's manifest has it
     pinned: PinnedPlan | None = None  # the pinned-model shape's Model Console and envs (olares.pinned_model)
+    shared_models: bool = False  # the pod mounts the box's shared model folder (a model path under /shared-models)
     extra: dict[str, Any] = field(default_factory=dict)  # the engine's own template values
 
     @property
@@ -100,6 +102,8 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
         llm_gateway=gen.name == "current" and spec.olares.gateway(), pinned=pinned,
+        shared_models=not pinned and any(item == SHARED_MODEL_DIR or item.startswith(f"{SHARED_MODEL_DIR}/")
+                                         for item in effective),
         extra=engine.template_values(),
     )
 

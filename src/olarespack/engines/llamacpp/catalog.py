@@ -6,7 +6,8 @@ from __future__ import annotations
 from olarespack.core.rule_catalog import OWN, Rule
 
 RULES: dict[str, Rule] = {
-    "ubatch-batch": Rule("engine", "llama.cpp ubatch <= batch", "llama.cpp silently caps it"),
+    "ubatch-batch": Rule("engine", "llama.cpp ubatch <= batch: a warning (llama_context caps it and boots)",
+                         "llama.cpp silently caps it"),
     "quantized-v-cache": Rule("engine", "a quantized V cache has flash attention on", "llama.cpp refuses to start"),
     "llamacpp-cache-type": Rule("engine", "KV cache types are ones the image's llama.cpp build knows",
                                 "llama.cpp (or the fork, engines/llamacpp/images.yaml) refuses to start"),
@@ -19,7 +20,8 @@ RULES: dict[str, Rule] = {
                                f"{OWN}: mounted over a model file or in a scratch folder, it hides one or the other"),
     "llamacpp-image-family": Rule("engine", "the image belongs to a llama.cpp family olarespack knows (advice)",
                                   f"{OWN}: a custom build's flags pass through unchecked"),
-    "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio uses the BF16 projector", "F16/Q8_0 give repetitive output"),
+    "gemma4-mmproj-bf16": Rule("engine", "Gemma 4 audio models (E2B, E4B) use the BF16 projector",
+                               "F16/Q8_0 give repetitive output (seed post 1)"),
     "mmproj-width": Rule("engine", "the projector writes embeddings as wide as the model's (GGUF headers)",
                          "llama.cpp tools/mtmd/mtmd.cpp mtmd_context: clip_n_mmproj_embd != llama_model_n_embd_inp "
                          "is \"mismatch between text model and mmproj\"; llama-server does not start"),

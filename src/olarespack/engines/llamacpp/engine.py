@@ -37,6 +37,7 @@ from olarespack.engines.pinned import PinnedRead, PinnedShape
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import ReleaseRules
 from olarespack.engines.smoke import EngineSmoke
+from olarespack.models.arch import models
 
 
 class LlamaCpp(Engine[LlamaCppEngine]):
@@ -107,7 +108,10 @@ class LlamaCpp(Engine[LlamaCppEngine]):
         return found
 
     def context_length(self, engine: LlamaCppEngine) -> int:
-        return engine.ctx_size
+        if engine.ctx_size is not None:
+            return engine.ctx_size
+        known = models().get(engine.model.repo)  # not written: the context the model was trained with
+        return (known.trained_context if known else None) or 0
 
     def model_repo(self, engine: LlamaCppEngine) -> str:
         return engine.model.repo
@@ -123,7 +127,8 @@ class LlamaCpp(Engine[LlamaCppEngine]):
     def preset_lines(self, engine: LlamaCppEngine) -> list[str]:
         projector = f" + projector `{engine.model.mmproj}`" if engine.model.mmproj else ""
         return [f"- Model: `{engine.model.repo}` file `{engine.model.file}`{projector}",
-                f"- Served model name: `{engine.alias}`, context {engine.ctx_size} tokens"]
+                f"- Served model name: `{engine.alias}`, context "
+                + (f"{engine.ctx_size} tokens" if engine.ctx_size else "the model's trained one")]
 
     def model_files(self, engine: LlamaCppEngine) -> list[str] | None:
         return [engine.model.file, *([engine.model.mmproj] if engine.model.mmproj else [])]

@@ -73,6 +73,13 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
                          f"(olarespack model add {drafter.repo} --gguf {drafter.file})")
     weights += drafter_bytes
     length = request.max_model_len or engine.ctx_size
+    if not length:
+        length = info.trained_context
+        if not length:
+            raise ModelDataError(f"ctx_size is not written, so llama-server takes {info.repo}'s trained context, "
+                                 "which its model data does not say; set engine.ctx_size")
+        notes.append(f"ctx_size not written: llama-server takes the context the model was trained with, {length} "
+                     "tokens")
     if engine.parallel is None:
         parallel, unified = LLAMACPP_AUTO_PARALLEL, True
         notes.append(f"--parallel not set: llama-server's {parallel} slots over a unified cache taken")

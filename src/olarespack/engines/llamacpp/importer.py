@@ -61,9 +61,17 @@ def import_llamacpp(argv: list[str], image: str, files: Mapping[str, RemoteFile]
 
     extra: list[str] = []
     options = parse_options(argv[1:], flags, LlamaCppEngine)
+    if not any(flag is not None and flag.owner == "engine.ctx_size" for _, _, flag in options):
+        # llama-server's own default, 0: the context the model was trained with; the spec leaves it unwritten too
+        data["ctx_size"] = None
+        result.notes.append("--ctx-size: not given, so llama-server takes the context the model was trained with; "
+                            "the spec's ctx_size is null, which writes none either")
     unset_defaults(result, options, FLAGS, LlamaCppEngine)
+    # the flags naming a drafter file: llama.cpp's, and those the image's family names for its spec types
+    drafter_flags = set(DRAFTER_FLAGS) | {t.drafter_flag for t in (family.spec_types.values() if family else ())
+                                          if t.drafter_flag}
     for spelling, value, flag in options:
-        if spelling in DRAFTER_FLAGS:
+        if spelling in drafter_flags:
             remote = file_of("drafter", value or "")
             speculative = data.setdefault("speculative", {})
             if remote:

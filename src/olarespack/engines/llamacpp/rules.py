@@ -4,6 +4,7 @@ template is mounted, the drafter, the calibration, Gemma 4's projector, the GGUF
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from olarespack.core.errors import ModelDataError, Problem
@@ -12,18 +13,20 @@ from olarespack.engines.common import is_gemma4
 from olarespack.engines.consistency import drafter_problems
 from olarespack.engines.images import ImageFamily, family_of
 from olarespack.engines.llamacpp.files import file_problems
-from olarespack.engines.llamacpp.flags import spec_type, spec_type_names
+from olarespack.engines.llamacpp.flags import KIND, spec_type, spec_type_names
 from olarespack.engines.llamacpp.semver import image_build, semver_build, tag_release
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine, downloaded_files, gguf_path
-from olarespack.engines.releases import image_release
+from olarespack.engines.releases import image_release, tables
 from olarespack.models.arch import ModelInfo, models_for
 
 
 def rules(file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]:
     """What llama-server would refuse at boot or run badly, found from the spec."""
     if engine.ubatch_size and engine.batch_size and engine.ubatch_size > engine.batch_size:
+        # llama_context caps n_ubatch at n_batch and boots: a warning (the chart runs, the figure is not used)
         yield Problem(file, "engine.ubatch_size", f"{engine.ubatch_size} > batch_size {engine.batch_size}: "
-                      "llama.cpp silently caps it", f"use at most {engine.batch_size}", rule="ubatch-batch")
+                      f"llama.cpp caps it at {engine.batch_size}", f"use at most {engine.batch_size}",
+                      rule="ubatch-batch", severity="warning")
     if engine.cache_type_v and engine.cache_type_v not in FULL_PRECISION_CACHE and engine.flash_attn != "on":
         # auto (also llama-server's default, when not written) turns flash attention on where the GPU has it
         # (every CUDA GPU llama.cpp supports), and refuses the quantized V cache only where it has not
@@ -47,7 +50,10 @@ def rules(file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]
     yield from file_problems(file, engine, registry)
     yield from calibration_problems(file, engine.model.repo, engine.image, hardware, engine.calibration)
     mmproj = engine.model.mmproj
-    if mmproj and is_gemma4(engine.model.repo) and "bf16" not in mmproj.lower():
+    # the audio encoder's finding (seed post 1, Gemma 4 E4B): only the E models (E2B, E4B) take audio; a larger
+    # Gemma 4's vision projector in another type works (the seed author's 12B runs Google's q4_0 one)
+    if mmproj and is_gemma4(engine.model.repo) and re.search(r"gemma-?4-E\d+B", engine.model.repo, re.IGNORECASE) \
+            and "bf16" not in mmproj.lower():
         yield Problem(file, "engine.model.mmproj", f"{mmproj}: Gemma 4 audio needs the BF16 projector (F16 and "
                       "Q8_0 give repetitive output)", "use the mmproj-BF16.gguf file", rule="gemma4-mmproj-bf16")
 
@@ -122,6 +128,12 @@ def _spec_type(file: str, engine: LlamaCppEngine, family: ImageFamily, typed: st
                       rule="llamacpp-spec-type")
         return
     build = image_build(engine.image)
+    if known is None and facts is None and build is None and not family.based_on:
+        # a moving tag (server-cuda12) pulls the newest build at install: the newest table judges its types
+        newest = tables(KIND)[-1:]
+        values = newest[0].values("--spec-type") if newest else None
+        if values is not None and rendered in values:
+            return
     if known is None and facts is None:
         yield Problem(file, "engine.speculative.type", f"--spec-type {typed} is unknown to "
                       f"{family.name} ({engine.image})",

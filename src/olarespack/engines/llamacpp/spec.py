@@ -29,7 +29,8 @@ class GgufModel(StrictModel):
         "main", description="Branch, tag or commit to download from."
     )
     folder: ModelPath | None = Field(
-        None, description="Where the files are kept, under /models (the app's storage); default "
+        None, description="Where the files are kept, under /models (the app's storage) or /shared-models (the "
+        "box's shared model folder, Olares' sharedlib ai/model, which other apps read too); default "
         "/models/<owner>--<repo>, so two repositories' files never collide. Keep what an installed chart used, "
         "or an upgrade downloads the files again.")
     saved_as: dict[GgufName, GgufName] = Field(
@@ -106,7 +107,9 @@ class LlamaCppEngine(EngineSpec):
         "default: the engine image, whose official builds carry curl.")
     model: GgufModel
     alias: Text = Field(description="--alias: the model name clients use.")
-    ctx_size: Tokens = Field(description="-c / --ctx-size.")
+    ctx_size: Tokens | None = Field(
+        description="-c / --ctx-size; null: not written, and llama-server takes the context the model was trained "
+        "with (its GGUF's context_length; fit reads it from the model's data).")
     # null: the flag is not written and llama-server's own default applies (an imported chart that never set it)
     n_gpu_layers: Annotated[int, Field(ge=0, le=10_000)] | Literal["all", "auto"] | None = Field(
         99, description="-ngl / --n-gpu-layers: a count, all, or auto (llama.cpp offloads what fits; every build "

@@ -252,8 +252,17 @@ class Vllm(Engine[VllmEngine]):
             return
         method = engine.speculative.method
         if method in NEEDS_DRAFT_MODEL and engine.speculative.model is None:
-            yield Problem(file, "engine.speculative.model", f"{method} needs a draft model (without one vLLM "
-                          "drafts with the target itself)", "set the drafter's repository", rule="spec-draft-model")
+            if (method == "mtp" or method in MTP_ALIASES) and method != "gemma4_mtp" and not is_gemma4(engine.model):
+                # vLLM's SpeculativeConfig takes the target as the MTP model: right for a checkpoint with MTP
+                # layers of its own (Qwen3.5/3.6, Qwen3-Next, DeepSeek-V3), which olarespack cannot see here
+                yield Problem(file, "engine.speculative.model", f"{method} without a model: vLLM drafts with "
+                              f"{engine.model}'s own MTP layers, which the checkpoint must have",
+                              "leave it if the model has MTP layers (Qwen3.5/3.6, DeepSeek-V3), else set the "
+                              "drafter's repository", rule="spec-draft-model", severity="warning")
+            else:
+                yield Problem(file, "engine.speculative.model", f"{method} needs a draft model (without one vLLM "
+                              "drafts with the target itself)", "set the drafter's repository",
+                              rule="spec-draft-model")
         release = self.release(engine)
         since = METHOD_SINCE.get(method)
         if since and release is None:

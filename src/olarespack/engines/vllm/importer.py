@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from olarespack.engines.base import Flag
+from olarespack.engines.images import family_of
 from olarespack.engines.importing import (
     EngineImport,
     chart_option,
@@ -26,8 +27,12 @@ def import_vllm(argv: list[str], image: str, flags_table: tuple[Flag[VllmEngine]
     """`vllm serve` (or the API server module run directly) read back into a vLLM engine block."""
     result = EngineImport("vllm", {"kind": "vllm", "image": image})
     data = result.data
+    family = family_of("vllm", image)
+    own = list(family.command) if family else ["vllm", "serve"]
     if argv[:2] == ["vllm", "serve"]:
         rest = argv[2:]
+    elif own != ["vllm", "serve"] and argv[:len(own)] == own:
+        rest = argv[len(own):]  # the image family's own server command (a patched image's entrypoint script)
     elif "vllm.entrypoints.openai.api_server" in argv[:3]:
         data["command"] = argv[: argv.index("vllm.entrypoints.openai.api_server") + 1]
         rest = argv[len(data["command"]):]

@@ -255,6 +255,9 @@ def vllm_overhead_estimate(arch: ModelArch, max_num_batched_tokens: int) -> int:
 
 def vllm_kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str, arch: ModelArch) -> int:
     if kv_cache_dtype != "auto":
+        if kv_cache_dtype not in VLLM_KV_DTYPE_BYTES:
+            raise ModelDataError(f"kv_cache_dtype {kv_cache_dtype}: its page layout is not modelled (fit knows "
+                                 f"auto, {', '.join(sorted(VLLM_KV_DTYPE_BYTES))})")
         return VLLM_KV_DTYPE_BYTES[kv_cache_dtype]
     return _VLLM_MODEL_DTYPE_BYTES.get(model_dtype, arch.dtype_bytes)
 

@@ -19,9 +19,10 @@ _ENUMERATED = {"--kv-cache-dtype": "kv_cache_dtypes", "--attention-backend": "at
                "--spec-method": "speculative_methods"}
 # vLLM upper-cases an attention backend's name before looking it up (`triton_attn` is TRITON_ATTN)
 _UPPER_CASED = frozenset({"--attention-backend"})
-# platforms register further KV-cache dtypes when they load (a ROCm or XPU build has its own), so a name the
-# table lacks may still exist on the box: a warning, never an error
-_RUN_TIME_REGISTRY = frozenset({"--kv-cache-dtype"})
+# registries that grow at run time, where a name the table lacks may still exist on the box (a warning, never an
+# error): none now. --kv-cache-dtype's choices are config/cache.py's CacheDType literal, the same on every
+# platform, and argparse refuses any other name (engine/arg_utils.py add_argument(**cache_kwargs["cache_dtype"]))
+_RUN_TIME_REGISTRY: frozenset[str] = frozenset()
 # the --spec-* shorthands and the --speculative-config key each one sets
 SHORTHAND_KEYS = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
 

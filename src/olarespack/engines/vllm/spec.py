@@ -67,7 +67,9 @@ class VllmCalibration(MeasuredOn):
         None, ge=-64, le=4096, description="For the record: `Graph capturing finished in ... took X GiB`.")
 
 
-KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "float16"]
+# a name of the release's KV-cache dtype registry (auto, fp8, ..., 0.20's turboquant_k8v4): the image's release
+# table judges it (engines/vllm/release_rules.py), and fit models the storage of auto, fp8* and 16-bit ones
+KvCacheDtype = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 AttentionBackend = Literal[
     "triton_attn", "flash_attn", "flashinfer", "flex_attention", "tree_attn", "xformers", "rocm_attn",
     "cpu_attn", "flashmla", "cutlass_mla", "triton_mla",
