@@ -168,7 +168,7 @@ def fake() -> Iterator[Callable[[dict[str, Handler]], FakeServer]]:
 
 def bench(*args: str) -> tuple[int, str, float]:
     started = time.monotonic()
-    code, out = run_cli(None, "bench", str(VISION), *args)
+    code, out = run_cli(None, "bench", "run", str(VISION), *args)
     return code, out, time.monotonic() - started
 
 
@@ -405,7 +405,7 @@ def test_a_measurement_of_another_model_is_not_recorded(fake: Callable[..., Fake
                    "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)})
     spec = tmp_path / "vision.yaml"
     spec.write_bytes(VISION.read_bytes())
-    code, out = run_cli(None, "bench", str(spec), "--url", server.url, "--runs", "1", "--warmups", "0",
+    code, out = run_cli(None, "bench", "run", str(spec), "--url", server.url, "--runs", "1", "--warmups", "0",
                         "--max-tokens", "20", "--record", "--hardware", "rtx5090-laptop")
     assert code == 1
     assert f"measured 'someone/another-model', not the spec's own model '{SERVED}': nothing recorded" in out

@@ -69,13 +69,13 @@ def test_an_echoed_api_key_is_masked_whatever_its_length(fake: Callable[..., Fak
         send(handler, 200, json.dumps({"data": [{"id": said}, {"id": said.removeprefix("Bearer ")}]}).encode())
 
     server = fake({"GET /v1/models": models(SERVED_OF_VISION), "POST /v1/chat/completions": echo})
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
     assert code == 1 and "HTTP 400" in out and "[api key]" in out, out
     assert key not in out and key[:3] not in out.replace("[api key]", ""), out
     listing = fake({"GET /v1/models": echo_models,
                     "POST /v1/chat/completions": vllm_like({"drafted": 0, "accepted": 0})})
     for json_or_table in (["--json"], []):
-        code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", listing.url, "--api-key", key, "--model",
+        code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", listing.url, "--api-key", key, "--model",
                             SERVED_OF_VISION, *FAST, *json_or_table)
         assert code == 0, out
         assert "[api key]" in out and key not in out and json.dumps(key)[1:-1] not in out, out
@@ -115,7 +115,7 @@ def _stream_of(text: str) -> Handler:
 def test_json_nested_deep_or_with_a_huge_number_is_refused_naming_the_server(
         fake: Callable[..., FakeServer], route: str, handler: Handler, stream: list[str], said: str) -> None:
     server = _vllm(fake, SERVED_OF_VISION, **{route: handler})
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, *FAST, *stream)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, *FAST, *stream)
     _clean(out)
     assert code == 1 and server.url in out and said in out, out
 
@@ -129,12 +129,12 @@ def test_a_responses_log_with_deep_or_huge_json_is_refused_naming_the_file(tmp_p
     log = tmp_path / "bench.log"
     log.write_text(f"### olarespack-bench {json.dumps(header)}\n### response 1\n{answer}\n### seconds 0.5\n### end\n",
                    encoding="utf-8")
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--responses", str(log))
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--responses", str(log))
     _clean(out)
     assert code == 1 and str(log) in out and said in out, out
     header_deep = log.read_text(encoding="utf-8").replace('"runs": 1}', f'"runs": 1, "x": {DEEP}}}')
     log.write_text(header_deep, encoding="utf-8")
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--responses", str(log))
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--responses", str(log))
     assert code == 1 and "does not say the method" in out, out
 
 
@@ -147,7 +147,7 @@ def test_a_prompt_file_whose_name_yaml_would_misread_is_recorded(fake: Callable[
     prompt = tmp_path / "my: prompt.txt"
     prompt.write_text("Write a haiku about memory bandwidth.", encoding="utf-8")
     server = _vllm(fake)
-    code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--prompt-file", str(prompt),
+    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--prompt-file", str(prompt),
                         "--record", "--hardware", "rtx5090-laptop")
     _clean(out)
     assert code == 0, out
@@ -163,14 +163,14 @@ def test_a_record_the_spec_would_refuse_is_refused_before_the_first_request(fake
     flow = text[:text.index("changelog:")] + f'changelog: [{{version: "{version}", note: "First."}}]\n'
     spec.write_text(flow, encoding="utf-8")
     server = _vllm(fake)
-    code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
+    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
                         "rtx5090-laptop")
     assert code == 1 and "the spec's layout defeats an in-place edit" in out, out
     assert server.completions == 0 and "run 1/2" not in out  # nothing measured, so nothing lost
 
 
 def test_an_unclosed_ipv6_url_is_a_usage_error_that_prints_no_password() -> None:
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", "http://bench:s3cretpw@[::1:1")
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", "http://bench:s3cretpw@[::1:1")
     _clean(out)
     assert code == 2 and "--url" in out and "not a URL" in out and "s3cretpw" not in out, out
 
@@ -181,7 +181,7 @@ def test_a_refused_record_after_a_live_bench_prints_the_result_first(fake: Calla
     before = spec.read_bytes()
     server = _vllm(fake, "someone/another-model")
     for as_json in ([], ["--json"]):
-        code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
+        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
                             "rtx5090-laptop", *as_json)
         assert code == 1 and "not the spec's own model" in out, out
         if as_json:
@@ -202,7 +202,7 @@ def test_a_plot_path_that_is_an_input_is_refused_before_benching(fake: Callable[
     server = _vllm(fake)
     for plot in (str(spec), "apps/../apps/gemma4-dflash.yaml", "./apps//gemma4-dflash.yaml", "link.png",
                  str(prompt)):
-        code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
+        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
                             "rtx5090-laptop", "--prompt-file", str(prompt), "--plot", plot)
         assert code == 2 and "--plot " in out and "which bench reads (or records into)" in out, (plot, out)
     assert server.completions == 0 and spec.read_bytes() == before
@@ -217,7 +217,7 @@ def test_a_rate_no_gpu_can_reach_is_refused_and_not_recorded(fake: Callable[...,
     before = spec.read_bytes()
     instant = {"predicted_ms": 30 * 1000 / 896_861, "predicted_per_second": 896_861.0}
     server = fake({"GET /v1/models": models(AUDIO_SERVED), "POST /v1/chat/completions": _llama(instant)})
-    code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--no-stream", "--record",
+    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--no-stream", "--record",
                         "--hardware", "rtx5090-laptop")
     _clean(out)
     assert code == 1 and "896,861.00 tokens/s is more than the hardware can decode" in out, out
@@ -229,7 +229,7 @@ def test_a_rate_no_gpu_can_reach_is_refused_and_not_recorded(fake: Callable[...,
 def test_drafting_counters_that_contradict_each_other_are_refused(fake: Callable[..., FakeServer]) -> None:
     drafting = {"predicted_ms": 1000.0, "predicted_per_second": 30.0, "draft_n": 2_000_000, "draft_n_accepted": 10}
     server = fake({"GET /v1/models": models(AUDIO_SERVED), "POST /v1/chat/completions": _llama(drafting)})
-    code, out = run_cli(None, "bench", str(AUDIO), "--url", server.url, *FAST, "--no-stream")
+    code, out = run_cli(None, "bench", "run", str(AUDIO), "--url", server.url, *FAST, "--no-stream")
     _clean(out)
     assert code == 1 and server.url in out and "2,000,000 draft tokens for 30 generated" in out, out
 
@@ -241,7 +241,7 @@ def test_drafting_counters_that_contradict_each_other_are_refused(fake: Callable
 
     server = fake({"GET /v1/models": models(DFLASH_SERVED), "POST /v1/chat/completions": vllm_overcounting,
                    "GET /metrics": metrics(counts)})
-    code, out = run_cli(None, "bench", str(DFLASH), "--url", server.url, *FAST)
+    code, out = run_cli(None, "bench", "run", str(DFLASH), "--url", server.url, *FAST)
     # each run's drafting is read between runs: the first run is already impossible
     assert code == 1 and "run 1: impossible drafting counters" in out and "draft tokens for 30 generated" in out, out
 
@@ -250,7 +250,7 @@ def test_drafting_counters_that_contradict_each_other_are_refused(fake: Callable
 def test_lint_refuses_a_recorded_figure_no_gpu_can_reach(project: Path, fake: Callable[..., FakeServer]) -> None:
     spec = project / "apps" / "gemma4-dflash.yaml"
     server = _vllm(fake)
-    code, out = run_cli(project, "bench", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
+    code, out = run_cli(project, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
                         "rtx5090-laptop")
     assert code == 0, out
     code, out = run_cli(project, "lint", "apps/gemma4-dflash.yaml", "--no-helm4")
@@ -271,7 +271,7 @@ def test_record_needs_the_hardware_the_server_ran_on(fake: Callable[..., FakeSer
     for more, said in ((["--record"], "--record needs --hardware NAME"),
                        (["--record", "--hardware", "my-vm"], "--hardware 'my-vm': not a hardware profile"),
                        (["--record", "--hardware", "rtx5090"], "the spec targets rtx5090-laptop")):
-        code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, *more)
+        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, *more)
         assert code == 2 and said in out, out
     assert server.completions == 0 and spec.read_bytes() == before
 
@@ -285,7 +285,7 @@ def test_uneven_runs_are_warned_about_and_marked(fake: Callable[..., FakeServer]
         _llama({"predicted_ms": 30 * 1000 / rate, "predicted_per_second": rate})(handler, body)
 
     server = fake({"GET /v1/models": models(AUDIO_SERVED), "POST /v1/chat/completions": answer})
-    code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, "--runs", "3", "--warmups", "0",
+    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, "--runs", "3", "--warmups", "0",
                         "--max-tokens", "30", "--no-stream", "--json")
     assert code == 0, out
     result = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -303,13 +303,13 @@ FORGED = "\x1b]8;;http://evil.example\x07click\x1b]8;;\x07\x1b]0;owned\x07\x1b[2
 def test_server_text_prints_as_text(fake: Callable[..., FakeServer]) -> None:
     server = fake({"GET /v1/models": models(FORGED),
                    "POST /v1/chat/completions": lambda h, _: send(h, 500, FORGED.encode(), "text/plain")})
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, *FAST)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, *FAST)
     assert code == 1 and "HTTP 500" in out, out
     for raw in ("\x1b", "\x07", "\r", "\u202e", "\nFAIL forged"):
         assert raw not in out, (raw, out)
     assert "\\x1b]8;;http://evil.example" in out
     listed = _vllm(fake, FORGED)
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", listed.url, *FAST, "--model", SERVED_OF_VISION)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", listed.url, *FAST, "--model", SERVED_OF_VISION)
     assert code == 0 and "\x1b" not in out and "\\x1b]0;owned" in out and "\nFAIL forged" not in out, out
 
 
@@ -322,7 +322,7 @@ def test_a_metrics_text_past_the_bound_says_so(fake: Callable[..., FakeServer]) 
     padded = b"# filler\n" * 100_001 + METRICS.encode()
     server = fake({"GET /v1/models": models(DFLASH_SERVED), "POST /v1/chat/completions": vllm_like(
         {"drafted": 0, "accepted": 0}), "GET /metrics": lambda h, _: send(h, 200, padded, "text/plain")})
-    code, out = run_cli(None, "bench", str(DFLASH), "--url", server.url, *FAST, "--json")
+    code, out = run_cli(None, "bench", "run", str(DFLASH), "--url", server.url, *FAST, "--json")
     assert code == 0, out
     result = json.loads(out[out.index("{"):out.rindex("}") + 1])
     assert result["summary"]["acceptance"] is None
@@ -360,7 +360,7 @@ def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable
         send(handler, 400, ("x" * before + sent + " and more").encode(), "text/plain")
 
     server = fake({"GET /v1/models": models(SERVED_OF_VISION), "POST /v1/chat/completions": echo})
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
     assert code == 1 and "HTTP 400" in out and "[api key]" in out, out
     assert "k012" not in out, out
 
@@ -368,7 +368,7 @@ def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable
 def test_a_five_megabyte_model_id_is_refused_not_printed(fake: Callable[..., FakeServer]) -> None:
     huge = "m" * (5 << 20)
     server = fake({"GET /v1/models": models(huge)})
-    code, out = run_cli(None, "bench", str(VISION_SPEC), "--url", server.url, *FAST)
+    code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, *FAST)
     assert code == 1 and "not model ids" in out and len(out) < 10_000, out[:2000]
     _clean(out)
 
@@ -384,6 +384,6 @@ def test_a_plot_path_that_is_another_file_is_refused_before_benching(fake: Calla
     before = {p: p.read_bytes() for p in (other, named_png)}
     server = _vllm(fake)
     for plot, said in ((str(other), "ending in .png"), (str(named_png), "is not a PNG")):
-        code, out = run_cli(tmp_path, "bench", str(spec), "--url", server.url, *FAST, "--plot", plot)
+        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--plot", plot)
         assert code == 2 and said in out, (plot, out)
     assert server.completions == 0 and {p: p.read_bytes() for p in before} == before

@@ -40,7 +40,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def job_of(spec: Path, *more: str) -> dict[str, Any]:
-    code, out = run_cli(None, "bench", str(spec), "--job", "--user", "alice", *more)
+    code, out = run_cli(None, "bench", "box", str(spec), "--job", "--user", "alice", *more)
     assert code == 0, out
     return dict(yaml.safe_load(out[:out.index("# then:")] if "# then:" in out else out))
 
@@ -96,7 +96,7 @@ def test_the_jobs_loop_runs_and_its_log_gives_the_figures(server: FakeServer, tm
     assert log.read_text(encoding="utf-8").splitlines()[-1] == "### end"
     spec = tmp_path / "vision.yaml"
     shutil.copy(VISION, spec)
-    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--json", "--record",
+    code, out = run_cli(None, "bench", "run", str(spec), "--responses", str(log), "--json", "--record",
                         "--hardware", "rtx5090-laptop")
     assert code == 0, out
     result = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -109,7 +109,7 @@ def test_the_jobs_loop_runs_and_its_log_gives_the_figures(server: FakeServer, tm
 
 @needs_curl
 def test_the_exec_line_quotes_the_same_loop(server: FakeServer, tmp_path: Path) -> None:
-    code, out = run_cli(None, "bench", str(VISION), "--exec", "--user", "alice", "--runs", "2", "--warmups", "0",
+    code, out = run_cli(None, "bench", "box", str(VISION), "--exec", "--user", "alice", "--runs", "2", "--warmups", "0",
                         "--max-tokens", "12")
     assert code == 0, out
     argv = shlex.split(out[out.index("kubectl exec"):out.index(" > bench.log")])  # the script's lines quoted
@@ -119,7 +119,7 @@ def test_the_exec_line_quotes_the_same_loop(server: FakeServer, tmp_path: Path) 
     assert env["BENCH_URL"] == "http://127.0.0.1:8000"  # loopback in the engine's container: past Envoy
     log = tmp_path / "bench.log"
     log.write_text(_run_loop(env, server.url), encoding="utf-8")
-    code, out = run_cli(None, "bench", str(VISION), "--responses", str(log))
+    code, out = run_cli(None, "bench", "run", str(VISION), "--responses", str(log))
     assert code == 0, out
     assert "0 warm-up(s), 2 run(s), not streamed" in out
 
@@ -148,23 +148,24 @@ GOOD = json.dumps({"choices": [{"index": 0, "message": {"content": "x"}}], "usag
 def test_a_log_that_is_not_a_finished_bench_is_refused(tmp_path: Path, log: str, said: str) -> None:
     path = tmp_path / "bench.log"
     path.write_text(log, encoding="utf-8")
-    code, out = run_cli(None, "bench", str(VISION), "--responses", str(path))
+    code, out = run_cli(None, "bench", "run", str(VISION), "--responses", str(path))
     assert code == 1 and said in out, out
     assert "Traceback" not in out
 
 
 def test_usage_mistakes_exit_2() -> None:
-    for args in (["--job"], ["--url", "http://127.0.0.1:1", "--job"], ["--job", "--user", "a", "--record"], [],
-                 ["--exec", "--namespace", "x", "--record"]):
-        code, out = run_cli(None, "bench", str(VISION), *args)
+    for args in (["box", "--job"], ["box", "--url", "http://127.0.0.1:1", "--job"], ["box", "--job", "--exec"],
+                 ["box", "--job", "--user", "a", "--record"], ["run"], ["run", "--url", "http://127.0.0.1:1", "--job"],
+                 ["box", "--exec", "--namespace", "x", "--record"]):
+        code, out = run_cli(None, "bench", args[0], str(VISION), *args[1:])
         assert code == 2, (args, out)
-    code, out = run_cli(None, "bench", "no-such-app", "--job", "--user", "a")
+    code, out = run_cli(None, "bench", "box", "no-such-app", "--job", "--user", "a")
     assert code == 2 and "no such spec file, and no spec in apps/ for that app" in out
 
 
 def test_an_app_is_found_by_its_name_or_file_stem() -> None:
     for given in (APP, "gemma4-vision"):
-        code, out = run_cli(APPS.parent, "bench", given, "--job", "--user", "alice")
+        code, out = run_cli(APPS.parent, "bench", "box", given, "--job", "--user", "alice")
         assert code == 0 and f"namespace: {APP}-alice" in out, out
 
 
@@ -175,7 +176,7 @@ def test_another_prompt_is_sent_and_named_by_its_hash(tmp_path: Path) -> None:
     assert json.loads(env["BENCH_REQUEST"])["messages"][0]["content"] == "Write Tetris in one HTML file."
     assert json.loads(env["BENCH_HEADER"])["prompt"].startswith("tetris.txt@")
     prompt.write_bytes(b"x" * (64 * 1024 + 1))
-    code, out = run_cli(None, "bench", str(VISION), "--job", "--user", "a", "--prompt-file", str(prompt))
+    code, out = run_cli(None, "bench", "box", str(VISION), "--job", "--user", "a", "--prompt-file", str(prompt))
     assert code == 2 and "at most 64 KiB" in out
 
 
@@ -186,7 +187,7 @@ def test_a_line_separator_inside_an_answer_is_part_of_its_json(tmp_path: Path) -
                        "usage": {"completion_tokens": 10}}, ensure_ascii=False)
     path = tmp_path / "bench.log"
     path.write_text(_log([body]), encoding="utf-8")
-    code, out = run_cli(None, "bench", str(VISION), "--responses", str(path))
+    code, out = run_cli(None, "bench", "run", str(VISION), "--responses", str(path))
     assert code == 0, out
 
 
@@ -194,7 +195,7 @@ def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
     pipe = tmp_path / "bench.log"
     os.mkfifo(pipe)
     for option in ("--responses", "--prompt-file"):
-        code, out = run_cli(None, "bench", str(VISION), option, str(pipe), *(("--url", "http://127.0.0.1:9")
+        code, out = run_cli(None, "bench", "run", str(VISION), option, str(pipe), *(("--url", "http://127.0.0.1:9")
                                                                              if option == "--prompt-file" else ()))
         assert code == 2 and "not a regular file" in out, out
 
@@ -208,14 +209,15 @@ def test_the_pods_gpu_mode_is_read_from_its_container_and_recorded(server: FakeS
     log.write_text(_run_loop({**env, "CUDA_DEVICE_GPU_MODE_0": "2"}, server.url), encoding="utf-8")
     spec = tmp_path / "vision.yaml"
     shutil.copy(VISION, spec)
-    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--gpu-mode", "exclusive")
+    code, out = run_cli(None, "bench", "run", str(spec), "--responses", str(log), "--gpu-mode", "exclusive")
     assert code == 1 and "time-slicing mode (CUDA_DEVICE_GPU_MODE_0=2), not exclusive" in out, out
-    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--record", "--hardware", "rtx5090-laptop")
+    code, out = run_cli(None, "bench", "run", str(spec), "--responses", str(log), "--record", "--hardware",
+                        "rtx5090-laptop")
     assert code == 0, out
     assert yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]["gpu_mode"] == "time-slicing"
     log.write_text(_run_loop(env, server.url), encoding="utf-8")  # a Job's container: no GPU, no mode
     assert "### gpu-mode \n" in log.read_text(encoding="utf-8")
-    code, out = run_cli(None, "bench", str(spec), "--responses", str(log), "--record", "--hardware", "rtx5090-laptop",
-                        "--gpu-mode", "memory-slicing")
+    code, out = run_cli(None, "bench", "run", str(spec), "--responses", str(log), "--record", "--hardware",
+                        "rtx5090-laptop", "--gpu-mode", "memory-slicing")
     assert code == 0, out
     assert yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]["gpu_mode"] == "memory-slicing"

@@ -70,7 +70,7 @@ def test_bench_gives_the_servers_own_rates(build: int, tiny: Path, tmp_path: Pat
     server, url = _boot(SERVERS[build], tiny, log)
     try:
         # a CPU server told the box's hardware, as a record needs (a server does not say where it runs)
-        code, out = run_cli(None, "bench", str(spec), "--url", url, "--runs", "3", "--warmups", "1",
+        code, out = run_cli(None, "bench", "run", str(spec), "--url", url, "--runs", "3", "--warmups", "1",
                             "--max-tokens", "24", "--json", "--record", "--hardware", "rtx5090-laptop")
     finally:
         stop(server, grace=30)
@@ -105,8 +105,8 @@ def test_a_grid_of_concurrency_and_depth_measures_every_cell(build: int, tiny: P
     log = tmp_path / "server.log"
     server, url = _boot(SERVERS[build], tiny, log, "-np", "2", "-c", "8192")
     try:
-        code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), "--url", url, "--concurrency", "1,2",
-                            "--depth", "0,512", "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--json")
+        code, out = run_cli(None, "bench", "grid", str(APPS / "gemma4-audio.yaml"), "--url", url, "--concurrency",
+                            "1,2", "--depth", "0,512", "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--json")
     finally:
         stop(server, grace=30)
     assert code == 0, out

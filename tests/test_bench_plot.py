@@ -38,7 +38,7 @@ def test_bench_plot_writes_a_png(tmp_path: Path) -> None:
                          "GET /metrics": metrics(counts)})
     try:
         target = tmp_path / "runs.png"
-        code, out = run_cli(None, "bench", str(APPS / "gemma4-vision.yaml"), "--url", server.url, "--runs", "4",
+        code, out = run_cli(None, "bench", "run", str(APPS / "gemma4-vision.yaml"), "--url", server.url, "--runs", "4",
                             "--warmups", "1", "--max-tokens", "30", "--plot", str(target))
     finally:
         server.stop()

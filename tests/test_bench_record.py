@@ -54,7 +54,7 @@ def _description(project: Path) -> str:
 
 
 def _record(project: Path, server: FakeServer, *more: str) -> tuple[int, str]:
-    return run_cli(project, "bench", "vllmgemma4dflashone", "--url", server.url, "--runs", "3", "--warmups", "1",
+    return run_cli(project, "bench", "run", "vllmgemma4dflashone", "--url", server.url, "--runs", "3", "--warmups", "1",
                    "--max-tokens", "30", "--record", "--hardware", "rtx5090-laptop", *more)
 
 
@@ -64,7 +64,7 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     code, out = run_cli(project, "build")
     assert code == 1
     assert ("changelog: metadata.full_description cite [[ bench.* ]], but no changelog entry records a bench "
-            "(fix: measure the app with `olarespack bench SPEC --url URL --record`") in out
+            "(fix: measure the app with `olarespack bench run SPEC --url URL --record`") in out
 
     before = spec_file.read_text(encoding="utf-8")
     code, out = _record(project, server)
@@ -106,7 +106,7 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     found = stale_bench(load_spec(spec_file))
     assert found is not None and found.path == "changelog[0].bench"
     assert "were measured with other settings that change speed" in found.message
-    assert "olarespack bench SPEC --url URL --record" in found.fix
+    assert "olarespack bench run SPEC --url URL --record" in found.fix
 
     # measured again: replaced in place, current again
     code, out = _record(project, server)
@@ -179,7 +179,7 @@ def test_bump_notes_say_a_cited_figure_went_stale() -> None:
         "-    Bench: 223.9 t/s average at 16384 tokens", f"+    Bench: 223.9{mark} t/s average at 32768 tokens"))
     [note] = stale_figures(AppDiff("app", "apps/app.yaml", "1.1.0", "1.2.0", (manifest,)))
     assert note.startswith("apps/app.yaml: OlaresManifest.yaml: the bench figures measured on 1.1.0")
-    assert "re-measure them with `olarespack bench SPEC --url URL --record`" in note
+    assert "re-measure them with `olarespack bench run SPEC --url URL --record`" in note
 
 
 def test_lint_and_build_warn_about_a_stale_record(project: Path, server: FakeServer) -> None:

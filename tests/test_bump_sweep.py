@@ -1,4 +1,4 @@
-"""bump and a sweep's record: `bench --sweep --write` sets a value and records the sweep in the current
+"""bump and a sweep's record: `bench sweep ... --write` sets a value and records the sweep in the current
 version's entry; the setting ships in the next version, so bump moves an unreleased sweep into the entry it
 opens. A sweep already at the base (released with its version) stays where it is."""
 
@@ -25,7 +25,7 @@ SPEC = "apps/gemma4-audio.yaml"
 
 
 def swept(repo: Path) -> dict[str, Any]:
-    """The spec as `bench --sweep engine.threads=1,2 --write` leaves it: threads set to the chosen 2, the sweep
+    """The spec as `bench sweep SPEC engine.threads=1,2 --write` leaves it: threads set to the chosen 2, the sweep
     in the current entry (the figures built here, not measured)."""
     path = repo / SPEC
     text = path.read_text(encoding="utf-8")

@@ -262,7 +262,7 @@ def test_the_sweep_boots_a_hostile_spec_confined_too(tmp_path: Path, capfd: pyte
     kept.write_text("keep me\n", encoding="utf-8")
     spec = hostile_spec("gemma4-audio", tmp_path, {"LD_PRELOAD": str(marker_library(outside, marker))},
                         ["--log-file", str(kept)])
-    code, out = bench_cli(capfd, ROOT, str(spec), "--sweep", "engine.threads=1,2", "--tiny", "--engine", str(engine),
+    code, out = bench_cli(capfd, ROOT, "sweep", str(spec), "engine.threads=1,2", "--tiny", "--engine", str(engine),
                           "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--no-stream")
     assert code == 0, out
     assert not marker.exists() and kept.read_text(encoding="utf-8") == "keep me\n"

@@ -1,4 +1,4 @@
-"""`olarespack bench --sweep FIELD=V1,V2`: one spec field swept, the app's chart booted here once per value and
+"""`olarespack bench sweep SPEC FIELD=V1,V2`: one spec field swept, the app's chart booted here once per value and
 benched, the best value by the criterion, --plot and --write.
 
 The quick tests check the parsing, the spec edit and the choice on measured runs built by hand; the `boot` tests
@@ -77,7 +77,7 @@ def test_a_value_the_spec_refuses_names_the_field_and_the_value() -> None:
     with pytest.raises(ProblemsError) as caught:
         variant_text(str(spec), text, Sweep("engine.threads", (2, -5)), -5)
     problem = caught.value.problems[0]
-    assert problem.file == str(spec) and "--sweep engine.threads=-5" in problem.message
+    assert problem.file == str(spec) and "sweep engine.threads=-5" in problem.message
     with pytest.raises(ProblemsError, match=r"engine\.no_such is not in the spec"):
         variant_text(str(spec), text, Sweep("engine.no_such", (1, 2)), 1)
 
@@ -110,17 +110,21 @@ def test_the_record_says_each_value_and_the_chosen_one() -> None:
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--sweep", "engine.threads=1,2", "--url", "http://127.0.0.1:1", "--tiny"], "not with --url"),
-    (["--sweep", "engine.threads=1,2"], "give one of --tiny"),
-    (["--tiny", "--url", "http://127.0.0.1:1"], "--tiny: only with --sweep"),
-    (["--write", "--url", "http://127.0.0.1:1"], "--write: only with --sweep"),
-    (["--sweep", "engine.nothing=1,2", "--tiny", "--write"], "engine.nothing is not in the spec"),
+    (["sweep", "engine.threads=1,2", "--url", "http://127.0.0.1:1", "--tiny"], "No such option '--url'"),
+    (["sweep", "engine.threads=1,2"], "give one of --tiny"),
+    (["sweep", "engine.threads=1,2", "--tiny", "--exec"], "not --tiny and --exec"),
+    (["sweep", "engine.threads=1,2", "--exec", "--user", "a", "--write"], "--write go with --responses DIR"),
+    (["sweep", "engine.threads=1,2", "--tiny", "--user", "a"], "--user: not with --tiny"),
+    (["run", "--tiny", "--url", "http://127.0.0.1:1"], "No such option '--tiny'"),
+    (["run", "--write", "--url", "http://127.0.0.1:1"], "No such option '--write'"),
+    (["sweep", "engine.nothing=1,2", "--tiny", "--write"], "engine.nothing is not in the spec"),
 ])
 def test_sweep_options_out_of_place_are_usage_errors(args: list[str], said: str, tmp_path: Path) -> None:
     spec = tmp_path / "gemma4-audio.yaml"
     shutil.copy(APPS / "gemma4-audio.yaml", spec)
     before = spec.read_bytes()
-    code, out = run_cli(None, "bench", str(spec), *args)
+    verb, *rest = args
+    code, out = run_cli(None, "bench", verb, str(spec), *rest)
     assert code != 0 and said in out, out
     assert spec.read_bytes() == before
 
@@ -150,7 +154,7 @@ def test_a_sweep_over_the_real_engine_writes_its_table_plot_and_chosen_value(
     engine = engine_for_app(stem)
     spec = tmp_path / f"{stem}.yaml"
     shutil.copy(APPS / f"{stem}.yaml", spec)
-    code, out = bench_cli(capfd, ROOT, str(spec), "--sweep", f"{field}={values}", "--tiny", "--engine", str(engine),
+    code, out = bench_cli(capfd, ROOT, "sweep", str(spec), f"{field}={values}", "--tiny", "--engine", str(engine),
                           "--runs", "2", "--warmups", "0", "--max-tokens", "16", "--plot", str(tmp_path / "sweep.png"),
                           # random weights may stop after a few tokens, all in one streamed event (no decode
                           # time): whole requests are timed, which any token count allows
@@ -175,14 +179,14 @@ def test_a_sweep_over_the_real_engine_writes_its_table_plot_and_chosen_value(
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--concurrency", "1,2"], "give --url"),
-    (["--url", "http://127.0.0.1:1", "--depth", "0,8192", "--record"], "not --record"),
+    (["--concurrency", "1,2"], "Missing option '--url'"),
+    (["--url", "http://127.0.0.1:1", "--depth", "0,8192", "--record"], "No such option '--record'"),
     (["--url", "http://127.0.0.1:1", "--concurrency", "0,2"], "each from 1 to 64"),
     (["--url", "http://127.0.0.1:1", "--depth", "0,a"], "whole numbers"),
     (["--url", "http://127.0.0.1:1", "--depth", "0,0"], "twice"),
 ])
 def test_grid_options_out_of_place_are_usage_errors(args: list[str], said: str) -> None:
-    code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), *args)
+    code, out = run_cli(None, "bench", "grid", str(APPS / "gemma4-audio.yaml"), *args)
     assert code == 2 and said in out, out
 
 
@@ -220,7 +224,7 @@ def test_a_refusal_kept_in_the_spec_is_printable_text_without_template_markers()
 def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OLARESPACK_API_KEY", "secret-key")
-    code, out = run_cli(None, "bench", str(APPS / "gemma4-audio.yaml"), "--sweep", "engine.nothing=1,2", "--tiny")
+    code, out = run_cli(None, "bench", "sweep", str(APPS / "gemma4-audio.yaml"), "engine.nothing=1,2", "--tiny")
     assert code != 0 and "engine.nothing is not in the spec" in out and "--api-key" not in out, out
 
 

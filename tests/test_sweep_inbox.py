@@ -1,4 +1,4 @@
-"""The in-box sweep: `bench SPEC --sweep FIELD=V1,V2 --exec` prints the steps that patch the installed app's
+"""The in-box sweep: `bench sweep SPEC FIELD=V1,V2 --exec` prints the steps that patch the installed app's
 Deployment to each value, await its rollout and run the in-box bench; `--responses DIR` reads their logs into the
 sweep's table, plot and --write.
 
@@ -98,7 +98,7 @@ def pods() -> Iterator[dict[str, FakeServer]]:
 
 
 def steps(spec: Path, values: str = "2,4", *more: str) -> str:
-    code, out = run_cli(None, "bench", str(spec), "--sweep", f"{FIELD}={values}", "--exec", "--user", "alice",
+    code, out = run_cli(None, "bench", "sweep", str(spec), f"{FIELD}={values}", "--exec", "--user", "alice",
                         "--runs", "2", "--warmups", "0", "--max-tokens", "30", *more)
     assert code == 0, out
     return out[:out.index("# run it in the box")]
@@ -186,7 +186,7 @@ def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
     for log in ("sweep-1.log", "sweep-2.log"):
         assert (tmp_path / log).read_text(encoding="utf-8").splitlines()[-1] == "### end"
     spec = spec_copy(tmp_path)
-    code, out = run_cli(None, "bench", str(spec), "--sweep", f"{FIELD}=2,4", "--responses", str(tmp_path),
+    code, out = run_cli(None, "bench", "sweep", str(spec), f"{FIELD}=2,4", "--responses", str(tmp_path),
                         "--write", "--plot", str(tmp_path / "sweep.png"))
     assert code == 0, out
     assert f"best: {FIELD} = 4" in out
@@ -219,7 +219,7 @@ def test_a_value_whose_pod_never_gets_ready_is_a_refused_row_and_the_sweep_goes_
     done = run_steps(tmp_path, steps(VISION), base, pods, crashing="2")
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "deployment.json").read_text(encoding="utf-8")) == base
-    code, out = run_cli(None, "bench", str(VISION), "--sweep", f"{FIELD}=2,4", "--responses", str(tmp_path))
+    code, out = run_cli(None, "bench", "sweep", str(VISION), f"{FIELD}=2,4", "--responses", str(tmp_path))
     assert code == 0, out
     assert "2 refused: the pod did not become ready (the rollout timed out): ValueError: num_speculative_tokens" \
         in out, out
@@ -237,25 +237,25 @@ def test_a_failing_step_ends_the_sweep_and_puts_the_spec_value_back(
 
 
 def test_a_value_that_changes_more_than_the_engine_args_and_env_is_refused() -> None:
-    code, out = run_cli(None, "bench", str(VISION), "--sweep", "engine.image=vllm/vllm-openai:v0.21.0-cu129,"
+    code, out = run_cli(None, "bench", "sweep", str(VISION), "engine.image=vllm/vllm-openai:v0.21.0-cu129,"
                         "vllm/vllm-openai:v0.21.0", "--exec", "--user", "alice")
     assert code == 1, out
     assert "engine.image" in out and "image" in out and "beyond the vllm container's args and env" in out
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--exec"], "needs --user NAME or --namespace"),
+    (["--exec"], "give --user NAME (namespace APP-NAME) or --namespace"),
     (["--exec", "--user", "alice", "--write"], "--write go with --responses DIR"),
     (["--tiny", "--exec", "--user", "alice"], "not --tiny and --exec"),
-    (["--responses", str(VISION)], "give the folder the in-box sweep wrote its logs in"),
+    (["--responses", str(VISION)], "is a file"),
 ])
 def test_in_box_sweep_options_out_of_place_are_usage_errors(args: list[str], said: str) -> None:
-    code, out = run_cli(None, "bench", str(VISION), "--sweep", f"{FIELD}=2,4", *args)
+    code, out = run_cli(None, "bench", "sweep", str(VISION), f"{FIELD}=2,4", *args)
     assert code == 2 and said in out, out
 
 
 def test_a_missing_log_is_named(tmp_path: Path) -> None:
-    code, out = run_cli(None, "bench", str(VISION), "--sweep", f"{FIELD}=2,4", "--responses", str(tmp_path))
+    code, out = run_cli(None, "bench", "sweep", str(VISION), f"{FIELD}=2,4", "--responses", str(tmp_path))
     assert code == 1 and "sweep-1.log: no log of value 1 of" in out, out
 
 

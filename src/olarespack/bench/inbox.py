@@ -6,7 +6,7 @@ olarespack is not in the app's image, and a Job from a Python image would need P
 need not reach. So the requests are plain curl, in a POSIX shell loop, and the figures are computed here from
 their log: `kubectl exec` runs the loop in the engine's container against 127.0.0.1 (past Envoy for certain,
 the seed's way; the engine images carry curl and sh), or a Job runs it from a pinned curl image against the
-app's Service, from inside the cluster. Either prints the same log, which `olarespack bench APP --responses
+app's Service, from inside the cluster. Either prints the same log, which `olarespack bench run APP --responses
 LOG` reads into the same figures (and --record), by the same rules as a live bench.
 
 The requests are not streamed (curl cannot time single events): a run's rate is the server's own timing where
@@ -144,7 +144,7 @@ def _sections(text: str, where: str) -> list[tuple[str, list[str]]]:
             found[-1][1].append(line)
     if not found or not found[0][0].startswith(HEADER + " "):
         raise BenchError(f"{where}: not a bench log (it starts with no `### {HEADER}` line): give the output of "
-                         "the Job or the kubectl exec line that `olarespack bench --job/--exec` prints")
+                         "the Job or the kubectl exec line that `olarespack bench box --job/--exec` prints")
     return found
 
 

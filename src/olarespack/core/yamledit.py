@@ -1,4 +1,4 @@
-"""Pieces of in-place edits of YAML text (calibrate, bench --record, bump): lines are spliced into the file so its
+"""Pieces of in-place edits of YAML text (calibrate, bench run --record, bump): lines are spliced into the file so its
 comments, key order and quoting survive, and each edit is checked on the data afterwards."""
 
 from __future__ import annotations

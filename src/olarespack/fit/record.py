@@ -100,7 +100,7 @@ def stale_bench(spec: AppSpec) -> StaleBench | None:
         f"{found.record.date}) were measured with other settings that change speed (engine {fields}, the context "
         "or the hardware): descriptions print them marked as measured on "
         f"{found.version} with settings changed since",
-        "re-measure with `olarespack bench SPEC --url URL --record` on the box")
+        "re-measure with `olarespack bench run SPEC --url URL --record` on the box")
 
 
 def impossible_bench(spec: AppSpec) -> StaleBench | None:
@@ -115,7 +115,8 @@ def impossible_bench(spec: AppSpec) -> StaleBench | None:
     if found is None:
         return None
     record, bench = found.record, engine_for(spec.engine).engine.bench()
-    fix = "re-measure with `olarespack bench SPEC --url URL --hardware NAME --record` on the box, or remove the record"
+    fix = ("re-measure with `olarespack bench run SPEC --url URL --hardware NAME --record` on the box, or remove the "
+           "record")
     if record.drafted is not None and record.accepted is not None:
         most = bench.draft_tokens(spec.engine) or bench.max_draft_tokens
         # completion tokens may reach twice max_tokens (bench's own bound on usage) in every run

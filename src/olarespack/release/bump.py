@@ -127,7 +127,7 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
 
 
 def _unreleased_sweep(repo: Repo, path: Path, text: str) -> bool:
-    """Whether the newest entry holds a sweep written since the base (`bench --sweep --write`): the setting it
+    """Whether the newest entry holds a sweep written since the base (`bench sweep ... --write`): the setting it
     chose is what this bump releases, so the record moves into the new entry."""
     data: Any = parse_yaml(str(path), text)
     changelog = data.get("changelog") if isinstance(data, dict) else None

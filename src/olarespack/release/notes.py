@@ -242,7 +242,7 @@ def stale_figures(diff: AppDiff) -> list[str]:
         for version in sorted({m.group(1) for line in added for m in STALE_PATTERN.finditer(line)}):
             found.append(f"{diff.file}: {change.key}: the bench figures measured on {version} were measured with "
                          "settings that changed since (marked so in the text): re-measure them with `olarespack "
-                         "bench SPEC --url URL --record`")
+                         "bench run SPEC --url URL --record`")
         for old in removed:
             figures = FIGURE.findall(old)
             if not figures:

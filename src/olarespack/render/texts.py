@@ -66,7 +66,7 @@ class _Citing:
             if derived == CITED_AS:
                 self.problems.append(Problem(
                     self.file, source, f"{' and '.join(sorted(set(paths)))} cite [[ {CITED_AS}.* ]], but no changelog "
-                    "entry records a bench", "measure the app with `olarespack bench SPEC --url URL --record`, or "
+                    "entry records a bench", "measure the app with `olarespack bench run SPEC --url URL --record`, or "
                     "remove the citation", rule="render"))
                 continue
             example = engine_for(self.spec.engine).engine.pinned_image

@@ -1,4 +1,4 @@
-"""The one way a spec file is edited in place (calibrate, bench --record, plan --write, bump, bump --image):
+"""The one way a spec file is edited in place (calibrate, bench run --record, plan --write, bump, bump --image):
 read under a lock, edited as text with "\\n" line ends, written back with the file's own line ends, then
 unlocked. Two editors of one spec at once would otherwise both read the old text and the later write would
 drop the earlier edit; and a CRLF or CR-only file would come back LF, every line showing in the review diff.
@@ -32,7 +32,7 @@ def _key(path: Path) -> Path:
 
 def _busy(path: Path, waited: float) -> ProblemsError:
     return ProblemsError([Problem(str(path), "", f"another olarespack command has been editing this spec for "
-                                  f"{waited:.0f} s (calibrate, bench --record, plan --write or bump); nothing was "
+                                  f"{waited:.0f} s (calibrate, bench run --record, plan --write or bump); nothing was "
                                   "written", "run this again once it has finished", rule="file")])
 
 

@@ -150,7 +150,7 @@ Rate = Annotated[float, Field(gt=0, le=1_000_000)]  # tokens per second
 
 
 class BenchRecord(StrictModel):
-    """One measurement of the app's speed, written by `olarespack bench --record` into the changelog entry of
+    """One measurement of the app's speed, written by `olarespack bench run --record` into the changelog entry of
     the version it measured; descriptions cite it as [[ bench.tps_avg ]]. What it was measured on is kept with
     it, down to a hash of the settings that change speed, so a later change of one marks the figures stale."""
 
@@ -220,7 +220,7 @@ class SweepPoint(StrictModel):
 
 
 class SweepRecord(StrictModel):
-    """A sweep of one setting (`olarespack bench --sweep FIELD=V1,V2 --write`): the engine restarted with each
+    """A sweep of one setting (`olarespack bench sweep SPEC FIELD=V1,V2 --write`): the engine restarted with each
     value and benched, the value chosen by the criterion written into the spec, and this kept with the entry."""
 
     field: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,7}$")] = Field(
@@ -243,7 +243,7 @@ class ChangelogEntry(StrictModel):
     date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
     note: Note = Field(description="What changed, as published in upgradeDescription.")
     bench: BenchRecord | None = Field(
-        None, description="The speed measured on this version (`olarespack bench --record`); the newest entry "
+        None, description="The speed measured on this version (`olarespack bench run --record`); the newest entry "
         "that has one is what descriptions cite as [[ bench.tps_avg ]].")
     sweep: SweepRecord | None = Field(None, description="The sweep that chose a setting of this version.")
 
