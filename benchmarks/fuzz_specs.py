@@ -48,8 +48,10 @@ def main() -> int:
     except AssertionError as exc:
         print(f"FAIL (seed {chosen}): {exc}")
         return 1
-    print(f"fuzz: {sum(exits.values())} mutated specs in {time.perf_counter() - started:.1f} s; exit codes "
-          f"{dict(sorted(exits.items()))}; 0 tracebacks; 0 writes outside the output folder")
+    print(
+        f"fuzz: {sum(exits.values())} mutated specs in {time.perf_counter() - started:.1f} s; exit codes "
+        f"{dict(sorted(exits.items()))}; 0 tracebacks; 0 writes outside the output folder"
+    )
     return 0
 
 

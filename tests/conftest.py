@@ -38,8 +38,9 @@ def shared(relative: str) -> Path:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true",
-                     help="rewrite charts/ and tests/golden/ from apps/ instead of comparing")
+    parser.addoption(
+        "--update-golden", action="store_true", help="rewrite charts/ and tests/golden/ from apps/ instead of comparing"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +52,7 @@ def helm_only_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.M
     import olarespack.helm
 
     real = olarespack.helm.find_binary
-    monkeypatch.setattr(olarespack.helm, "find_binary",
-                        lambda name: None if name.startswith("helm") else real(name))
+    monkeypatch.setattr(olarespack.helm, "find_binary", lambda name: None if name.startswith("helm") else real(name))
 
 
 @pytest.fixture
@@ -86,13 +86,18 @@ def run_cli(cwd: Path | None, *args: str) -> tuple[int, str]:
     return result.exit_code, result.stdout + result.stderr
 
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
 
 
 def git(root: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
-                         env={**os.environ, **GIT_ENV})
+    out = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+    )
     return out.stdout
 
 
@@ -113,8 +118,13 @@ def repo(tmp_path: Path) -> Iterator[Path]:
 # Modules that boot real engine servers (seconds each): they carry the `engine` mark and run after every quick
 # test, and the `boot` tests (smoke: a vLLM boot takes minutes) after them, so a mistake the quick tests catch is
 # reported before the boots start; `pytest -m "not engine"` is the quick path.
-ENGINE_BOOTS = ("test_llama_server_boot", "test_llamacpp_kv_real", "test_bench_llama_server", "test_model_files_fit",
-                "test_smoke")
+ENGINE_BOOTS = (
+    "test_llama_server_boot",
+    "test_llamacpp_kv_real",
+    "test_bench_llama_server",
+    "test_model_files_fit",
+    "test_smoke",
+)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

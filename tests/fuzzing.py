@@ -23,12 +23,45 @@ SEED_TEXTS = {p.name: p.read_text(encoding="utf-8") for p in sorted(APPS.glob("*
 SEED_DATA = {name: yaml.safe_load(text) for name, text in SEED_TEXTS.items()}
 
 HOSTILE_TEXTS = [
-    "[[ cycler.__init__.__globals__.os.popen('id').read() ]]", "[[ 'x' * (10**10) ]]",
-    "[[ range(10**12) | list ]]", "[[ engine.max_model_len * 999999999999 * 999999999999 ]]",
-    "{{ .Values.os.appSecret }}", "[[ '{' ]]{ x }}", "[% for x in y %]", "[# c #]", "]] [[", "\x00olarespack\x00",
-    "\x1b[2J", "\u202e", "\ud800", "hf_" + "A" * 34, "Bearer abcdefghijklmnopqrstuvwxyz", "$(HF_TOKEN)",
-    "../../etc/passwd", "-" * 5000, "é" * 3000, "yes", "0755", "1e3", "~", "null", "2026-02-30", "'", '"', "\\",
-    "a: b", "- x", "&a", "*a", "!!python/object:os.system", "\t", "\r\n", "<script>", "%", "{", "}}",
+    "[[ cycler.__init__.__globals__.os.popen('id').read() ]]",
+    "[[ 'x' * (10**10) ]]",
+    "[[ range(10**12) | list ]]",
+    "[[ engine.max_model_len * 999999999999 * 999999999999 ]]",
+    "{{ .Values.os.appSecret }}",
+    "[[ '{' ]]{ x }}",
+    "[% for x in y %]",
+    "[# c #]",
+    "]] [[",
+    "\x00olarespack\x00",
+    "\x1b[2J",
+    "\u202e",
+    "\ud800",
+    "hf_" + "A" * 34,
+    "Bearer abcdefghijklmnopqrstuvwxyz",
+    "$(HF_TOKEN)",
+    "../../etc/passwd",
+    "-" * 5000,
+    "é" * 3000,
+    "yes",
+    "0755",
+    "1e3",
+    "~",
+    "null",
+    "2026-02-30",
+    "'",
+    '"',
+    "\\",
+    "a: b",
+    "- x",
+    "&a",
+    "*a",
+    "!!python/object:os.system",
+    "\t",
+    "\r\n",
+    "<script>",
+    "%",
+    "{",
+    "}}",
 ]
 
 
@@ -40,7 +73,8 @@ def hostile_values(depth: int = 2) -> st.SearchStrategy[Any]:
         st.integers(min_value=-(2**70), max_value=2**70),
         st.sampled_from([0, -1, 1, 2**31, 2**63, 2**64, 10**30]),
         st.floats(allow_nan=True, allow_infinity=True),
-        st.booleans(), st.none(),
+        st.booleans(),
+        st.none(),
         st.builds(lambda t, n: f"[[ {t} ]]" * n, st.text(max_size=30), st.integers(1, 3)),
     )
     if depth <= 0:
@@ -83,8 +117,19 @@ def mutated_data(draw: st.DrawFn) -> tuple[str, Any]:
 
 
 YAML_TRICKS = [
-    "a: &x [1, 2]\nb: *x\n", "<<: {name: x}\n", "--- {}\n--- {}\n", "\ufeff", "%YAML 1.1\n---\n", "!!binary aGVsbG8=",
-    "[" * 500 + "]" * 500, "? [a]\n: b\n", "x: !!python/name:os.system\n", "\t", "{", "'", "name: x\nname: y\n",
+    "a: &x [1, 2]\nb: *x\n",
+    "<<: {name: x}\n",
+    "--- {}\n--- {}\n",
+    "\ufeff",
+    "%YAML 1.1\n---\n",
+    "!!binary aGVsbG8=",
+    "[" * 500 + "]" * 500,
+    "? [a]\n: b\n",
+    "x: !!python/name:os.system\n",
+    "\t",
+    "{",
+    "'",
+    "name: x\nname: y\n",
 ]
 
 
@@ -96,7 +141,7 @@ def mutated_text(draw: st.DrawFn) -> tuple[str, bytes]:
     position = draw(st.integers(0, len(text)))
     insert = draw(st.one_of(st.sampled_from(YAML_TRICKS), st.text(max_size=40)))
     cut = draw(st.integers(0, 40))
-    text = text[:position] + insert + text[position + cut:]
+    text = text[:position] + insert + text[position + cut :]
     encoding = draw(st.sampled_from(["utf-8", "utf-8", "utf-8", "utf-16", "latin-1"]))
     return name, text.encode(encoding, errors="replace")
 
@@ -115,8 +160,10 @@ class Outcome:
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
-            for p in sorted(folder.rglob("*"))}
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _seed_chart(spec_name: str) -> str:

@@ -5,8 +5,11 @@ from typing import Any
 
 import pytest
 
-from olarespack.models import arch
-from olarespack.models.arch import KvLayer, ModelDataError, arch_from_hf_config, find_model, load_hf_config, models
+from olarespack.core.errors import ModelDataError
+from olarespack.models import hf_config, registry
+from olarespack.models.arch import KvLayer
+from olarespack.models.hf_config import arch_from_hf_config, load_hf_config
+from olarespack.models.registry import find_model, models
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GEMMA4_26B = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
@@ -58,15 +61,15 @@ def test_drafters() -> None:
 
 
 def _cfg(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-                            "head_dim": 64}
+    base: dict[str, Any] = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64}
     base.update(fields)
     return base
 
 
 def test_text_config_wins_and_the_top_level_fills_gaps() -> None:
-    model = arch_from_hf_config({"max_position_embeddings": 4096, "num_hidden_layers": 99,
-                                 "text_config": _cfg(num_hidden_layers=3)})
+    model = arch_from_hf_config(
+        {"max_position_embeddings": 4096, "num_hidden_layers": 99, "text_config": _cfg(num_hidden_layers=3)}
+    )
     assert model.num_hidden_layers == 3 and len(model.layers) == 3
     assert model.max_position_embeddings == 4096
 
@@ -96,8 +99,15 @@ def test_qwen2_style_sliding_switch() -> None:
 
 
 def test_defaults_derive_head_dim_and_kv_heads() -> None:
-    model = arch_from_hf_config({"num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
-                                 "torch_dtype": "float32", "intermediate_size": [100, 300, 200]})
+    model = arch_from_hf_config(
+        {
+            "num_hidden_layers": 2,
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "torch_dtype": "float32",
+            "intermediate_size": [100, 300, 200],
+        }
+    )
     assert model.layers == (KvLayer("full", 16, 64),) * 2
     assert model.dtype_bytes == 4 and model.intermediate_size == 300
 
@@ -107,17 +117,20 @@ def test_kv_shared_layers_own_no_cache() -> None:
     assert len(model.layers) == 4 and model.num_hidden_layers == 6
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"num_hidden_layers": None}, "num_hidden_layers"),
-    ({"num_hidden_layers": "30"}, "expected an integer"),
-    ({"num_hidden_layers": True}, "expected an integer"),
-    ({"layer_types": ["full_attention"]}, "expected 4 entries"),
-    ({"layer_types": ["full_attention"] * 3 + ["linear_attention"]}, "linear_attention"),
-    ({"layer_types": ["sliding_attention"] * 4}, "sliding layers need a window"),
-    ({"sliding_window_pattern": 0, "sliding_window": 8}, "sliding_window_pattern"),
-    ({"num_kv_shared_layers": 4}, "num_kv_shared_layers"),
-    ({"num_key_value_heads": None, "num_attention_heads": None, "head_dim": None}, "head_dim"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_hidden_layers": None}, "num_hidden_layers"),
+        ({"num_hidden_layers": "30"}, "expected an integer"),
+        ({"num_hidden_layers": True}, "expected an integer"),
+        ({"layer_types": ["full_attention"]}, "expected 4 entries"),
+        ({"layer_types": ["full_attention"] * 3 + ["linear_attention"]}, "linear_attention"),
+        ({"layer_types": ["sliding_attention"] * 4}, "sliding layers need a window"),
+        ({"sliding_window_pattern": 0, "sliding_window": 8}, "sliding_window_pattern"),
+        ({"num_kv_shared_layers": 4}, "num_kv_shared_layers"),
+        ({"num_key_value_heads": None, "num_attention_heads": None, "head_dim": None}, "head_dim"),
+    ],
+)
 def test_configs_it_cannot_read_are_refused(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ModelDataError, match=message):
         arch_from_hf_config(_cfg(**fields))
@@ -139,7 +152,7 @@ def test_load_hf_config_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_model_from_hf_config_and_find_model() -> None:
-    info = arch.model_from_hf_config(FIXTURES / "gemma4-26b-a4b-config.json", repo="me/gemma", weights_bytes=123)
+    info = hf_config.model_from_hf_config(FIXTURES / "gemma4-26b-a4b-config.json", repo="me/gemma", weights_bytes=123)
     assert info.weights_bytes == 123 and info.arch is not None and len(info.arch.layers) == 30
     assert find_model("me/gemma", {"me/gemma": info}) is info
     with pytest.raises(ModelDataError, match=r"no architecture data for 'me/other'.*known: me/gemma"):
@@ -147,13 +160,19 @@ def test_model_from_hf_config_and_find_model() -> None:
     assert find_model(GEMMA4_26B) is models()[GEMMA4_26B]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("repo: a/b\ntitle: t\nkv: shared\nconfig: {num_hidden_layers: 1, head_dim: 8, num_key_value_heads: 1}\n"
-     "sources: [s]\n", "exactly when kv is own"),
-    ("repo: a/b\ntitle: t\nkv: own\nsources: [s]\n", "exactly when kv is own"),
-    ("repo: a/b\ntitle: t\nunknown: 1\nsources: [s]\n", "unknown"),
-    ("repo: a/b\ntitle: t\nconfig: {num_hidden_layers: 0}\nsources: [s]\n", "num_hidden_layers"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "repo: a/b\ntitle: t\nkv: shared\nconfig: {num_hidden_layers: 1, head_dim: 8, num_key_value_heads: 1}\n"
+            "sources: [s]\n",
+            "exactly when kv is own",
+        ),
+        ("repo: a/b\ntitle: t\nkv: own\nsources: [s]\n", "exactly when kv is own"),
+        ("repo: a/b\ntitle: t\nunknown: 1\nsources: [s]\n", "unknown"),
+        ("repo: a/b\ntitle: t\nconfig: {num_hidden_layers: 0}\nsources: [s]\n", "num_hidden_layers"),
+    ],
+)
 def test_model_files_are_validated(text: str, message: str) -> None:
     with pytest.raises(ModelDataError, match=message):
-        arch._model_info("x.yaml", text)
+        registry._model_info("x.yaml", text)

@@ -31,7 +31,8 @@ def _typing_only(tree: ast.Module) -> set[int]:
     for node in ast.walk(tree):
         test = node.test if isinstance(node, ast.If) else None
         if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
             found |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
     return found
 
@@ -94,8 +95,9 @@ def knots(root: Path) -> list[list[str]]:
 
 
 def _is_kind(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "kind") or (isinstance(node, ast.Name) and
-                                                                          node.id == "kind")
+    return (isinstance(node, ast.Attribute) and node.attr == "kind") or (
+        isinstance(node, ast.Name) and node.id == "kind"
+    )
 
 
 def _names_a_kind(node: ast.AST | None) -> bool:
@@ -123,9 +125,13 @@ def kind_branches(root: Path) -> list[str]:
                 found.append(f"{where}: imports {node.name}")
             elif isinstance(node, ast.Name) and node.id in ENGINE_IMPORTERS:
                 found.append(f"{where}: calls {node.id}")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
-                    and len(node.args) == 2 and any(getattr(n, "id", getattr(n, "attr", None)) in ENGINE_SPECS
-                                                    for n in ast.walk(node.args[1])):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+                and any(getattr(n, "id", getattr(n, "attr", None)) in ENGINE_SPECS for n in ast.walk(node.args[1]))
+            ):
                 found.append(f"{where}: isinstance against an engine's spec class")
     return found
 
@@ -145,8 +151,13 @@ def engine_package_imports(root: Path) -> list[str]:
         if Path(path).parts[0] == "engines":
             continue
         for node in ast.walk(tree):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             for name in names:
                 if any(name == package or name.startswith(f"{package}.") for package in packages):
                     found.append(f"{path}:{node.lineno}: imports {name}")
@@ -210,10 +221,18 @@ def test_no_import_climbs_a_floor() -> None:
 
 
 def test_a_climbing_import_is_found(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"__init__.py": "", "render/__init__.py": "", "bench/__init__.py": "",
-                            "render/texts.py": "def cite():\n    from olarespack.bench.record import newest\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "render/__init__.py": "",
+            "bench/__init__.py": "",
+            "render/texts.py": "def cite():\n    from olarespack.bench.record import newest\n",
+        },
+    )
     assert climbing(root, [{"render"}, {"bench"}]) == [
-        "render -> bench climbs: olarespack.render.texts -> olarespack.bench.record"]
+        "render -> bench climbs: olarespack.render.texts -> olarespack.bench.record"
+    ]
 
 
 def test_no_folder_import_cycle() -> None:
@@ -230,11 +249,19 @@ def test_nothing_outside_engines_imports_an_engine_package() -> None:
 
 
 def test_an_engine_package_import_is_found(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"engines/newengine/engine.py": "", "cli/x.py": "from olarespack.engines.newengine.log "
-                            "import NewLog\n", "cli/y.py": "import olarespack.engines.newengine\n",
-                            "cli/z.py": "from olarespack.engines import engine_for\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "engines/newengine/engine.py": "",
+            "cli/x.py": "from olarespack.engines.newengine.log import NewLog\n",
+            "cli/y.py": "import olarespack.engines.newengine\n",
+            "cli/z.py": "from olarespack.engines import engine_for\n",
+        },
+    )
     assert [line.split(": ", 1)[1] for line in engine_package_imports(root)] == [
-        "imports olarespack.engines.newengine.log", "imports olarespack.engines.newengine"]
+        "imports olarespack.engines.newengine.log",
+        "imports olarespack.engines.newengine",
+    ]
 
 
 def test_modules_stay_small() -> None:
@@ -273,34 +300,49 @@ def test_every_engine_declares_its_bench_smoke_and_release_rules_on_its_class() 
 
 
 def test_a_folder_cycle_is_found(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {
-        "__init__.py": "", "fit/__init__.py": "", "engines/__init__.py": "",
-        "fit/budget.py": "from olarespack.engines import engine_for\n",
-        "engines/vllm.py": "from olarespack.fit.report import FitReport\n",
-        "cli.py": "def f():\n    from olarespack.cli import x  # lazy: no edge\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "fit/__init__.py": "",
+            "engines/__init__.py": "",
+            "fit/budget.py": "from olarespack.engines import engine_for\n",
+            "engines/vllm.py": "from olarespack.fit.report import FitReport\n",
+            "cli.py": "def f():\n    from olarespack.cli import x  # lazy: no edge\n",
+        },
+    )
     assert knots(root) == [["engines", "fit"]]
     # a lazy import is an arrow all the same (it hid a 9-folder knot): only an annotation's import is not
     (root / "engines/vllm.py").write_text("def fit():\n    from olarespack.fit.report import FitReport\n")
     assert knots(root) == [["engines", "fit"]]
-    (root / "engines/vllm.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                          "    from olarespack.fit.report import FitReport\n")
+    (root / "engines/vllm.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from olarespack.fit.report import FitReport\n"
+    )
     assert knots(root) == []
 
 
 def test_a_loose_module_counts_as_its_own_unit(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"__init__.py": "", "package.py": "from olarespack.market import x\n",
-                            "market/__init__.py": "from olarespack import package\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "package.py": "from olarespack.market import x\n",
+            "market/__init__.py": "from olarespack import package\n",
+        },
+    )
     assert knots(root) == [["market", "package"]]
 
 
-@pytest.mark.parametrize("code", [
-    'if spec.engine.kind == "vllm":\n    pass\n',
-    'gguf = engine.kind in ("llamacpp",)\n',
-    'TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}\n',
-    "from olarespack.engines.vllm.importer import import_vllm\n",
-    "ok = isinstance(spec.engine, LlamaCppEngine)\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        'if spec.engine.kind == "vllm":\n    pass\n',
+        'gguf = engine.kind in ("llamacpp",)\n',
+        'TITLES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}\n',
+        "from olarespack.engines.vllm.importer import import_vllm\n",
+        "ok = isinstance(spec.engine, LlamaCppEngine)\n",
+    ],
+)
 def test_an_engine_kind_branch_is_found(tmp_path: Path, code: str) -> None:
     root = _tree(tmp_path, {"cli/calibrate.py": code, "engines/vllm.py": code})
     assert [line.split(":", 1)[0] for line in kind_branches(root)] == ["cli/calibrate.py"]
@@ -320,7 +362,13 @@ def test_an_engine_binds_only_its_own_spec_and_is_found_by_its_command() -> None
     assert ENGINES["llamacpp"].bind(vllm) is None and ENGINES["vllm"].bind(llamacpp) is None
     assert (engine_for(vllm).title, engine_for(llamacpp).title) == ("vLLM", "llama.cpp")
     assert engine_for(vllm).model_files() is None and engine_for(llamacpp).model_files()
-    found = [engine_of_command(argv, "example.org/custom:1") for argv in (
-        ["/usr/bin/llama-server", "-m", "x"], ["vllm", "serve", "m"],
-        ["python3", "-m", "vllm.entrypoints.openai.api_server"], ["sh", "-c", "x"])]
+    found = [
+        engine_of_command(argv, "example.org/custom:1")
+        for argv in (
+            ["/usr/bin/llama-server", "-m", "x"],
+            ["vllm", "serve", "m"],
+            ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+            ["sh", "-c", "x"],
+        )
+    ]
     assert [e.kind if e else None for e in found] == ["llamacpp", "vllm", "vllm", None]

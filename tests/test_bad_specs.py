@@ -41,7 +41,7 @@ def reported(output: str, files: list[Path]) -> set[tuple[str, str, str]]:
         rule = re.search(r"\[([\w-]+)\]$", body)
         file = next((str(f) for f in files if body.startswith(f"{f}: ")), None)
         if rule and file:
-            rest = body[len(file) + 2:]
+            rest = body[len(file) + 2 :]
             path = rest.split(": ", 1)[0] if ": " in rest.split(" (fix:")[0] else ""
             found.add((file, rule[1], path))
     return found

@@ -122,9 +122,23 @@ def vllm_like(fake_counts: dict[str, int], per_event: int = 3, pause: float = 0.
             time.sleep(pause * tokens / per_event)
             fake_counts["drafted"] += 3 * (tokens // per_event)
             fake_counts["accepted"] += 2 * (tokens // per_event)
-            send(handler, 200, json.dumps({"object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "x" * tokens}, "finish_reason": "length"}]})
-                .encode())
+            send(
+                handler,
+                200,
+                json.dumps(
+                    {
+                        "object": "chat.completion",
+                        "usage": usage,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "x" * tokens},
+                                "finish_reason": "length",
+                            }
+                        ],
+                    }
+                ).encode(),
+            )
             return
         sse(handler)
         event(handler, {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
@@ -144,10 +158,16 @@ def metrics(fake_counts: dict[str, int]) -> Handler:
     """The recorded /metrics text with the two token counters moved by what the fake drafted so far."""
 
     def answer(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
-        text = re.sub(r"(vllm:spec_decode_num_draft_tokens_total\{[^}]*\}) 29997\.0",
-                      lambda m: f"{m.group(1)} {29997 + fake_counts['drafted']}.0", METRICS)
-        text = re.sub(r"(vllm:spec_decode_num_accepted_tokens_total\{[^}]*\}) 25920\.0",
-                      lambda m: f"{m.group(1)} {25920 + fake_counts['accepted']}.0", text)
+        text = re.sub(
+            r"(vllm:spec_decode_num_draft_tokens_total\{[^}]*\}) 29997\.0",
+            lambda m: f"{m.group(1)} {29997 + fake_counts['drafted']}.0",
+            METRICS,
+        )
+        text = re.sub(
+            r"(vllm:spec_decode_num_accepted_tokens_total\{[^}]*\}) 25920\.0",
+            lambda m: f"{m.group(1)} {25920 + fake_counts['accepted']}.0",
+            text,
+        )
         send(handler, 200, text.encode(), "text/plain; version=0.0.4")
 
     return answer
@@ -177,12 +197,12 @@ def bench(*args: str) -> tuple[int, str, float]:
 
 def test_a_vllm_like_server_is_measured_by_its_stream_and_its_counters(fake: Callable[..., FakeServer]) -> None:
     counts = {"drafted": 0, "accepted": 0}
-    server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts),
-                   "GET /metrics": metrics(counts)})
-    code, out, _ = bench("--url", server.url + "/v1/", "--runs", "3", "--warmups", "1", "--max-tokens", "60",
-                         "--json")
+    server = fake(
+        {"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)}
+    )
+    code, out, _ = bench("--url", server.url + "/v1/", "--runs", "3", "--warmups", "1", "--max-tokens", "60", "--json")
     assert code == 0, out
-    result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    result = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert result["settings"]["model"] == SERVED and result["settings"]["max_tokens"] == 60
     assert [run["tokens"] for run in result["runs"]] == [60, 60, 60]  # the usage, not the 20 events
     assert {run["source"] for run in result["runs"]} == {"stream"}
@@ -198,8 +218,9 @@ def test_a_vllm_like_server_is_measured_by_its_stream_and_its_counters(fake: Cal
 
 def test_the_table_says_the_definition_and_the_counters_it_used(fake: Callable[..., FakeServer]) -> None:
     counts = {"drafted": 0, "accepted": 0}
-    server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts),
-                   "GET /metrics": metrics(counts)})
+    server = fake(
+        {"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)}
+    )
     code, out, _ = bench("--url", server.url, "--runs", "2", "--warmups", "0", "--max-tokens", "30", "--no-stream")
     assert code == 0, out
     assert re.search(r"average [\d.]+ t/s, peak [\d.]+, min [\d.]+, sigma [\d.]+ \(sample\)", out)
@@ -235,8 +256,15 @@ def test_a_password_in_the_url_is_never_printed() -> None:
     assert "hunter2secret" not in out
 
 
-@pytest.mark.parametrize("secret_url", ["http://bench:s3cretpw#x@127.0.0.1:9", "http://bench:s3cret/pw@127.0.0.1:9",
-                                        "http://bench:s3cret?pw@127.0.0.1:9", "http://127.0.0.1:99999"])
+@pytest.mark.parametrize(
+    "secret_url",
+    [
+        "http://bench:s3cretpw#x@127.0.0.1:9",
+        "http://bench:s3cret/pw@127.0.0.1:9",
+        "http://bench:s3cret?pw@127.0.0.1:9",
+        "http://127.0.0.1:99999",
+    ],
+)
 def test_a_url_whose_port_does_not_parse_is_a_usage_error_that_shows_no_password(secret_url: str) -> None:
     """With `#`, `?` or `/` in a password the URL splits inside it, and its tail reads as the port."""
     code, out, _ = bench("--url", secret_url)
@@ -285,18 +313,24 @@ def test_an_endless_stream_is_cut_at_max_tokens(fake: Callable[..., FakeServer])
     assert seconds < 20
 
 
-@pytest.mark.parametrize(("usage", "said"), [
-    ({"completion_tokens": 10**7, "prompt_tokens": 5},
-     "impossible usage: 10000000 completion tokens for max_tokens 40"),
-    ({"completion_tokens": -3, "prompt_tokens": 5}, "impossible usage: -3 completion tokens"),
-    ({"completion_tokens": 40, "prompt_tokens": -1}, "impossible usage: prompt_tokens is '-1'"),
-    ({"completion_tokens": "40"}, "usage.completion_tokens is '40', not a count"),
-    ({"completion_tokens": 0, "prompt_tokens": 5}, "the server generated no token"),
-])
+@pytest.mark.parametrize(
+    ("usage", "said"),
+    [
+        (
+            {"completion_tokens": 10**7, "prompt_tokens": 5},
+            "impossible usage: 10000000 completion tokens for max_tokens 40",
+        ),
+        ({"completion_tokens": -3, "prompt_tokens": 5}, "impossible usage: -3 completion tokens"),
+        ({"completion_tokens": 40, "prompt_tokens": -1}, "impossible usage: prompt_tokens is '-1'"),
+        ({"completion_tokens": "40"}, "usage.completion_tokens is '40', not a count"),
+        ({"completion_tokens": 0, "prompt_tokens": 5}, "the server generated no token"),
+    ],
+)
 def test_impossible_usage_is_refused(fake: Callable[..., FakeServer], usage: dict[str, Any], said: str) -> None:
     def answer(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
-        send(handler, 200, json.dumps({"choices": [{"index": 0, "message": {"content": "x"}}], "usage": usage})
-             .encode())
+        send(
+            handler, 200, json.dumps({"choices": [{"index": 0, "message": {"content": "x"}}], "usage": usage}).encode()
+        )
 
     server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": answer})
     code, out, _ = bench("--url", server.url, "--max-tokens", "40", "--no-stream", "--warmups", "0")
@@ -361,8 +395,9 @@ def test_the_api_key_is_sent_and_never_printed(fake: Callable[..., FakeServer]) 
 
     def guarded(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
         seen.append(str(handler.headers.get("Authorization")))
-        send(handler, 401, json.dumps({"error": {"message": f"bad key {handler.headers.get('Authorization')}"}})
-             .encode())
+        send(
+            handler, 401, json.dumps({"error": {"message": f"bad key {handler.headers.get('Authorization')}"}}).encode()
+        )
 
     server = fake({"GET /v1/models": guarded})
     code, out, _ = bench("--url", server.url, "--api-key", key)
@@ -373,12 +408,18 @@ def test_the_api_key_is_sent_and_never_printed(fake: Callable[..., FakeServer]) 
 
 def test_impossible_drafting_counters_are_refused(fake: Callable[..., FakeServer]) -> None:
     counts = {"drafted": 0, "accepted": 0}
-    broken = METRICS.replace("vllm:spec_decode_num_accepted_tokens_total{model_name=\"gemma-4-26b-a4b-vision\","
-                             "engine=\"0\"} 25920.0", "vllm:spec_decode_num_accepted_tokens_total"
-                             "{model_name=\"gemma-4-26b-a4b-vision\",engine=\"0\"} 40000.0")
+    broken = METRICS.replace(
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="gemma-4-26b-a4b-vision",engine="0"} 25920.0',
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="gemma-4-26b-a4b-vision",engine="0"} 40000.0',
+    )
     assert broken != METRICS
-    server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts),
-                   "GET /metrics": lambda h, _: send(h, 200, broken.encode(), "text/plain")})
+    server = fake(
+        {
+            "GET /v1/models": models(),
+            "POST /v1/chat/completions": vllm_like(counts),
+            "GET /metrics": lambda h, _: send(h, 200, broken.encode(), "text/plain"),
+        }
+    )
     code, out, _ = bench("--url", server.url, "--warmups", "0", "--runs", "1", "--max-tokens", "9")
     assert code == 1
     assert f"{server.url}: GET /metrics: impossible counters: 40000 tokens accepted of 29997 drafted" in out
@@ -401,12 +442,32 @@ def test_a_measurement_of_another_model_is_not_recorded(fake: Callable[..., Fake
     """A server serving one other model is benched (with a note), but its speed is never recorded under this
     spec's settings."""
     counts = {"drafted": 0, "accepted": 0}
-    server = fake({"GET /v1/models": models("someone/another-model"),
-                   "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)})
+    server = fake(
+        {
+            "GET /v1/models": models("someone/another-model"),
+            "POST /v1/chat/completions": vllm_like(counts),
+            "GET /metrics": metrics(counts),
+        }
+    )
     spec = tmp_path / "vision.yaml"
     spec.write_bytes(VISION.read_bytes())
-    code, out = run_cli(None, "bench", "run", str(spec), "--url", server.url, "--runs", "1", "--warmups", "0",
-                        "--max-tokens", "20", "--record", "--hardware", "rtx5090-laptop")
+    code, out = run_cli(
+        None,
+        "bench",
+        "run",
+        str(spec),
+        "--url",
+        server.url,
+        "--runs",
+        "1",
+        "--warmups",
+        "0",
+        "--max-tokens",
+        "20",
+        "--record",
+        "--hardware",
+        "rtx5090-laptop",
+    )
     assert code == 1
     assert f"measured 'someone/another-model', not the spec's own model '{SERVED}': nothing recorded" in out
     assert spec.read_bytes() == VISION.read_bytes()

@@ -18,10 +18,25 @@ from olarespack.spec.models import BenchRecord
 
 def record(tps: float, **changed: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "tps_avg": tps, "tps_peak": tps + 1, "tps_min": tps - 1, "tps_sigma": 0.5, "tps_source": "server",
-        "series": [tps - 1, tps, tps + 1], "runs": 3, "warmups": 2, "tokens": 2000, "prompt": "space-invaders",
-        "temperature": 0.6, "top_p": 0.95, "engine_release": "b9101", "hardware": "rtx5090-laptop", "context": 32768,
-        "settings_hash": "0123456789abcdef", "date": dt.date(2026, 12, 1), "gpu_mode": "exclusive"}
+        "tps_avg": tps,
+        "tps_peak": tps + 1,
+        "tps_min": tps - 1,
+        "tps_sigma": 0.5,
+        "tps_source": "server",
+        "series": [tps - 1, tps, tps + 1],
+        "runs": 3,
+        "warmups": 2,
+        "tokens": 2000,
+        "prompt": "space-invaders",
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "engine_release": "b9101",
+        "hardware": "rtx5090-laptop",
+        "context": 32768,
+        "settings_hash": "0123456789abcdef",
+        "date": dt.date(2026, 12, 1),
+        "gpu_mode": "exclusive",
+    }
     return {**values, **changed}
 
 
@@ -55,6 +70,8 @@ def test_the_upgrade_description_says_how_the_figures_moved(tmp_path: Path) -> N
     text = changelog_text(load_spec(spec_file))
     newest, older = text.split("\n\n")[:2]
     version, previous = data["changelog"][0]["version"], data["changelog"][1]["version"]
-    assert newest.endswith(f" Measured: 250.5 t/s, +86% against {previous}'s 135 t/s (engine b9101 -> b11434, same "
-                           "settings, same prompt space-invaders, rtx5090-laptop, GPU exclusive).")
+    assert newest.endswith(
+        f" Measured: 250.5 t/s, +86% against {previous}'s 135 t/s (engine b9101 -> b11434, same "
+        "settings, same prompt space-invaders, rtx5090-laptop, GPU exclusive)."
+    )
     assert newest.startswith(f"v{version}: ") and "Measured" not in older  # the oldest record has nothing to compare

@@ -33,8 +33,11 @@ def test_the_recorded_vllm_metrics_give_the_seed_acceptance() -> None:
 
 
 def test_counters_are_summed_over_engine_cores() -> None:
-    second = "\n".join(line.replace('engine="0"', 'engine="1"') for line in METRICS.splitlines()
-                       if line.startswith("vllm:spec_decode_num_"))
+    second = "\n".join(
+        line.replace('engine="0"', 'engine="1"')
+        for line in METRICS.splitlines()
+        if line.startswith("vllm:spec_decode_num_")
+    )
     assert VLLM.draft_counts(METRICS + "\n" + second) == DraftCounts(2 * 29997, 2 * 25920)
 
 
@@ -45,16 +48,20 @@ def test_a_server_without_drafting_has_no_counters() -> None:
     assert VLLM.draft_counts("") is None
 
 
-@pytest.mark.parametrize(("old", "new", "said"), [
-    ("} 29997.0", "} -5.0", "not a count"),
-    ("} 29997.0", "} NaN", "not a count"),
-    ("} 29997.0", "} lots", "is 'lots', not a number"),
-    ("} 29997.0", "}", "not a Prometheus sample"),
-    ("} 25920.0", "} 30000.0", "30000 tokens accepted of 29997 drafted"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ("} 29997.0", "} -5.0", "not a count"),
+        ("} 29997.0", "} NaN", "not a count"),
+        ("} 29997.0", "} lots", "is 'lots', not a number"),
+        ("} 29997.0", "}", "not a Prometheus sample"),
+        ("} 25920.0", "} 30000.0", "30000 tokens accepted of 29997 drafted"),
+    ],
+)
 def test_counters_that_cannot_be_are_refused(old: str, new: str, said: str) -> None:
-    line = next(found for found in METRICS.splitlines()
-                if found.startswith("vllm:spec_decode_num_") and found.endswith(old))
+    line = next(
+        found for found in METRICS.splitlines() if found.startswith("vllm:spec_decode_num_") and found.endswith(old)
+    )
     with pytest.raises(ValueError, match=said):
         VLLM.draft_counts(METRICS.replace(line, line.replace(old, new)))
 
@@ -65,9 +72,17 @@ def test_a_label_value_with_braces_and_spaces_still_parses() -> None:
 
 
 def test_llamacpp_timings_are_the_servers_rate() -> None:
-    b9101 = {"cache_n": 0, "prompt_n": 71, "prompt_ms": 20.636, "prompt_per_token_ms": 0.2906,
-             "prompt_per_second": 3440.589, "predicted_n": 16, "predicted_ms": 3.438,
-             "predicted_per_token_ms": 0.214875, "predicted_per_second": 4653.868528214078}
+    b9101 = {
+        "cache_n": 0,
+        "prompt_n": 71,
+        "prompt_ms": 20.636,
+        "prompt_per_token_ms": 0.2906,
+        "prompt_per_second": 3440.589,
+        "predicted_n": 16,
+        "predicted_ms": 3.438,
+        "predicted_per_token_ms": 0.214875,
+        "predicted_per_second": 4653.868528214078,
+    }
     assert LLAMACPP.timings({"timings": b9101}) == ServerTimings(16, 3.438, 4653.868528214078)
     drafted = {**b9101, "draft_n": 108, "draft_n_accepted": 3}
     assert LLAMACPP.timings({"timings": drafted}) == ServerTimings(16, 3.438, 4653.868528214078, 108, 3)
@@ -79,13 +94,16 @@ def test_llamacpp_timings_are_the_servers_rate() -> None:
     assert VLLM.timings({"timings": b9101}) is None  # vLLM reports none: its rate is the client's
 
 
-@pytest.mark.parametrize(("change", "said"), [
-    ({"predicted_ms": 0}, "16 tokens in 0 ms"),
-    ({"predicted_per_second": 9000.0}, "is neither predicted_n nor predicted_n - 1 over predicted_ms"),
-    ({"predicted_n": -1}, "not a count"),
-    ({"predicted_ms": "fast"}, "not a number"),
-    ({"draft_n": 4, "draft_n_accepted": 5}, "5 draft tokens accepted of 4 drafted"),
-])
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"predicted_ms": 0}, "16 tokens in 0 ms"),
+        ({"predicted_per_second": 9000.0}, "is neither predicted_n nor predicted_n - 1 over predicted_ms"),
+        ({"predicted_n": -1}, "not a count"),
+        ({"predicted_ms": "fast"}, "not a number"),
+        ({"draft_n": 4, "draft_n_accepted": 5}, "5 draft tokens accepted of 4 drafted"),
+    ],
+)
 def test_llamacpp_timings_that_cannot_be_are_refused(change: dict[str, object], said: str) -> None:
     timings = {"predicted_n": 16, "predicted_ms": 3.438, "predicted_per_second": 4653.868528214078, **change}
     with pytest.raises(ValueError, match=said):
@@ -97,8 +115,12 @@ def test_each_engine_names_its_served_model_and_its_speed_settings() -> None:
     assert VLLM.served_name(vision.engine) == "gemma-4-26b-vision"
     assert LLAMACPP.served_name(audio.engine) == "gemma-4-e4b-audio"
     settings = LLAMACPP.speed_settings(audio.engine)
-    assert settings["model"] == {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "gemma-4-E4B-it-Q4_K_M.gguf",
-                                 "mmproj": "mmproj-BF16.gguf", "revision": "main"}  # not where the files are kept
+    assert settings["model"] == {
+        "repo": "unsloth/gemma-4-E4B-it-GGUF",
+        "file": "gemma-4-E4B-it-Q4_K_M.gguf",
+        "mmproj": "mmproj-BF16.gguf",
+        "revision": "main",
+    }  # not where the files are kept
     assert settings["flash_attn"] == "on" and "alias" not in settings
     assert set(VLLM.speed_settings(vision.engine)) == set(VLLM.speed_fields)
     assert "gpu_memory_utilization" not in VLLM.speed_fields and "served_model_name" not in VLLM.speed_fields

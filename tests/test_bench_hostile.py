@@ -36,8 +36,14 @@ def _copy(tmp_path: Path, spec: Path = DFLASH) -> Path:
 
 def _vllm(fake: Callable[..., FakeServer], served: str = DFLASH_SERVED, **more: Handler) -> FakeServer:
     counts = {"drafted": 0, "accepted": 0}
-    return fake({"GET /v1/models": models(served), "POST /v1/chat/completions": vllm_like(counts),
-                 "GET /metrics": metrics(counts), **more})
+    return fake(
+        {
+            "GET /v1/models": models(served),
+            "POST /v1/chat/completions": vllm_like(counts),
+            "GET /metrics": metrics(counts),
+            **more,
+        }
+    )
 
 
 def _llama(timings: dict[str, Any]) -> Handler:
@@ -46,8 +52,17 @@ def _llama(timings: dict[str, Any]) -> Handler:
     def answer(handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         tokens = int(body["max_tokens"])
         choice = {"index": 0, "message": {"content": "x"}, "finish_reason": "length"}
-        send(handler, 200, json.dumps({"choices": [choice], "usage": {"completion_tokens": tokens, "prompt_tokens": 10},
-                                       "timings": {"predicted_n": tokens, **timings}}).encode())
+        send(
+            handler,
+            200,
+            json.dumps(
+                {
+                    "choices": [choice],
+                    "usage": {"completion_tokens": tokens, "prompt_tokens": 10},
+                    "timings": {"predicted_n": tokens, **timings},
+                }
+            ).encode(),
+        )
 
     return answer
 
@@ -59,7 +74,7 @@ def _clean(out: str) -> None:
 # ------------------------------------------------------------------------------------------ 1. the API key
 
 
-@pytest.mark.parametrize("key", ["Zq7", "k3y-w1th-sp4ces and \"quotes\"", "x" * 40])
+@pytest.mark.parametrize("key", ["Zq7", 'k3y-w1th-sp4ces and "quotes"', "x" * 40])
 def test_an_echoed_api_key_is_masked_whatever_its_length(fake: Callable[..., FakeServer], key: str) -> None:
     def echo(handler: BaseHTTPRequestHandler, _: dict[str, Any]) -> None:
         send(handler, 400, f"bad request, you sent {handler.headers['Authorization']}".encode(), "text/plain")
@@ -72,11 +87,24 @@ def test_an_echoed_api_key_is_masked_whatever_its_length(fake: Callable[..., Fak
     code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, "--api-key", key, *FAST)
     assert code == 1 and "HTTP 400" in out and "[api key]" in out, out
     assert key not in out and key[:3] not in out.replace("[api key]", ""), out
-    listing = fake({"GET /v1/models": echo_models,
-                    "POST /v1/chat/completions": vllm_like({"drafted": 0, "accepted": 0})})
+    listing = fake(
+        {"GET /v1/models": echo_models, "POST /v1/chat/completions": vllm_like({"drafted": 0, "accepted": 0})}
+    )
     for json_or_table in (["--json"], []):
-        code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", listing.url, "--api-key", key, "--model",
-                            SERVED_OF_VISION, *FAST, *json_or_table)
+        code, out = run_cli(
+            None,
+            "bench",
+            "run",
+            str(VISION_SPEC),
+            "--url",
+            listing.url,
+            "--api-key",
+            key,
+            "--model",
+            SERVED_OF_VISION,
+            *FAST,
+            *json_or_table,
+        )
         assert code == 0, out
         assert "[api key]" in out and key not in out and json.dumps(key)[1:-1] not in out, out
 
@@ -101,34 +129,69 @@ def _stream_of(text: str) -> Handler:
     return answer
 
 
-@pytest.mark.parametrize(("route", "handler", "stream", "said"), [
-    ("GET /v1/models", lambda h, _: send(h, 200, f'{{"data": {DEEP}}}'.encode()), [], "nested deeper than 64 levels"),
-    ("GET /v1/models", lambda h, _: send(h, 200, f'{{"data": [{{"id": "m", "n": {HUGE}}}]}}'.encode()), [],
-     "a JSON number of 4400 characters"),
-    ("POST /v1/chat/completions", lambda h, _: send(h, 200, f'{{"choices": {DEEP}}}'.encode()), ["--no-stream"],
-     "nested deeper than 64 levels"),
-    ("POST /v1/chat/completions", lambda h, _: send(h, 200, f'{{"choices": [], "usage": {{"completion_tokens": '
-                                                    f'{HUGE}}}}}'.encode()), ["--no-stream"],
-     "a JSON number of 4400 characters"),
-    ("POST /v1/chat/completions", _stream_of(f'{{"choices": {DEEP}}}'), [], "nested deeper than 64 levels"),
-])
+@pytest.mark.parametrize(
+    ("route", "handler", "stream", "said"),
+    [
+        (
+            "GET /v1/models",
+            lambda h, _: send(h, 200, f'{{"data": {DEEP}}}'.encode()),
+            [],
+            "nested deeper than 64 levels",
+        ),
+        (
+            "GET /v1/models",
+            lambda h, _: send(h, 200, f'{{"data": [{{"id": "m", "n": {HUGE}}}]}}'.encode()),
+            [],
+            "a JSON number of 4400 characters",
+        ),
+        (
+            "POST /v1/chat/completions",
+            lambda h, _: send(h, 200, f'{{"choices": {DEEP}}}'.encode()),
+            ["--no-stream"],
+            "nested deeper than 64 levels",
+        ),
+        (
+            "POST /v1/chat/completions",
+            lambda h, _: send(h, 200, f'{{"choices": [], "usage": {{"completion_tokens": {HUGE}}}}}'.encode()),
+            ["--no-stream"],
+            "a JSON number of 4400 characters",
+        ),
+        ("POST /v1/chat/completions", _stream_of(f'{{"choices": {DEEP}}}'), [], "nested deeper than 64 levels"),
+    ],
+)
 def test_json_nested_deep_or_with_a_huge_number_is_refused_naming_the_server(
-        fake: Callable[..., FakeServer], route: str, handler: Handler, stream: list[str], said: str) -> None:
+    fake: Callable[..., FakeServer], route: str, handler: Handler, stream: list[str], said: str
+) -> None:
     server = _vllm(fake, SERVED_OF_VISION, **{route: handler})
     code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, *FAST, *stream)
     _clean(out)
     assert code == 1 and server.url in out and said in out, out
 
 
-@pytest.mark.parametrize(("answer", "said"), [(f'{{"choices": {DEEP}}}', "nested deeper than 64 levels"),
-                                              (f'{{"usage": {{"completion_tokens": {HUGE}}}}}', "4400 characters")])
-def test_a_responses_log_with_deep_or_huge_json_is_refused_naming_the_file(tmp_path: Path, answer: str,
-                                                                           said: str) -> None:
-    header = {"model": "m", "prompt": "space-invaders", "max_tokens": 10, "temperature": 0.6, "top_p": 0.95,
-              "warmups": 0, "runs": 1}
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (f'{{"choices": {DEEP}}}', "nested deeper than 64 levels"),
+        (f'{{"usage": {{"completion_tokens": {HUGE}}}}}', "4400 characters"),
+    ],
+)
+def test_a_responses_log_with_deep_or_huge_json_is_refused_naming_the_file(
+    tmp_path: Path, answer: str, said: str
+) -> None:
+    header = {
+        "model": "m",
+        "prompt": "space-invaders",
+        "max_tokens": 10,
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "warmups": 0,
+        "runs": 1,
+    }
     log = tmp_path / "bench.log"
-    log.write_text(f"### olarespack-bench {json.dumps(header)}\n### response 1\n{answer}\n### seconds 0.5\n### end\n",
-                   encoding="utf-8")
+    log.write_text(
+        f"### olarespack-bench {json.dumps(header)}\n### response 1\n{answer}\n### seconds 0.5\n### end\n",
+        encoding="utf-8",
+    )
     code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--responses", str(log))
     _clean(out)
     assert code == 1 and str(log) in out and said in out, out
@@ -141,30 +204,45 @@ def test_a_responses_log_with_deep_or_huge_json_is_refused_naming_the_file(tmp_p
 # ------------------------------------------------------------------------------------------ 3-6. inputs first
 
 
-def test_a_prompt_file_whose_name_yaml_would_misread_is_recorded(fake: Callable[..., FakeServer],
-                                                                tmp_path: Path) -> None:
+def test_a_prompt_file_whose_name_yaml_would_misread_is_recorded(
+    fake: Callable[..., FakeServer], tmp_path: Path
+) -> None:
     spec = _copy(tmp_path)
     prompt = tmp_path / "my: prompt.txt"
     prompt.write_text("Write a haiku about memory bandwidth.", encoding="utf-8")
     server = _vllm(fake)
-    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--prompt-file", str(prompt),
-                        "--record", "--hardware", "rtx5090-laptop")
+    code, out = run_cli(
+        tmp_path,
+        "bench",
+        "run",
+        str(spec),
+        "--url",
+        server.url,
+        *FAST,
+        "--prompt-file",
+        str(prompt),
+        "--record",
+        "--hardware",
+        "rtx5090-laptop",
+    )
     _clean(out)
     assert code == 0, out
     record = yaml.safe_load(spec.read_text(encoding="utf-8"))["changelog"][0]["bench"]
     assert record["prompt"].startswith("my: prompt.txt@")
 
 
-def test_a_record_the_spec_would_refuse_is_refused_before_the_first_request(fake: Callable[..., FakeServer],
-                                                                           tmp_path: Path) -> None:
+def test_a_record_the_spec_would_refuse_is_refused_before_the_first_request(
+    fake: Callable[..., FakeServer], tmp_path: Path
+) -> None:
     spec = _copy(tmp_path)
     text = spec.read_text(encoding="utf-8")
     version = yaml.safe_load(text)["version"]
-    flow = text[:text.index("changelog:")] + f'changelog: [{{version: "{version}", note: "First."}}]\n'
+    flow = text[: text.index("changelog:")] + f'changelog: [{{version: "{version}", note: "First."}}]\n'
     spec.write_text(flow, encoding="utf-8")
     server = _vllm(fake)
-    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
-                        "rtx5090-laptop")
+    code, out = run_cli(
+        tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware", "rtx5090-laptop"
+    )
     assert code == 1 and "the spec's layout defeats an in-place edit" in out, out
     assert server.completions == 0 and "run 1/2" not in out  # nothing measured, so nothing lost
 
@@ -175,35 +253,61 @@ def test_an_unclosed_ipv6_url_is_a_usage_error_that_prints_no_password() -> None
     assert code == 2 and "--url" in out and "not a URL" in out and "s3cretpw" not in out, out
 
 
-def test_a_refused_record_after_a_live_bench_prints_the_result_first(fake: Callable[..., FakeServer],
-                                                                    tmp_path: Path) -> None:
+def test_a_refused_record_after_a_live_bench_prints_the_result_first(
+    fake: Callable[..., FakeServer], tmp_path: Path
+) -> None:
     spec = _copy(tmp_path)
     before = spec.read_bytes()
     server = _vllm(fake, "someone/another-model")
     for as_json in ([], ["--json"]):
-        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
-                            "rtx5090-laptop", *as_json)
+        code, out = run_cli(
+            tmp_path,
+            "bench",
+            "run",
+            str(spec),
+            "--url",
+            server.url,
+            *FAST,
+            "--record",
+            "--hardware",
+            "rtx5090-laptop",
+            *as_json,
+        )
         assert code == 1 and "not the spec's own model" in out, out
         if as_json:
-            result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+            result = json.loads(out[out.index("{") : out.rindex("}") + 1])
             assert len(result["runs"]) == 2 and result["record"] is None
         else:
             assert "average " in out and out.index("average ") < out.index("not the spec's own model")
     assert spec.read_bytes() == before
 
 
-def test_a_plot_path_that_is_an_input_is_refused_before_benching(fake: Callable[..., FakeServer],
-                                                                 tmp_path: Path) -> None:
+def test_a_plot_path_that_is_an_input_is_refused_before_benching(
+    fake: Callable[..., FakeServer], tmp_path: Path
+) -> None:
     spec = _copy(tmp_path)
     before = spec.read_bytes()
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("hello", encoding="utf-8")
     (tmp_path / "link.png").symlink_to(spec)
     server = _vllm(fake)
-    for plot in (str(spec), "apps/../apps/gemma4-dflash.yaml", "./apps//gemma4-dflash.yaml", "link.png",
-                 str(prompt)):
-        code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
-                            "rtx5090-laptop", "--prompt-file", str(prompt), "--plot", plot)
+    for plot in (str(spec), "apps/../apps/gemma4-dflash.yaml", "./apps//gemma4-dflash.yaml", "link.png", str(prompt)):
+        code, out = run_cli(
+            tmp_path,
+            "bench",
+            "run",
+            str(spec),
+            "--url",
+            server.url,
+            *FAST,
+            "--record",
+            "--hardware",
+            "rtx5090-laptop",
+            "--prompt-file",
+            str(prompt),
+            "--plot",
+            plot,
+        )
         assert code == 2 and "--plot " in out and "which bench reads (or records into)" in out, (plot, out)
     assert server.completions == 0 and spec.read_bytes() == before
 
@@ -211,14 +315,24 @@ def test_a_plot_path_that_is_an_input_is_refused_before_benching(fake: Callable[
 # ------------------------------------------------------------------------------------------ 7, 10. what can be
 
 
-def test_a_rate_no_gpu_can_reach_is_refused_and_not_recorded(fake: Callable[..., FakeServer],
-                                                             tmp_path: Path) -> None:
+def test_a_rate_no_gpu_can_reach_is_refused_and_not_recorded(fake: Callable[..., FakeServer], tmp_path: Path) -> None:
     spec = _copy(tmp_path, AUDIO)
     before = spec.read_bytes()
     instant = {"predicted_ms": 30 * 1000 / 896_861, "predicted_per_second": 896_861.0}
     server = fake({"GET /v1/models": models(AUDIO_SERVED), "POST /v1/chat/completions": _llama(instant)})
-    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, "--no-stream", "--record",
-                        "--hardware", "rtx5090-laptop")
+    code, out = run_cli(
+        tmp_path,
+        "bench",
+        "run",
+        str(spec),
+        "--url",
+        server.url,
+        *FAST,
+        "--no-stream",
+        "--record",
+        "--hardware",
+        "rtx5090-laptop",
+    )
     _clean(out)
     assert code == 1 and "896,861.00 tokens/s is more than the hardware can decode" in out, out
     assert "rtx5090-laptop's 896 GB/s over the 4.38 GB a token reads, times 1 token(s) a step" in out
@@ -239,8 +353,13 @@ def test_drafting_counters_that_contradict_each_other_are_refused(fake: Callable
         vllm_like(counts)(handler, body)
         counts["drafted"] += 2_000_000
 
-    server = fake({"GET /v1/models": models(DFLASH_SERVED), "POST /v1/chat/completions": vllm_overcounting,
-                   "GET /metrics": metrics(counts)})
+    server = fake(
+        {
+            "GET /v1/models": models(DFLASH_SERVED),
+            "POST /v1/chat/completions": vllm_overcounting,
+            "GET /metrics": metrics(counts),
+        }
+    )
     code, out = run_cli(None, "bench", "run", str(DFLASH), "--url", server.url, *FAST)
     # each run's drafting is read between runs: the first run is already impossible
     assert code == 1 and "run 1: impossible drafting counters" in out and "draft tokens for 30 generated" in out, out
@@ -250,8 +369,9 @@ def test_drafting_counters_that_contradict_each_other_are_refused(fake: Callable
 def test_lint_refuses_a_recorded_figure_no_gpu_can_reach(project: Path, fake: Callable[..., FakeServer]) -> None:
     spec = project / "apps" / "gemma4-dflash.yaml"
     server = _vllm(fake)
-    code, out = run_cli(project, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware",
-                        "rtx5090-laptop")
+    code, out = run_cli(
+        project, "bench", "run", str(spec), "--url", server.url, *FAST, "--record", "--hardware", "rtx5090-laptop"
+    )
     assert code == 0, out
     code, out = run_cli(project, "lint", "apps/gemma4-dflash.yaml", "--no-helm4")
     assert code == 0, out
@@ -268,9 +388,11 @@ def test_record_needs_the_hardware_the_server_ran_on(fake: Callable[..., FakeSer
     spec = _copy(tmp_path)
     before = spec.read_bytes()
     server = _vllm(fake)
-    for more, said in ((["--record"], "--record needs --hardware NAME"),
-                       (["--record", "--hardware", "my-vm"], "--hardware 'my-vm': not a hardware profile"),
-                       (["--record", "--hardware", "rtx5090"], "the spec targets rtx5090-laptop")):
+    for more, said in (
+        (["--record"], "--record needs --hardware NAME"),
+        (["--record", "--hardware", "my-vm"], "--hardware 'my-vm': not a hardware profile"),
+        (["--record", "--hardware", "rtx5090"], "the spec targets rtx5090-laptop"),
+    ):
         code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, *FAST, *more)
         assert code == 2 and said in out, out
     assert server.completions == 0 and spec.read_bytes() == before
@@ -285,13 +407,29 @@ def test_uneven_runs_are_warned_about_and_marked(fake: Callable[..., FakeServer]
         _llama({"predicted_ms": 30 * 1000 / rate, "predicted_per_second": rate})(handler, body)
 
     server = fake({"GET /v1/models": models(AUDIO_SERVED), "POST /v1/chat/completions": answer})
-    code, out = run_cli(tmp_path, "bench", "run", str(spec), "--url", server.url, "--runs", "3", "--warmups", "0",
-                        "--max-tokens", "30", "--no-stream", "--json")
+    code, out = run_cli(
+        tmp_path,
+        "bench",
+        "run",
+        str(spec),
+        "--url",
+        server.url,
+        "--runs",
+        "3",
+        "--warmups",
+        "0",
+        "--max-tokens",
+        "30",
+        "--no-stream",
+        "--json",
+    )
     assert code == 0, out
-    result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    result = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert result["uneven"] is True
-    assert any(note.startswith("warning: uneven runs: the slowest (255.00 t/s) is below 50% of the median")
-               for note in result["notes"])
+    assert any(
+        note.startswith("warning: uneven runs: the slowest (255.00 t/s) is below 50% of the median")
+        for note in result["notes"]
+    )
 
 
 # ------------------------------------------------------------------------------------------ 8. text as text
@@ -301,8 +439,12 @@ FORGED = "\x1b]8;;http://evil.example\x07click\x1b]8;;\x07\x1b]0;owned\x07\x1b[2
 
 
 def test_server_text_prints_as_text(fake: Callable[..., FakeServer]) -> None:
-    server = fake({"GET /v1/models": models(FORGED),
-                   "POST /v1/chat/completions": lambda h, _: send(h, 500, FORGED.encode(), "text/plain")})
+    server = fake(
+        {
+            "GET /v1/models": models(FORGED),
+            "POST /v1/chat/completions": lambda h, _: send(h, 500, FORGED.encode(), "text/plain"),
+        }
+    )
     code, out = run_cli(None, "bench", "run", str(VISION_SPEC), "--url", server.url, *FAST)
     assert code == 1 and "HTTP 500" in out, out
     for raw in ("\x1b", "\x07", "\r", "\u202e", "\nFAIL forged"):
@@ -320,14 +462,21 @@ def test_a_metrics_text_past_the_bound_says_so(fake: Callable[..., FakeServer]) 
     """The counters after 100,001 lines of comments: not read, and the bench says so instead of reporting no
     drafting as if the text had none."""
     padded = b"# filler\n" * 100_001 + METRICS.encode()
-    server = fake({"GET /v1/models": models(DFLASH_SERVED), "POST /v1/chat/completions": vllm_like(
-        {"drafted": 0, "accepted": 0}), "GET /metrics": lambda h, _: send(h, 200, padded, "text/plain")})
+    server = fake(
+        {
+            "GET /v1/models": models(DFLASH_SERVED),
+            "POST /v1/chat/completions": vllm_like({"drafted": 0, "accepted": 0}),
+            "GET /metrics": lambda h, _: send(h, 200, padded, "text/plain"),
+        }
+    )
     code, out = run_cli(None, "bench", "run", str(DFLASH), "--url", server.url, *FAST, "--json")
     assert code == 0, out
-    result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    result = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert result["summary"]["acceptance"] is None
-    assert any("GET /metrics: over 100000 lines" in note and "read only in part: no speculative acceptance" in note
-               for note in result["notes"]), result["notes"]
+    assert any(
+        "GET /metrics: over 100000 lines" in note and "read only in part: no speculative acceptance" in note
+        for note in result["notes"]
+    ), result["notes"]
 
 
 def test_the_bound_is_not_guessed_where_the_drafting_is_not_typed() -> None:
@@ -349,8 +498,7 @@ def test_the_bound_is_not_guessed_where_the_drafting_is_not_typed() -> None:
 
 
 @pytest.mark.parametrize("before", [270, 280, 290, 296])
-def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable[..., FakeServer],
-                                                                    before: int) -> None:
+def test_a_key_echoed_across_the_cut_shows_none_of_its_characters(fake: Callable[..., FakeServer], before: int) -> None:
     """The server's error body is read and shown to 300 characters: a key the cut falls inside was printed up
     to the cut (10 of its 32 characters)."""
     key = "k" + "0123456789abcdefghijklmnopqrstu"
@@ -373,8 +521,9 @@ def test_a_five_megabyte_model_id_is_refused_not_printed(fake: Callable[..., Fak
     _clean(out)
 
 
-def test_a_plot_path_that_is_another_file_is_refused_before_benching(fake: Callable[..., FakeServer],
-                                                                     tmp_path: Path) -> None:
+def test_a_plot_path_that_is_another_file_is_refused_before_benching(
+    fake: Callable[..., FakeServer], tmp_path: Path
+) -> None:
     """Another spec (not one bench reads) was overwritten with the picture."""
     spec = _copy(tmp_path)
     other = tmp_path / "apps" / "gemma4-audio.yaml"

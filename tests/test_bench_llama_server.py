@@ -26,8 +26,10 @@ from test_serve import free_port, stop
 SERVERS = given_servers()
 pytestmark = pytest.mark.skipif(not SERVERS, reason=BUILD_HINT)
 # the slot's own line for one completion (not llama_perf_context_print's, which counts runs of the warm-up)
-EVAL = re.compile(r"(?<!prompt )eval time =\s*([\d.]+) ms /\s*(\d+) tokens \(\s*[\d.]+ ms per token,\s*([\d.]+) "
-                  r"tokens per second\)")
+EVAL = re.compile(
+    r"(?<!prompt )eval time =\s*([\d.]+) ms /\s*(\d+) tokens \(\s*[\d.]+ ms per token,\s*([\d.]+) "
+    r"tokens per second\)"
+)
 DRAFTS = re.compile(r"draft acceptance(?: rate)? = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 
 
@@ -44,9 +46,27 @@ def _boot(binary: Path, model: Path, log: Path, *more: str) -> tuple[subprocess.
     shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
     typed = ["--spec-type", "draft-simple"] if "draft-simple" in shown.stdout + shown.stderr else []
     port = free_port()
-    argv = [str(binary), "-m", str(model), "-md", str(model), *typed, "--spec-draft-n-max", "4",
-            "--spec-draft-p-min", "0", "-c", "4096", "--host", "127.0.0.1", "--port", str(port),
-            "--alias", ALIAS, *more]
+    argv = [
+        str(binary),
+        "-m",
+        str(model),
+        "-md",
+        str(model),
+        *typed,
+        "--spec-draft-n-max",
+        "4",
+        "--spec-draft-p-min",
+        "0",
+        "-c",
+        "4096",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--alias",
+        ALIAS,
+        *more,
+    ]
     with log.open("wb") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -70,15 +90,35 @@ def test_bench_gives_the_servers_own_rates(build: int, tiny: Path, tmp_path: Pat
     server, url = _boot(SERVERS[build], tiny, log)
     try:
         # a CPU server told the box's hardware, as a record needs (a server does not say where it runs)
-        code, out = run_cli(None, "bench", "run", str(spec), "--url", url, "--runs", "3", "--warmups", "1",
-                            "--max-tokens", "24", "--json", "--record", "--hardware", "rtx5090-laptop")
+        code, out = run_cli(
+            None,
+            "bench",
+            "run",
+            str(spec),
+            "--url",
+            url,
+            "--runs",
+            "3",
+            "--warmups",
+            "1",
+            "--max-tokens",
+            "24",
+            "--json",
+            "--record",
+            "--hardware",
+            "rtx5090-laptop",
+        )
     finally:
         stop(server, grace=30)
     assert code == 0, out
-    result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    result = json.loads(out[out.index("{") : out.rindex("}") + 1])
     text = log.read_text(encoding="utf-8", errors="replace")
-    logged = [(int(n), float(tps)) for line in text.splitlines() if "llama_perf" not in line
-              for _, n, tps in EVAL.findall(line)]
+    logged = [
+        (int(n), float(tps))
+        for line in text.splitlines()
+        if "llama_perf" not in line
+        for _, n, tps in EVAL.findall(line)
+    ]
     measured = result["warmups"] + result["runs"]
     assert len(logged) == len(measured) == 4, logged
     for run, (tokens, tps) in zip(measured, logged, strict=True):
@@ -105,14 +145,35 @@ def test_a_grid_of_concurrency_and_depth_measures_every_cell(build: int, tiny: P
     log = tmp_path / "server.log"
     server, url = _boot(SERVERS[build], tiny, log, "-np", "2", "-c", "8192")
     try:
-        code, out = run_cli(None, "bench", "grid", str(APPS / "gemma4-audio.yaml"), "--url", url, "--concurrency",
-                            "1,2", "--depth", "0,512", "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--json")
+        code, out = run_cli(
+            None,
+            "bench",
+            "grid",
+            str(APPS / "gemma4-audio.yaml"),
+            "--url",
+            url,
+            "--concurrency",
+            "1,2",
+            "--depth",
+            "0,512",
+            "--runs",
+            "1",
+            "--warmups",
+            "0",
+            "--max-tokens",
+            "8",
+            "--json",
+        )
     finally:
         stop(server, grace=30)
     assert code == 0, out
-    cells = json.loads(out[out.index("{"):out.rindex("}") + 1])["cells"]
-    assert [(c["depth"], c["concurrency"], c["requests"]) for c in cells] == [(0, 1, 1), (0, 2, 2), (512, 1, 1),
-                                                                              (512, 2, 2)]
+    cells = json.loads(out[out.index("{") : out.rindex("}") + 1])["cells"]
+    assert [(c["depth"], c["concurrency"], c["requests"]) for c in cells] == [
+        (0, 1, 1),
+        (0, 2, 2),
+        (512, 1, 1),
+        (512, 2, 2),
+    ]
     shallow, deep = cells[0]["prompt_tokens"], cells[2]["prompt_tokens"]
     assert deep - shallow >= 256, cells  # the server counted the filler (the tokens its tokenizer made of it)
     assert all(c["ttft_ms"] > 0 and c["tps_per_request"] > 0 and c["tps_total"] > 0 for c in cells)

@@ -14,8 +14,9 @@ from olarespack.bench.phases import slow_phase
 from test_bench_client import FakeServer, bench, chunk, event, fake, metrics, models, sse  # noqa: F401
 
 
-def falling_back(counts: dict[str, int], slow_runs: set[int]) -> Callable[[BaseHTTPRequestHandler, dict[str, Any]],
-                                                                          None]:
+def falling_back(
+    counts: dict[str, int], slow_runs: set[int]
+) -> Callable[[BaseHTTPRequestHandler, dict[str, Any]], None]:
     """vLLM's stream shape; during `slow_runs` (counting every request, warm-ups first) the drafts are refused:
     one token per event, four times slower, 3 drafted and none accepted."""
     seen = {"requests": 0}
@@ -43,12 +44,28 @@ def falling_back(counts: dict[str, int], slow_runs: set[int]) -> Callable[[BaseH
 def test_a_server_that_stops_accepting_drafts_for_a_few_runs_is_named(fake: Callable[..., FakeServer]) -> None:  # noqa: F811
     counts = {"drafted": 0, "accepted": 0}
     # one warm-up, then runs 1-8: runs 5-7 (requests 6-8) fall back
-    server = fake({"GET /v1/models": models(), "POST /v1/chat/completions": falling_back(counts, {6, 7, 8}),
-                   "GET /metrics": metrics(counts)})
-    code, out, _ = bench("--url", server.url, "--runs", "8", "--warmups", "1", "--max-tokens", "60",
-                         "--gpu-mode", "time-slicing", "--json")
+    server = fake(
+        {
+            "GET /v1/models": models(),
+            "POST /v1/chat/completions": falling_back(counts, {6, 7, 8}),
+            "GET /metrics": metrics(counts),
+        }
+    )
+    code, out, _ = bench(
+        "--url",
+        server.url,
+        "--runs",
+        "8",
+        "--warmups",
+        "1",
+        "--max-tokens",
+        "60",
+        "--gpu-mode",
+        "time-slicing",
+        "--json",
+    )
     assert code == 0, out
-    data = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    data = json.loads(out[out.index("{") : out.rindex("}") + 1])
     phase = data["slow_phase"]
     # runs 5-7 fell back (a run beside them slowed by this machine's load may join the stretch)
     assert phase is not None and {5, 6, 7} <= set(phase["runs"]) and len(phase["runs"]) <= 4, phase
@@ -58,8 +75,9 @@ def test_a_server_that_stops_accepting_drafts_for_a_few_runs_is_named(fake: Call
     assert [run["accepted"] for run in data["runs"]][4:7] == [0, 0, 0]
     assert all(run["drafted"] for run in data["runs"])
     assert data["settings"]["gpu_mode"] == "time-slicing"
-    code, out, _ = bench("--url", server.url, "--runs", "3", "--warmups", "0", "--max-tokens", "30",
-                         "--gpu-mode", "time-slicing")
+    code, out, _ = bench(
+        "--url", server.url, "--runs", "3", "--warmups", "0", "--max-tokens", "30", "--gpu-mode", "time-slicing"
+    )
     assert code == 0 and "GPU time-slicing" in out and "measured under GPU time slicing" in out, out
 
 

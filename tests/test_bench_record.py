@@ -26,8 +26,10 @@ from olarespack.spec.citations import cite
 from olarespack.spec.load import load_spec
 from test_bench_client import FakeServer, Handler, metrics, models, vllm_like
 
-CITATION = ("Bench: [[ bench.tps_avg ]] t/s average, peak [[ bench.tps_peak ]], acceptance [[ bench.acceptance ]]% "
-            "(measured on [[ bench.version ]], [[ bench.runs ]] runs)")
+CITATION = (
+    "Bench: [[ bench.tps_avg ]] t/s average, peak [[ bench.tps_peak ]], acceptance [[ bench.acceptance ]]% "
+    "(measured on [[ bench.version ]], [[ bench.runs ]] runs)"
+)
 COMMENT = "# where the installed 1.0.4 chart keeps the weights (about 18 GB): an upgrade finds them there"
 VERSION = spec_version("gemma4-dflash")  # the tests follow the committed app through its bumps
 
@@ -35,8 +37,11 @@ VERSION = spec_version("gemma4-dflash")  # the tests follow the committed app th
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
     counts = {"drafted": 0, "accepted": 0}
-    routes: dict[str, Handler] = {"GET /v1/models": models("gemma-4-26b-a4b-dflash"),
-                                  "POST /v1/chat/completions": vllm_like(counts), "GET /metrics": metrics(counts)}
+    routes: dict[str, Handler] = {
+        "GET /v1/models": models("gemma-4-26b-a4b-dflash"),
+        "POST /v1/chat/completions": vllm_like(counts),
+        "GET /metrics": metrics(counts),
+    }
     fake = FakeServer(routes)
     yield fake
     fake.stop()
@@ -54,8 +59,24 @@ def _description(project: Path) -> str:
 
 
 def _record(project: Path, server: FakeServer, *more: str) -> tuple[int, str]:
-    return run_cli(project, "bench", "run", "vllmgemma4dflashone", "--url", server.url, "--runs", "3", "--warmups", "1",
-                   "--max-tokens", "30", "--record", "--hardware", "rtx5090-laptop", *more)
+    return run_cli(
+        project,
+        "bench",
+        "run",
+        "vllmgemma4dflashone",
+        "--url",
+        server.url,
+        "--runs",
+        "3",
+        "--warmups",
+        "1",
+        "--max-tokens",
+        "30",
+        "--record",
+        "--hardware",
+        "rtx5090-laptop",
+        *more,
+    )
 
 
 def test_record_round_trip(project: Path, server: FakeServer) -> None:
@@ -63,8 +84,10 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     _cite_bench(spec_file)
     code, out = run_cli(project, "build")
     assert code == 1
-    assert ("changelog: metadata.full_description cite [[ bench.* ]], but no changelog entry records a bench "
-            "(fix: measure the app with `olarespack bench run SPEC --url URL --record`") in out
+    assert (
+        "changelog: metadata.full_description cite [[ bench.* ]], but no changelog entry records a bench "
+        "(fix: measure the app with `olarespack bench run SPEC --url URL --record`"
+    ) in out
 
     before = spec_file.read_text(encoding="utf-8")
     code, out = _record(project, server)
@@ -82,8 +105,11 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     engine = engine_for(spec.engine)
     assert record["settings_hash"] == settings_hash(spec)
     assert (record["runs"], record["warmups"], record["tokens"], record["prompt"]) == (3, 1, 30, "space-invaders")
-    assert (record["context"], record["hardware"], record["engine_release"]) == \
-        (engine.context_length(), spec.hardware, engine.version())
+    assert (record["context"], record["hardware"], record["engine_release"]) == (
+        engine.context_length(),
+        spec.hardware,
+        engine.version(),
+    )
     assert (record["drafted"], record["accepted"], record["acceptance"]) == (90, 60, 66.7)
     assert record["tps_source"] == "stream" and len(record["series"]) == 3
     assert record["date"] == dt.date.today()
@@ -91,8 +117,10 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     code, out = run_cli(project, "build")
     assert code == 0, out
     text = _description(project)
-    assert f"Bench: {record['tps_avg']} t/s average, peak {record['tps_peak']}, acceptance 66.7% (measured on " \
-           f"{VERSION}, 3 runs)" in text
+    assert (
+        f"Bench: {record['tps_avg']} t/s average, peak {record['tps_peak']}, acceptance 66.7% (measured on "
+        f"{VERSION}, 3 runs)" in text
+    )
     assert "settings changed since" not in text
 
     # a setting that changes speed: the figures are marked, the version and the run count are not
@@ -101,8 +129,10 @@ def test_record_round_trip(project: Path, server: FakeServer) -> None:
     assert code == 0, out
     mark = STALE_MARK.format(version=VERSION)
     stale_text = _description(project)
-    assert f"Bench: {record['tps_avg']}{mark} t/s average, peak {record['tps_peak']}{mark}, acceptance 66.7{mark}% " \
-           f"(measured on {VERSION}, 3 runs)" in stale_text
+    assert (
+        f"Bench: {record['tps_avg']}{mark} t/s average, peak {record['tps_peak']}{mark}, acceptance 66.7{mark}% "
+        f"(measured on {VERSION}, 3 runs)" in stale_text
+    )
     found = stale_bench(load_spec(spec_file))
     assert found is not None and found.path == "changelog[0].bench"
     assert "were measured with other settings that change speed" in found.message
@@ -120,16 +150,23 @@ def test_what_does_not_change_speed_leaves_the_record_current(project: Path, ser
     spec_file = project / "apps" / "gemma4-dflash.yaml"
     assert _record(project, server)[0] == 0
     recorded = spec_file.read_text(encoding="utf-8")
-    for harmless in (("title: Gemma 4 26B DFlash One", "title: Gemma 4 26B DFlash"),
-                     ("gpu_memory_utilization: 0.92", "gpu_memory_utilization: 0.9"),
-                     ("memory: {request: 24Gi, limit: 40Gi}", "memory: {request: 20Gi, limit: 40Gi}")):
+    for harmless in (
+        ("title: Gemma 4 26B DFlash One", "title: Gemma 4 26B DFlash"),
+        ("gpu_memory_utilization: 0.92", "gpu_memory_utilization: 0.9"),
+        ("memory: {request: 24Gi, limit: 40Gi}", "memory: {request: 20Gi, limit: 40Gi}"),
+    ):
         spec_file.write_text(recorded.replace(*harmless, 1), encoding="utf-8")
         assert stale_bench(load_spec(spec_file)) is None, harmless
-    for speed in (("num_speculative_tokens: 8", "num_speculative_tokens: 6"), ("max_model_len: 16384",
-                  "max_model_len: 32768"), ("kv_cache_dtype: fp8", "kv_cache_dtype: auto"),
-                  ("\nhardware: rtx5090-laptop", "\nhardware: rtx5090"),
-                  ("image: vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404",
-                   "image: vllm/vllm-openai:tokenspeed-preview2-x86_64-ubuntu2404")):
+    for speed in (
+        ("num_speculative_tokens: 8", "num_speculative_tokens: 6"),
+        ("max_model_len: 16384", "max_model_len: 32768"),
+        ("kv_cache_dtype: fp8", "kv_cache_dtype: auto"),
+        ("\nhardware: rtx5090-laptop", "\nhardware: rtx5090"),
+        (
+            "image: vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404",
+            "image: vllm/vllm-openai:tokenspeed-preview2-x86_64-ubuntu2404",
+        ),
+    ):
         assert speed[0] in recorded, speed
         spec_file.write_text(recorded.replace(*speed, 1), encoding="utf-8")
         assert stale_bench(load_spec(spec_file)) is not None, speed
@@ -141,21 +178,25 @@ def test_a_citation_renders_the_newest_record(project: Path, server: FakeServer)
     text = spec_file.read_text(encoding="utf-8")
     # a newer version without a record: descriptions still cite the older version's measurement, and say so
     text = text.replace(f"version: {VERSION}\nhardware", "version: 99.0.0\nhardware").replace(
-        "changelog:\n", "changelog:\n  - version: 99.0.0\n    date: 2026-12-01\n    note: Texts only.\n", 1)
+        "changelog:\n", "changelog:\n  - version: 99.0.0\n    date: 2026-12-01\n    note: Texts only.\n", 1
+    )
     spec_file.write_text(text, encoding="utf-8")
     spec = load_spec(spec_file)
     found = newest_record(spec)
     assert found is not None and (found.index, found.version, found.stale) == (1, VERSION, False)
-    rendered, errors = cite("[[ bench.tps_avg ]] t/s on [[ bench.version ]]", {"bench": found.cited()},
-                            found.marks())
+    rendered, errors = cite("[[ bench.tps_avg ]] t/s on [[ bench.version ]]", {"bench": found.cited()}, found.marks())
     assert errors == [] and rendered == f"{found.record.tps_avg} t/s on {VERSION}"
 
 
 def test_a_mark_follows_the_figures_it_is_given_for() -> None:
     context = {"bench": {"tps_avg": 223.9, "tps_peak": 235.22, "version": "1.0.4"}, "engine": {"max_model_len": 16384}}
     marks = {"bench.tps_avg": " (stale)", "bench.tps_peak": " (stale)"}
-    text, errors = cite("[[ bench.tps_avg ]] avg, range [[ bench.tps_peak - bench.tps_avg ]], [[ bench.version ]], "
-                        "[[ engine.max_model_len // 1024 ]]K", context, marks)
+    text, errors = cite(
+        "[[ bench.tps_avg ]] avg, range [[ bench.tps_peak - bench.tps_avg ]], [[ bench.version ]], "
+        "[[ engine.max_model_len // 1024 ]]K",
+        context,
+        marks,
+    )
     assert errors == []
     assert text == "223.9 (stale) avg, range 11.319999999999993 (stale), 1.0.4, 16K"  # one mark per citation
     assert cite("[[ bench.tps_avg ]]", context)[0] == "223.9"  # no marks: as before
@@ -165,8 +206,10 @@ def test_the_catalog_shows_a_stale_figure(project: Path, server: FakeServer) -> 
     spec_file = project / "apps" / "gemma4-dflash.yaml"
     _cite_bench(spec_file)
     assert _record(project, server)[0] == 0
-    spec_file.write_text(spec_file.read_text(encoding="utf-8").replace("max_num_batched_tokens: 8192",
-                                                                        "max_num_batched_tokens: 4096"), "utf-8")
+    spec_file.write_text(
+        spec_file.read_text(encoding="utf-8").replace("max_num_batched_tokens: 8192", "max_num_batched_tokens: 4096"),
+        "utf-8",
+    )
     spec = load_spec(spec_file)
     chart = render_chart(spec, str(spec_file))
     entry = detail_entry(MarketApp(str(spec_file), spec, chart, "0" * 64, "https://example.invalid/icon.png"))
@@ -175,8 +218,11 @@ def test_the_catalog_shows_a_stale_figure(project: Path, server: FakeServer) -> 
 
 def test_bump_notes_say_a_cited_figure_went_stale() -> None:
     mark = STALE_MARK.format(version="1.1.0")
-    manifest = ResourceChange("OlaresManifest.yaml", "changed", (
-        "-    Bench: 223.9 t/s average at 16384 tokens", f"+    Bench: 223.9{mark} t/s average at 32768 tokens"))
+    manifest = ResourceChange(
+        "OlaresManifest.yaml",
+        "changed",
+        ("-    Bench: 223.9 t/s average at 16384 tokens", f"+    Bench: 223.9{mark} t/s average at 32768 tokens"),
+    )
     [note] = stale_figures(AppDiff("app", "apps/app.yaml", "1.1.0", "1.2.0", (manifest,)))
     assert note.startswith("apps/app.yaml: OlaresManifest.yaml: the bench figures measured on 1.1.0")
     assert "re-measure them with `olarespack bench run SPEC --url URL --record`" in note
@@ -188,8 +234,11 @@ def test_lint_and_build_warn_about_a_stale_record(project: Path, server: FakeSer
     spec_file.write_text(spec_file.read_text(encoding="utf-8").replace("max_num_seqs: 4", "max_num_seqs: 2"), "utf-8")
     code, out = run_cli(project, "build")
     assert code == 0
-    assert re.search(r"WARN apps/gemma4-dflash\.yaml: changelog\[0\]\.bench: the bench figures of "
-                     rf"{re.escape(VERSION)} .* \[bench-stale\]", out)
+    assert re.search(
+        r"WARN apps/gemma4-dflash\.yaml: changelog\[0\]\.bench: the bench figures of "
+        rf"{re.escape(VERSION)} .* \[bench-stale\]",
+        out,
+    )
 
 
 def test_a_record_never_half_writes_the_spec(project: Path, server: FakeServer) -> None:
@@ -202,7 +251,7 @@ def test_a_record_never_half_writes_the_spec(project: Path, server: FakeServer) 
     code, out = _record(project, server)
     assert code == 1 and f"changelog[0].version: the newest changelog entry is {VERSION}" in out
     assert spec_file.read_text(encoding="utf-8") == ahead
-    flow = original[:original.index("changelog:")] + f'changelog: [{{version: {VERSION}, note: "First."}}]\n'
+    flow = original[: original.index("changelog:")] + f'changelog: [{{version: {VERSION}, note: "First."}}]\n'
     spec_file.write_text(flow, encoding="utf-8")
     code, out = _record(project, server)
     assert code == 1 and "changelog[0].bench: the spec's layout defeats an in-place edit" in out, out
@@ -216,8 +265,9 @@ def test_record_values_round_and_validate() -> None:
 
     spec = load_spec(Path("apps/gemma4-vision.yaml"))
     runs = [Run(i, False, 2500, tps, "stream", 10.0, 90.0) for i, tps in enumerate((250.123, 248.0, 253.456), 1)]
-    result = Result("http://x", Settings("m", "p", "space-invaders", max_tokens=2500), runs,
-                    counts=DraftCounts(29997, 25920))
+    result = Result(
+        "http://x", Settings("m", "p", "space-invaders", max_tokens=2500), runs, counts=DraftCounts(29997, 25920)
+    )
     values = record_values(spec, result, dt.date(2026, 5, 20))
     assert values["series"] == [250.12, 248.0, 253.46] and values["tps_peak"] == 253.46
     assert values["acceptance"] == 86.4 and values["ttft_ms"] == 90.0

@@ -42,7 +42,8 @@ def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
     assert "the server now runs with --log-verbosity 4" in out
     after = spec.read_text(encoding="utf-8")
     assert after.replace(LLAMA12.format(11434), LLAMA.format(9101)).startswith(
-        before.split("changelog:")[0].replace(f"version: {V_AUDIO}", f"version: {AUDIO_MINOR}"))
+        before.split("changelog:")[0].replace(f"version: {V_AUDIO}", f"version: {AUDIO_MINOR}")
+    )
     assert "# where the installed 1.0.0 chart saved the files" in after and "mlock: true" in after
     data = yaml.safe_load(after)
     assert data["version"] == AUDIO_MINOR and data["changelog"][0]["note"].startswith(note)
@@ -63,8 +64,9 @@ def test_audio_moves_to_b11434_and_back(repo: Path) -> None:
 def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> None:
     spec = repo / "apps/gemma4-vision.yaml"
     # 0.33's KV cache for 131072 tokens does not fit the booking (a refusal of its own); a shorter context does
-    spec.write_text(spec.read_text(encoding="utf-8").replace("max_model_len: 131072", "max_model_len: 65536"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("max_model_len: 131072", "max_model_len: 65536"), encoding="utf-8"
+    )
     git(repo, "commit", "-qam", "vision at 64K")
     code, out, err = run("bump", "apps/gemma4-vision.yaml", "--image", "vllm/vllm-openai:v0.33.0")
     assert code == 0, err
@@ -79,22 +81,30 @@ def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> N
     assert "calibration" not in yaml.safe_load(text)["engine"]
     assert "  # calibration stale: measured on vllm/vllm-openai:v0.21.0-cu129" in text
     assert "  #   available_kv_cache_gib: 2.82" in text  # the measurement stays readable for the re-measure
-    assert "value: '{\"method\":\"mtp\",\"model\":" in deployment(repo, VISION)
+    assert 'value: \'{"method":"mtp","model":' in deployment(repo, VISION)
     assert run("build", "--check")[0] == 0
 
 
-@pytest.mark.parametrize(("image", "named"), [
-    (LLAMA.format(9113), "engine.speculative.type: --spec-type draft-mtp is not a speculative type of llama.cpp "
-     "b9113"),
-    ("vllm/vllm-openai:v0.33.0", "engine.image: vllm/vllm-openai:v0.33.0 is a vLLM release image; the spec "
-     "configures llama.cpp"),
-    ("Not An Image", "engine.image: --image 'Not An Image' is not an image reference"),
-])
+@pytest.mark.parametrize(
+    ("image", "named"),
+    [
+        (
+            LLAMA.format(9113),
+            "engine.speculative.type: --spec-type draft-mtp is not a speculative type of llama.cpp b9113",
+        ),
+        (
+            "vllm/vllm-openai:v0.33.0",
+            "engine.image: vllm/vllm-openai:v0.33.0 is a vLLM release image; the spec configures llama.cpp",
+        ),
+        ("Not An Image", "engine.image: --image 'Not An Image' is not an image reference"),
+    ],
+)
 def test_a_move_the_release_cannot_run_is_refused_and_writes_nothing(repo: Path, image: str, named: str) -> None:
     spec = repo / "apps/gemma4-audio.yaml"
     text = spec.read_text(encoding="utf-8").replace(LLAMA.format(9101), LLAMA.format(11434))
-    spec.write_text(text.replace("  mlock: true\n", "  mlock: true\n  speculative:\n    type: draft-mtp\n"),
-                    encoding="utf-8")
+    spec.write_text(
+        text.replace("  mlock: true\n", "  mlock: true\n  speculative:\n    type: draft-mtp\n"), encoding="utf-8"
+    )
     git(repo, "commit", "-qam", "audio on b11434 drafts with its MTP head")
     before = tree_bytes(repo / "apps"), tree_bytes(repo / "charts")
     code, _, err = run("bump", "apps/gemma4-audio.yaml", "--image", image)
@@ -116,8 +126,10 @@ def test_a_stated_engine_release_does_not_outlive_its_image(repo: Path) -> None:
     assert f"vLLM {stated} -> 0.33.0" in out  # the new facts are the tag's, not the old image's release
     text = spec.read_text(encoding="utf-8")
     assert "version" not in yaml.safe_load(text)["engine"]
-    assert f"  # version stale: the release inside vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404\n" \
-           f"  # version: {stated}\n" in text
+    assert (
+        f"  # version stale: the release inside vllm/vllm-openai:tokenspeed-preview-x86_64-ubuntu2404\n"
+        f"  # version: {stated}\n" in text
+    )
 
 
 def test_a_stated_engine_release_is_not_carried_to_an_image_that_names_none(repo: Path) -> None:

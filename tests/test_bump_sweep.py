@@ -32,12 +32,21 @@ def swept(repo: Path) -> dict[str, Any]:
     settings = Settings(model="m", prompt="p", prompt_name="space-invaders", max_tokens=16, runs=2, warmups=0)
 
     def measured(rates: list[float]) -> Result:
-        return Result("http://127.0.0.1:1", settings, [Run(i, False, 16, r, "server", 1.0, None, None, None)
-                                                        for i, r in enumerate(rates, start=1)])
+        return Result(
+            "http://127.0.0.1:1",
+            settings,
+            [Run(i, False, 16, r, "server", 1.0, None, None, None) for i, r in enumerate(rates, start=1)],
+        )
 
     points = [Point(1, measured([10.0, 11.0])), Point(2, measured([20.0, 21.0]))]
-    values = record(Sweep("engine.threads", (1, 2)), points, "average", settings, "llama-server b9101 (CPU build)",
-                    dt.date(2026, 12, 2))
+    values = record(
+        Sweep("engine.threads", (1, 2)),
+        points,
+        "average",
+        settings,
+        "llama-server b9101 (CPU build)",
+        dt.date(2026, 12, 2),
+    )
     text = set_scalar(text, ("engine", "threads"), 2)
     text, _ = record_bench(str(path), text, values, key="sweep")
     path.write_text(text, encoding="utf-8")

@@ -83,7 +83,10 @@ def test_a_vllm_log_becomes_the_calibration_in_place(project: Path) -> None:
     calibration = _engine(spec).calibration
     assert calibration is not None
     assert (calibration.model, calibration.image, calibration.hardware) == (
-        "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "vllm/vllm-openai:v0.21.0-cu129", "rtx5090-laptop")
+        "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",
+        "vllm/vllm-openai:v0.21.0-cu129",
+        "rtx5090-laptop",
+    )
     assert calibration.available_kv_cache_gib == 2.45
     assert calibration.gpu_memory_utilization == 0.94
     assert calibration.gpu_memory_mib == 24000  # the booking: the log's 23.44 GiB is that, to two decimals
@@ -91,7 +94,7 @@ def test_a_vllm_log_becomes_the_calibration_in_place(project: Path) -> None:
     # only the calibration block changed: every other line, comments included, is where it was
     old_lines, new_lines = before.splitlines(), after.splitlines()
     start = next(i for i, line in enumerate(old_lines) if line.strip() == "calibration:")
-    assert new_lines[:start + 1] == old_lines[:start + 1]
+    assert new_lines[: start + 1] == old_lines[: start + 1]
     old_end = next(i for i in range(start + 1, len(old_lines)) if not old_lines[i].startswith("    "))
     new_end = next(i for i in range(start + 1, len(new_lines)) if not new_lines[i].startswith("    "))
     assert new_lines[new_end:] == old_lines[old_end:]
@@ -112,9 +115,11 @@ def test_a_vllm_log_becomes_the_calibration_in_place(project: Path) -> None:
 def test_a_spec_without_calibration_gets_one_at_the_end_of_engine(project: Path) -> None:
     spec = project / "apps" / "gemma4-dflash.yaml"
     before = spec.read_text(encoding="utf-8")
-    log = VLLM_LOG.replace("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit") \
-        .replace("vLLM API server version 0.21.0", "vLLM API server version 0.20.2rc1.dev67+g58c8a5eaa") \
+    log = (
+        VLLM_LOG.replace("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit")
+        .replace("vLLM API server version 0.21.0", "vLLM API server version 0.20.2rc1.dev67+g58c8a5eaa")
         .replace("'gpu_memory_utilization': 0.94", "'gpu_memory_utilization': 0.92")
+    )
     code, output = run_cli(project, "calibrate", "apps/gemma4-dflash.yaml", "--log", str(_write(project, "b", log)))
     assert code == 0, output
     after = spec.read_text(encoding="utf-8")
@@ -147,8 +152,9 @@ def test_a_log_without_calibration_lines_names_the_log(project: Path, text: str)
 
 
 def test_a_log_of_another_model_or_release_is_refused(project: Path) -> None:
-    other = VLLM_LOG.replace("'model': 'cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit'", "'model': 'Qwen/Qwen3-8B-AWQ'") \
-        .replace("'model_tag': 'cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit'", "'model_tag': 'Qwen/Qwen3-8B-AWQ'")
+    other = VLLM_LOG.replace("'model': 'cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit'", "'model': 'Qwen/Qwen3-8B-AWQ'").replace(
+        "'model_tag': 'cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit'", "'model_tag': 'Qwen/Qwen3-8B-AWQ'"
+    )
     code, output = run_cli(project, "calibrate", "apps/gemma4-vision.yaml", "--log", str(_write(project, "q", other)))
     assert code == 1 and "is a boot of Qwen/Qwen3-8B-AWQ" in output, output
     older = VLLM_LOG.replace("version 0.21.0", "version 0.20.2")
@@ -165,8 +171,10 @@ def test_a_calibration_from_another_image_is_refused_by_lint(project: Path) -> N
     spec.write_text(text.replace(old, new), encoding="utf-8")
     code, output = run_cli(project, "lint", "apps/gemma4-vision.yaml", "--no-helm4")
     assert code == 1
-    assert ("apps/gemma4-vision.yaml: engine.calibration: was measured with another image: image "
-            "vllm/vllm-openai:v0.21.0-cu129 (the spec has vllm/vllm-openai:v0.21.1)") in output
+    assert (
+        "apps/gemma4-vision.yaml: engine.calibration: was measured with another image: image "
+        "vllm/vllm-openai:v0.21.0-cu129 (the spec has vllm/vllm-openai:v0.21.1)"
+    ) in output
     assert "olarespack calibrate apps/gemma4-vision.yaml --log boot.log" in output
 
 
@@ -199,10 +207,15 @@ def test_llama_cpp_buffers_per_device(tmp_path: Path) -> None:
     assert reading.kv_buffer_mib == {"CUDA0": 296.0}  # the full-attention and the SWA cache
     assert reading.compute_buffer_mib == {"CUDA0": 637.5, "CUDA_Host": 24.01}  # the model's and the projector's
     assert (reading.n_ctx, reading.build) == (32768, "9101")
-    calibration = LlamaCppCalibration(model="unsloth/gemma-4-E4B-it-GGUF",
-                                      image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", hardware="rtx5090-laptop",
-                                      model_buffer_mib=reading.model_buffer_mib, kv_buffer_mib=reading.kv_buffer_mib,
-                                      compute_buffer_mib=reading.compute_buffer_mib, n_ctx=reading.n_ctx)
+    calibration = LlamaCppCalibration(
+        model="unsloth/gemma-4-E4B-it-GGUF",
+        image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101",
+        hardware="rtx5090-laptop",
+        model_buffer_mib=reading.model_buffer_mib,
+        kv_buffer_mib=reading.kv_buffer_mib,
+        compute_buffer_mib=reading.compute_buffer_mib,
+        n_ctx=reading.n_ctx,
+    )
     assert calibration.gpu_mib(calibration.model_buffer_mib) == 3223.75
     assert calibration.gpu_mib(calibration.compute_buffer_mib) == 637.5
 
@@ -210,14 +223,25 @@ def test_llama_cpp_buffers_per_device(tmp_path: Path) -> None:
 KV_LINE = f"Available KV cache memory: {ESC}[1m2.45{ESC}[0m GiB"
 
 
-@pytest.mark.parametrize(("figure", "message", "fix"), [
-    ("0.00", "available_kv_cache_gib: 0 is out of range (engine.calibration.available_kv_cache_gib is more than 0)",
-     "that boot left no memory for the KV cache"),
-    ("9999999", "available_kv_cache_gib: 9999999 is out of range (engine.calibration.available_kv_cache_gib is "
-     "at most 4096)", "give the unedited log of one complete boot of this app"),
-])
-def test_a_measured_value_out_of_range_is_refused_at_its_line(project: Path, figure: str, message: str,
-                                                             fix: str) -> None:
+@pytest.mark.parametrize(
+    ("figure", "message", "fix"),
+    [
+        (
+            "0.00",
+            "available_kv_cache_gib: 0 is out of range (engine.calibration.available_kv_cache_gib is more than 0)",
+            "that boot left no memory for the KV cache",
+        ),
+        (
+            "9999999",
+            "available_kv_cache_gib: 9999999 is out of range (engine.calibration.available_kv_cache_gib is "
+            "at most 4096)",
+            "give the unedited log of one complete boot of this app",
+        ),
+    ],
+)
+def test_a_measured_value_out_of_range_is_refused_at_its_line(
+    project: Path, figure: str, message: str, fix: str
+) -> None:
     spec = project / "apps" / "gemma4-vision.yaml"
     before = spec.read_bytes()
     assert KV_LINE in VLLM_LOG
@@ -232,8 +256,9 @@ def test_a_measured_value_out_of_range_is_refused_at_its_line(project: Path, fig
 def test_a_llama_cpp_buffer_out_of_range_is_refused_at_its_line(project: Path) -> None:
     spec = project / "apps" / "gemma4-audio.yaml"
     before = spec.read_bytes()
-    huge = LLAMA_LOG.replace("CUDA0 KV buffer size =    40.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB") \
-        .replace("CUDA0 KV buffer size =   256.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB")  # summed: 19 TiB
+    huge = LLAMA_LOG.replace("CUDA0 KV buffer size =    40.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB").replace(
+        "CUDA0 KV buffer size =   256.00 MiB", "CUDA0 KV buffer size = 9999999.00 MiB"
+    )  # summed: 19 TiB
     log = _write(project, "llama.log", huge.replace("CPU_Mapped model buffer", "_hidden model buffer"))
     code, output = run_cli(project, "calibrate", "apps/gemma4-audio.yaml", "--log", str(log))
     assert code == 1, output

@@ -75,8 +75,9 @@ def test_a_log_that_does_not_say_what_it_measured_is_refused(project: Path) -> N
     assert code == 1, out
     for what in ("model", "version", "gpu memory utilization"):
         assert f"{path}: does not say its {what} (vLLM prints it in" in out, out
-    code, out, path = calibrate(project, AUDIO, "\n".join(line for line in LLAMA_LOG.splitlines()
-                                                           if "build:" not in line))
+    code, out, path = calibrate(
+        project, AUDIO, "\n".join(line for line in LLAMA_LOG.splitlines() if "build:" not in line)
+    )
     assert code == 1 and f"{path}: does not say its build (llama.cpp prints it in" in out, out
 
 
@@ -85,7 +86,7 @@ def test_a_kv_line_repeated_past_one_boot_is_refused_not_summed(project: Path) -
     than a few times (two caches for iSWA, a drafter's), so the log is refused at the line past that."""
     lines = LLAMA_LOG.split("\n")
     at = next(i for i, line in enumerate(lines) if KV_256 in line)
-    log = "\n".join([*lines[:at + 1], *[lines[at]] * 399, *lines[at + 1:]])
+    log = "\n".join([*lines[: at + 1], *[lines[at]] * 399, *lines[at + 1 :]])
     code, out, path = calibrate(project, AUDIO, log)
     assert code == 1, out
     assert f"{path}: line {at + 1 + 8}: CUDA0 KV buffer size: the 9th such line of one boot" in out, out

@@ -21,8 +21,9 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 
 
 def changelog(*entries: tuple[str, str | None]) -> list[dict[str, object]]:
-    return [{"version": v, "note": f"release {v}", **({"date": dt.date.fromisoformat(d)} if d else {})}
-            for v, d in entries]
+    return [
+        {"version": v, "note": f"release {v}", **({"date": dt.date.fromisoformat(d)} if d else {})} for v, d in entries
+    ]
 
 
 def spec_with(tmp_path: Path, *entries: tuple[str, str | None]) -> Path:
@@ -33,8 +34,7 @@ def spec_with(tmp_path: Path, *entries: tuple[str, str | None]) -> Path:
 
 
 def test_undated_entries_take_the_nearest_older_date_else_the_newer(tmp_path: Path) -> None:
-    spec = load_spec(spec_with(tmp_path, ("1.3.0", None), ("1.2.0", "2026-05-02"), ("1.1.0", None),
-                               ("1.0.0", None)))
+    spec = load_spec(spec_with(tmp_path, ("1.3.0", None), ("1.2.0", "2026-05-02"), ("1.1.0", None), ("1.0.0", None)))
     dates = [e.date for e in market.dated_spec(spec).changelog]
     # 1.3.0 has an older dated neighbour; 1.1.0 and 1.0.0 have none older, so they take 1.2.0's day
     assert dates == [dt.date(2026, 5, 2)] * 4
@@ -55,8 +55,13 @@ def test_a_changelog_without_any_date_is_refused(tmp_path: Path) -> None:
 
 
 def git(repo: Path, *args: str, day: str | None = None) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
     if day:
         env |= {"GIT_AUTHOR_DATE": f"{day}T12:00:00+00:00", "GIT_COMMITTER_DATE": f"{day}T12:00:00+00:00"}
     subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
@@ -73,7 +78,9 @@ def test_git_dates_an_entry_by_the_commit_that_added_its_line(tmp_path: Path) ->
     git(tmp_path, "commit", "-q", "-am", "1.0.50", day="2026-08-20")
     spec_with(tmp_path, ("1.0.51", None), ("1.0.50", None), ("1.0.5", None), ("1.0.0", "2026-05-01"))
     assert added_dates(spec, ["1.0.51", "1.0.50", "1.0.5"]) == {
-        "1.0.50": dt.date(2026, 8, 20), "1.0.5": dt.date(2026, 6, 3)}  # 1.0.51 is not committed yet
+        "1.0.50": dt.date(2026, 8, 20),
+        "1.0.5": dt.date(2026, 6, 3),
+    }  # 1.0.51 is not committed yet
 
 
 def test_outside_git_there_is_nothing_to_ask(tmp_path: Path) -> None:

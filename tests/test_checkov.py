@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import APP_FILES
-from olarespack.check.lint import render_values
+from olarespack.check.render import render_values
 from olarespack.helm import HelmBinary, values_file
 from olarespack.olares.generations import GENERATION_NAMES
 from olarespack.olares.versions import render_modes
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.helm
 # what stays failed on every engine pod, each with its reason in docs/chart.md's "Pod hardening" section
 REMAINING = {
     "CKV_K8S_43",  # image by tag: a reviewer reads a release tag; a spec may pin a digest instead
-    "CKV_K8S_23", "CKV_K8S_40",  # root: the engines' images run as root and the installed files are root's
+    "CKV_K8S_23",
+    "CKV_K8S_40",  # root: the engines' images run as root and the installed files are root's
     "CKV_K8S_15",  # pull policy IfNotPresent: a 10-20 GB image must not be fetched on every restart
     "CKV_K8S_22",  # writable root filesystem: the engines compile kernels into caches under / at boot
     "CKV2_K8S_6",  # no NetworkPolicy: no official Olares app ships one; Olares routes the entrances
@@ -61,9 +62,25 @@ def render(files: list[Path], out: Path) -> None:
 def failed_checks(folder: Path) -> dict[str, set[str]]:
     """checkov's failed check ids per rendered file, offline (no platform mappings, no policy download)."""
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
-    result = subprocess.run([checkov_binary(), "-d", str(folder), "--framework", "kubernetes", "--quiet",
-                             "--compact", "--skip-download", "-o", "json"],
-                            capture_output=True, text=True, env=env, timeout=300, check=False)
+    result = subprocess.run(
+        [
+            checkov_binary(),
+            "-d",
+            str(folder),
+            "--framework",
+            "kubernetes",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode in (0, 1), result.stderr[-2000:]
     reports = json.loads(result.stdout)
     failed: dict[str, set[str]] = defaultdict(set)
@@ -89,8 +106,13 @@ def test_an_image_pinned_by_digest_clears_the_digest_check(tmp_path: Path) -> No
     spec = write_spec(tmp_path, data)
     (tmp_path / "rendered").mkdir()
     render([spec], tmp_path)
-    deployment = next(d for d in yaml.safe_load_all((tmp_path / "rendered" / f"current-{data['name']}.yaml")
-                                                    .read_text(encoding="utf-8")) if d and d["kind"] == "Deployment")
+    deployment = next(
+        d
+        for d in yaml.safe_load_all(
+            (tmp_path / "rendered" / f"current-{data['name']}.yaml").read_text(encoding="utf-8")
+        )
+        if d and d["kind"] == "Deployment"
+    )
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("ab" * 32)
     failed = failed_checks(tmp_path / "rendered")
     # a digest cannot change under the box, so checkov's pull-policy check is satisfied by it too

@@ -23,6 +23,7 @@ def run(project: Path):  # type: ignore[no-untyped-def]
         finally:
             os.chdir(old)
         return result.exit_code, result.stdout, result.stderr
+
     return invoke
 
 
@@ -50,8 +51,9 @@ def test_committed_charts_are_up_to_date(run) -> None:  # type: ignore[no-untype
 
 def test_check_reports_drift_and_writes_nothing(project: Path, run) -> None:  # type: ignore[no-untyped-def]
     spec = project / "apps/gemma4-vision.yaml"
-    spec.write_text(spec.read_text(encoding="utf-8").replace("max_model_len: 131072", "max_model_len: 65536"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("max_model_len: 131072", "max_model_len: 65536"), encoding="utf-8"
+    )
     stray = project / "charts/vllmgemma4dflashone/templates/stray.yaml"
     stray.write_text("kind: Stray\n", encoding="utf-8")
     before = tree_bytes(project / "charts")
@@ -67,13 +69,15 @@ def test_check_reports_drift_and_writes_nothing(project: Path, run) -> None:  # 
     assert run("build", "--check")[0] == 0
 
 
-@pytest.mark.parametrize(("mutate", "path"), [
-    (lambda d: d["engine"].update(max_model_length=1), "engine.max_model_length"),
-    (lambda d: d["engine"].update(max_model_len="big"), "engine.max_model_len"),
-    (lambda d: d["metadata"].pop("title"), "metadata.title"),
-])
-def test_bad_spec_exits_1_names_file_and_path_and_leaves_charts_alone(
-        project: Path, run, mutate, path: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda d: d["engine"].update(max_model_length=1), "engine.max_model_length"),
+        (lambda d: d["engine"].update(max_model_len="big"), "engine.max_model_len"),
+        (lambda d: d["metadata"].pop("title"), "metadata.title"),
+    ],
+)
+def test_bad_spec_exits_1_names_file_and_path_and_leaves_charts_alone(project: Path, run, mutate, path: str) -> None:  # type: ignore[no-untyped-def]
     data = app_data()
     mutate(data)
     write_spec(project / "apps", data, "gemma4-vision.yaml")
@@ -134,10 +138,15 @@ def test_spec_files_point_editors_at_the_schema() -> None:
         assert first == "# yaml-language-server: $schema=../schemas/app-spec.schema.json", spec
 
 
-@pytest.mark.parametrize("command", [["lint", "apps/gemma4-audio.yaml"], ["publish", "--market-dir", "m"],
-                                     ["package", "--out", "dist"]])
-def test_missing_helm_exits_3(run, monkeypatch: pytest.MonkeyPatch, project: Path,  # type: ignore[no-untyped-def]
-                              command: list[str]) -> None:
+@pytest.mark.parametrize(
+    "command", [["lint", "apps/gemma4-audio.yaml"], ["publish", "--market-dir", "m"], ["package", "--out", "dist"]]
+)
+def test_missing_helm_exits_3(
+    run,
+    monkeypatch: pytest.MonkeyPatch,
+    project: Path,  # type: ignore[no-untyped-def]
+    command: list[str],
+) -> None:
     monkeypatch.setenv("OLARESPACK_HELM", str(project / "no-such-helm"))
     monkeypatch.setenv("OLARESPACK_HELM4", str(project / "no-such-helm"))
     code, _, err = run(*command)

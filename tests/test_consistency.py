@@ -18,19 +18,29 @@ from olarespack.engines.consistency import (
     parser_problems,
 )
 from olarespack.engines.vllm import ENGINE, VllmCalibration
-from olarespack.models.arch import KvLayer, ModelArch, ModelInfo, models
+from olarespack.models.arch import KvLayer, ModelArch, ModelInfo
+from olarespack.models.registry import models
 
 TARGET = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
 MTP = "google/gemma-4-26B-A4B-it-assistant"
 DFLASH = "z-lab/gemma-4-26B-A4B-it-DFlash"
 
 
-def _info(repo: str, hidden: int | None = None, vocab: int | None = None, family: str | None = None,
-          drafter_for: tuple[str, ...] = ()) -> ModelInfo:
-    arch = ModelArch(layers=(KvLayer("full", 8, 128),), num_hidden_layers=1, hidden_size=hidden, vocab_size=vocab) \
-        if hidden else None
-    return ModelInfo(repo=repo, title=repo, arch=arch, kv="own" if arch else "shared", family=family,
-                     drafter_for=drafter_for)
+def _info(
+    repo: str,
+    hidden: int | None = None,
+    vocab: int | None = None,
+    family: str | None = None,
+    drafter_for: tuple[str, ...] = (),
+) -> ModelInfo:
+    arch = (
+        ModelArch(layers=(KvLayer("full", 8, 128),), num_hidden_layers=1, hidden_size=hidden, vocab_size=vocab)
+        if hidden
+        else None
+    )
+    return ModelInfo(
+        repo=repo, title=repo, arch=arch, kv="own" if arch else "shared", family=family, drafter_for=drafter_for
+    )
 
 
 def test_base_names_drop_quantization_suffixes() -> None:
@@ -88,7 +98,8 @@ def test_facts_compare_hidden_size_and_vocabulary() -> None:
 
 def test_names_decide_when_facts_are_missing() -> None:
     assert [p.rule for p in drafter_problems("f", "p", "Qwen/Qwen3-8B", "z-lab/gemma-4-31B-it-DFlash", {})] == [
-        "drafter-target"]
+        "drafter-target"
+    ]
     assert list(drafter_problems("f", "p", "Qwen/Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3", {})) == []
     # nothing known on one side: nothing is said
     assert list(drafter_problems("f", "p", "someone/custom-model", MTP, {})) == []
@@ -99,8 +110,9 @@ def test_parsers_suit_the_family() -> None:
     [problem] = parser_problems("f.yaml", "Qwen/Qwen3-8B-AWQ", registry, tool_parser="gemma4")
     assert (problem.rule, problem.path, problem.severity) == ("parser-family", "engine.tool_call_parser", "error")
     assert "qwen3_coder" in problem.fix
-    assert list(parser_problems("f", "Qwen/Qwen3-8B-AWQ", registry, tool_parser="hermes",
-                                reasoning_parser="qwen3")) == []
+    assert (
+        list(parser_problems("f", "Qwen/Qwen3-8B-AWQ", registry, tool_parser="hermes", reasoning_parser="qwen3")) == []
+    )
     assert list(parser_problems("f", TARGET, registry, tool_parser="gemma4", reasoning_parser="gemma4")) == []
     [problem] = parser_problems("f", "mistralai/Magistral-Small-2509", {}, reasoning_parser="deepseek_r1")
     assert problem.path == "engine.reasoning_parser" and "mistral" in problem.fix
@@ -153,8 +165,11 @@ def test_the_vision_spec_on_a_qwen_model_fails_lint(project: Path) -> None:
     spec = _vision_copy(project, "model")
     code, output = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
     assert code == 1
-    errors = {re.search(r"\[([\w-]+)\]$", line)[1]: line for line in output.splitlines()  # type: ignore[index]
-              if line.startswith("ERROR ")}
+    errors = {
+        re.search(r"\[([\w-]+)\]$", line)[1]: line
+        for line in output.splitlines()  # type: ignore[index]
+        if line.startswith("ERROR ")
+    }
     assert set(errors) == {"drafter-target", "parser-family", "calibration-stale"}, output
     assert "apps/copy-model.yaml: engine.speculative: " in errors["drafter-target"]
     assert "apps/copy-model.yaml: engine.tool_call_parser: " in errors["parser-family"]
@@ -165,11 +180,15 @@ def test_with_facts_for_the_new_model_its_context_and_the_rules_are_reported_tog
     """Once `model add` gave facts for the new model, its context is checked too: a context past the model's
     window must not hide the drafter, parser and calibration mistakes until it is fixed."""
     config = project / "config.json"
-    config.write_text('{"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, '
-                      '"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, '
-                      '"max_position_embeddings": 40960, "vocab_size": 151936}', encoding="utf-8")
-    code, output = run_cli(project, "model", "add", "Qwen/Qwen3-8B-AWQ", "--config", str(config),
-                           "--weights-bytes", "6200000000")
+    config.write_text(
+        '{"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, '
+        '"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, '
+        '"max_position_embeddings": 40960, "vocab_size": 151936}',
+        encoding="utf-8",
+    )
+    code, output = run_cli(
+        project, "model", "add", "Qwen/Qwen3-8B-AWQ", "--config", str(config), "--weights-bytes", "6200000000"
+    )
     assert code == 0, output
     spec = _vision_copy(project, "model")
     code, output = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
@@ -183,6 +202,8 @@ def test_a_description_citing_a_removed_field_names_file_and_path(project: Path)
     spec = _vision_copy(project, "nospec")
     code, output = run_cli(project, "lint", str(spec.relative_to(project)), "--no-helm4")
     assert code == 1
-    assert ("apps/copy-nospec.yaml: metadata.full_description: [[ engine.speculative.model ]] cites "
-            "engine.speculative.model, but engine.speculative is not set") in output
+    assert (
+        "apps/copy-nospec.yaml: metadata.full_description: [[ engine.speculative.model ]] cites "
+        "engine.speculative.model, but engine.speculative is not set"
+    ) in output
     assert "Traceback" not in output and "has no attribute" not in output

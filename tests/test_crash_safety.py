@@ -68,8 +68,7 @@ MARKET_WORKER = textwrap.dedent("""
 def kill_at_random(worker: str, *args: str) -> None:
     ready = Path(args[1])
     ready.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", worker, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", worker, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -77,8 +76,9 @@ def kill_at_random(worker: str, *args: str) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         time.sleep(random.uniform(0.05, 0.6))
-        assert proc.poll() is None, "the worker died before the kill: " + (proc.stderr.read().decode()
-                                                                           if proc.stderr else "")
+        assert proc.poll() is None, "the worker died before the kill: " + (
+            proc.stderr.read().decode() if proc.stderr else ""
+        )
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -126,8 +126,9 @@ def market_is_consistent(market_dir: Path) -> None:
             tags.add(data[:1].decode())
         tags |= {entry["icon"] for entry in generation["apps"].values()}
     assert len(tags) == 1, tags
-    digests = dict(reversed(line.split("  ", 1)) for line in
-                   (market_dir / "charts/SHA256SUMS").read_text().splitlines())
+    digests = dict(
+        reversed(line.split("  ", 1)) for line in (market_dir / "charts/SHA256SUMS").read_text().splitlines()
+    )
     for path, sha in digests.items():
         assert hashlib.sha256((market_dir / "charts" / path).read_bytes()).hexdigest() == sha
 
@@ -142,5 +143,7 @@ def test_a_killed_publish_leaves_a_consistent_market(tmp_path: Path) -> None:
         market_is_consistent(market_dir)
         checked += 1
         assert sorted(p.name for p in tmp_path.iterdir() if p.name != "ready") in (
-            ["market"], [".market.olarespack-new", "market"])
+            ["market"],
+            [".market.olarespack-new", "market"],
+        )
     assert checked >= KILLS // 2, "too few kills landed after a first publish to judge"

@@ -17,8 +17,9 @@ from conftest import APPS, tree_bytes
 def olarespack(cwd: Path, seed: str, *args: str) -> None:
     script = "import sys; from olarespack.cli import main; main.main(sys.argv[1:], prog_name='olarespack')"
     env = {**os.environ, "PYTHONHASHSEED": seed, "TZ": "Pacific/Kiritimati" if seed == "1" else "UTC"}
-    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -58,12 +58,22 @@ def test_an_example_names_a_real_command_and_its_options(page: str, line: str) -
     command, path, rest = resolve(words)
     assert path, f"{page}: `olarespack {line}` names no command"
     assert not isinstance(command, click.Group), f"{page}: `olarespack {line}` stops at the group {path}"
-    known = {"--help", "-h"} | {name for param in command.params if isinstance(param, click.Option)
-                                for name in (*param.opts, *param.secondary_opts)}
-    options = [word.split("=", 1)[0] for word in rest[:rest.index("--")] if "--" in rest] if "--" in rest else \
-        [word.split("=", 1)[0] for word in rest]
-    unknown = [word for word in options if word.startswith("-") and len(word) > 1 and not word[1].isdigit()
-               and word not in known]
+    known = {"--help", "-h"} | {
+        name
+        for param in command.params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+    options = (
+        [word.split("=", 1)[0] for word in rest[: rest.index("--")] if "--" in rest]
+        if "--" in rest
+        else [word.split("=", 1)[0] for word in rest]
+    )
+    unknown = [
+        word
+        for word in options
+        if word.startswith("-") and len(word) > 1 and not word[1].isdigit() and word not in known
+    ]
     assert not unknown, f"{page}: `olarespack {line}`: {unknown} are not options of `olarespack {' '.join(path)}`"
 
 
@@ -71,8 +81,13 @@ def test_the_site_builds_strictly_with_the_clis_own_reference(tmp_path: Path) ->
     mkdocs = Path(sys.executable).parent / "mkdocs"
     if not mkdocs.exists():
         pytest.skip("mkdocs is not installed: `make build` installs it (the dev extras)")
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     reference = (tmp_path / "site" / "reference" / "commands" / "index.html").read_text(encoding="utf-8")
     for path in ("market check", "market clone-check", "publish", "bench"):

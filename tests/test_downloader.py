@@ -70,8 +70,9 @@ def mounted_script(chart: dict[str, str], init: dict[str, Any]) -> None:
     """The init container runs the script the chart carries: `sh <file>` from the downloader's ConfigMap,
     which Helm fills with files/download-models.sh as it is."""
     pod = deployment(chart)["spec"]["template"]["spec"]
-    assert init["command"][0] == "sh" and len(init["command"]) == 2, \
+    assert init["command"][0] == "sh" and len(init["command"]) == 2, (
         "the engine image's entrypoint is llama-server: sh is explicit, and reads a file"
+    )
     folder, name = init["command"][1].rsplit("/", 1)
     [mount] = [m for m in init["volumeMounts"] if m["mountPath"] == folder]
     assert mount["readOnly"] is True
@@ -106,11 +107,18 @@ def downloader(tmp_path_factory: pytest.TempPathFactory) -> Downloader:
     names = [e["name"] for e in init["env"]]
     assert names[:3] == ["MODEL_REPO", "MODEL_REVISION", "MODEL_FILES"]
     assert {"HF_ENDPOINT", "HF_TOKEN_PATH"} <= set(names)
-    assert {"name": "huggingface-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in \
-        init["volumeMounts"]
+    assert {"name": "huggingface-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in init[
+        "volumeMounts"
+    ]
     files = [(line.split()[0], line.split()[1]) for line in env["MODEL_FILES"].splitlines() if line.strip()]
-    return Downloader(init["image"], script, script_file(app.chart, tmp_path_factory.mktemp("script")), env, files,
-                      pod["containers"][0]["args"])
+    return Downloader(
+        init["image"],
+        script,
+        script_file(app.chart, tmp_path_factory.mktemp("script")),
+        env,
+        files,
+        pod["containers"][0]["args"],
+    )
 
 
 # --------------------------------------------------------------------------- loopback servers
@@ -251,8 +259,7 @@ def leave_part(tmp_path: Path, dest: str, content: bytes) -> None:
     part.write_bytes(content)
 
 
-def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None,
-        shell: tuple[str, ...] = ("sh",)) -> Run:
+def run(d: Downloader, tmp_path: Path, endpoint: str, token: str | None, shell: tuple[str, ...] = ("sh",)) -> Run:
     """The script as the pod runs it, its destinations moved under tmp_path/pod."""
     paths = {remote: local(tmp_path, dest) for remote, dest in d.files}
     env = {
@@ -366,7 +373,8 @@ def test_a_relative_redirect_stays_on_the_endpoint_with_the_token(
         a.routes[downloader.resolve_path(remote)] = Redirect(f"../../../renamed/resolve/main/{remote}", 307)
         signed = f"/xet/{remote}?sig=1"
         a.routes[f"/{downloader.env['MODEL_REPO'].split('/')[0]}/renamed/resolve/main/{remote}"] = Redirect(
-            b.url("localhost") + f"/hop/{remote}")
+            b.url("localhost") + f"/hop/{remote}"
+        )
         b.routes[f"/hop/{remote}"] = Redirect(signed)
         b.routes[signed] = Blob(body)
     result = run(downloader, tmp_path, a.url(), TOKEN)
@@ -432,8 +440,14 @@ def test_an_image_without_curl_says_so(downloader: Downloader, tmp_path: Path) -
         assert found
         (tools / tool).symlink_to(found)
     env = {"PATH": str(tools), "HF_ENDPOINT": "https://huggingface.co", **downloader.env}
-    proc = subprocess.run([shutil.which("sh") or "sh", str(downloader.path)], env=env, capture_output=True,
-                          text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        [shutil.which("sh") or "sh", str(downloader.path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 1
     assert "no curl in this image" in proc.stderr
 
@@ -443,12 +457,18 @@ def test_a_missing_setting_is_named_before_any_request(
     downloader: Downloader, servers: tuple[Server, Server], tmp_path: Path, missing: str
 ) -> None:
     a, _ = servers
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
-           "HF_ENDPOINT": a.url(), **downloader.env}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "HF_ENDPOINT": a.url(),
+        **downloader.env,
+    }
     for value in ("", None):
         given = {k: v for k, v in env.items() if k != missing} | ({} if value is None else {missing: value})
-        proc = subprocess.run(["sh", str(downloader.path)], env=given, capture_output=True, text=True, timeout=30,
-                              check=False)
+        proc = subprocess.run(
+            ["sh", str(downloader.path)], env=given, capture_output=True, text=True, timeout=30, check=False
+        )
         assert proc.returncode == 1
         assert f"model-downloader: {missing} is unset or empty" in proc.stderr
     assert a.requests == []
@@ -516,7 +536,11 @@ def test_the_endpoint_serving_the_file_itself_gets_the_token_and_ranges(
     assert_landed(result, data)
     first = downloader.files[0][0]
     assert [(r.method, r.headers.get("range")) for r in a.requests if first in r.path] == [
-        ("HEAD", None), ("GET", None), ("HEAD", None), ("GET", "bytes=50000-")]
+        ("HEAD", None),
+        ("GET", None),
+        ("HEAD", None),
+        ("GET", "bytes=50000-"),
+    ]
     assert a.authorizations() == [f"Bearer {TOKEN}"] * len(a.requests)
 
 
@@ -587,13 +611,21 @@ def test_a_part_longer_than_the_file_is_discarded(
 
 
 def test_a_drafter_from_another_repository_lands_beside_the_model(
-        servers: tuple[Server, Server], tmp_path: Path) -> None:
+    servers: tuple[Server, Server], tmp_path: Path
+) -> None:
     """A line "<file> <dest> <repo> <revision>" fetches from that repository; the others from MODEL_REPO."""
     spec = load_spec(SPEC)
     assert isinstance(spec.engine, LlamaCppEngine)
-    engine = LlamaCppEngine.model_validate({**spec.engine.model_dump(), "speculative": {
-        "type": "draft", "drafter": {"repo": "AtomicChat/heads-GGUF", "file": "head.gguf", "revision": "v2"}}},
-        strict=False)
+    engine = LlamaCppEngine.model_validate(
+        {
+            **spec.engine.model_dump(),
+            "speculative": {
+                "type": "draft",
+                "drafter": {"repo": "AtomicChat/heads-GGUF", "file": "head.gguf", "revision": "v2"},
+            },
+        },
+        strict=False,
+    )
     chart = render_chart(spec.model_copy(update={"engine": engine}), str(SPEC))
     [init] = deployment(chart)["spec"]["template"]["spec"]["initContainers"]
     env = {e["name"]: e["value"] for e in init["env"] if "value" in e}
@@ -606,14 +638,26 @@ def test_a_drafter_from_another_repository_lands_beside_the_model(
         data[words[0]] = payload(words[0], 50_000)
         a.routes[f"/{repo}/resolve/{revision}/{words[0]}"] = Blob(data[words[0]])
     moved = [[w[0], str(local(tmp_path, w[1])), *w[2:]] for w in lines]
-    base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
-                "MODEL_REPO": env["MODEL_REPO"], "MODEL_REVISION": env["MODEL_REVISION"], "HF_ENDPOINT": a.url()}
+    base_env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "MODEL_REPO": env["MODEL_REPO"],
+        "MODEL_REVISION": env["MODEL_REVISION"],
+        "HF_ENDPOINT": a.url(),
+    }
     mounted_script(chart, init)
     script = script_file(chart, tmp_path)
 
     def download(files: list[list[str]]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["sh", str(script)], env={**base_env, "MODEL_FILES": "".join(
-            " ".join(w) + "\n" for w in files)}, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            ["sh", str(script)],
+            env={**base_env, "MODEL_FILES": "".join(" ".join(w) + "\n" for w in files)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     proc = download(moved)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -622,8 +666,10 @@ def test_a_drafter_from_another_repository_lands_beside_the_model(
     assert "downloading AtomicChat/heads-GGUF@v2 head.gguf" in proc.stdout
     # a repository without its revision, or one that is not owner/name, is refused before any request
     asked = len(a.requests)
-    for hostile in (["x.gguf", str(tmp_path / "x.gguf"), "AtomicChat/heads-GGUF"],
-                    ["x.gguf", str(tmp_path / "x.gguf"), "../../etc", "main"]):
+    for hostile in (
+        ["x.gguf", str(tmp_path / "x.gguf"), "AtomicChat/heads-GGUF"],
+        ["x.gguf", str(tmp_path / "x.gguf"), "../../etc", "main"],
+    ):
         proc = download([hostile])
         assert proc.returncode != 0 and "model-downloader:" in proc.stderr
     assert len(a.requests) == asked

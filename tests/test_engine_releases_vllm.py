@@ -22,8 +22,9 @@ FIXTURE = ROOT / "tests" / "fixtures" / "vllm-wheel-mini"
 GENERATED = ROOT / "src" / "olarespack" / "engines" / "vllm" / "releases"
 
 
-def make_wheel(tmp_path: Path, *, drop: str = "", rename: tuple[str, str] = ("", ""), replace: dict[str, str] | None
-               = None) -> Path:
+def make_wheel(
+    tmp_path: Path, *, drop: str = "", rename: tuple[str, str] = ("", ""), replace: dict[str, str] | None = None
+) -> Path:
     wheel = tmp_path / "vllm-9.9.0-cp38-abi3-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for path in sorted(FIXTURE.rglob("*.py")):
@@ -48,20 +49,33 @@ def test_mini_wheel_surface(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 0, err
     text = target.read_text()
     facts = json.loads(text)
-    assert facts["artifact"] == {"file": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                                 "size": wheel.stat().st_size, "version": "9.9.0"}
-    assert facts["written_by"] == {"tool": "olarespack releases refresh",
-                                   "command": "olarespack releases refresh --engine vllm 9.9.0"}
+    assert facts["artifact"] == {
+        "file": wheel.name,
+        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "size": wheel.stat().st_size,
+        "version": "9.9.0",
+    }
+    assert facts["written_by"] == {
+        "tool": "olarespack releases refresh",
+        "command": "olarespack releases refresh --engine vllm 9.9.0",
+    }
     assert facts["engine_args"] == {
-        "model": ["--model"], "max_model_len": ["--max-model-len"],
+        "model": ["--model"],
+        "max_model_len": ["--max-model-len"],
         "gpu_memory_utilization": ["--gpu-memory-utilization", "--device-memory-utilization"],
-        "kv_cache_dtype": ["--kv-cache-dtype"], "enforce_eager": ["--enforce-eager"], "old_flag": ["--old-flag"],
-        "internal_only": [], "spec_method": ["--spec-method", "-sm"],
+        "kv_cache_dtype": ["--kv-cache-dtype"],
+        "enforce_eager": ["--enforce-eager"],
+        "old_flag": ["--old-flag"],
+        "internal_only": [],
+        "spec_method": ["--spec-method", "-sm"],
     }
     assert facts["engine_cli_only"] == {"enable_log_requests": ["--enable-log-requests"]}
     assert facts["frontend_args"] == {
-        "tool_call_parser": ["-tcp", "--tool-call-parser"], "enable_auto_tool_choice": ["--enable-auto-tool-choice"],
-        "host": ["--host"], "port": ["--port"], "api_server_count": ["--api-server-count", "-asc"],
+        "tool_call_parser": ["-tcp", "--tool-call-parser"],
+        "enable_auto_tool_choice": ["--enable-auto-tool-choice"],
+        "host": ["--host"],
+        "port": ["--port"],
+        "api_server_count": ["--api-server-count", "-asc"],
     }
     assert facts["negatable_flags"] == ["--enable-auto-tool-choice", "--enable-log-requests", "--enforce-eager"]
     deprecated = facts["deprecated_flags"]
@@ -116,7 +130,11 @@ def test_unreadable_release_names_the_file_and_writes_nothing(
 def test_newest_patch_per_minor_skips_prereleases() -> None:
     versions = ["0.33.0", "0.34.0rc1", "0.27.1", "0.27.0", "0.10.1.1", "0.10.1", "0.8.5.post1", "0.8.5"]
     assert wheel_cache.newest_per_minor(versions) == {
-        "0.33": "0.33.0", "0.27": "0.27.1", "0.10": "0.10.1.1", "0.8": "0.8.5.post1"}
+        "0.33": "0.33.0",
+        "0.27": "0.27.1",
+        "0.10": "0.10.1.1",
+        "0.8": "0.8.5.post1",
+    }
 
 
 def test_exact_versions_need_no_index() -> None:
@@ -124,6 +142,7 @@ def test_exact_versions_need_no_index() -> None:
 
 
 # ---- the committed data, produced from the PyPI wheels ----
+
 
 def committed() -> dict[str, dict[str, Any]]:
     return {p.stem.removeprefix("vllm-"): json.loads(p.read_text()) for p in sorted(GENERATED.glob("vllm-*.json"))}
@@ -144,8 +163,10 @@ def test_committed_releases_are_well_formed() -> None:
         assert vllm_surface.minor_of(artifact["version"]) == minor
         assert artifact["file"].startswith(f"vllm-{artifact['version']}-") and artifact["file"].endswith(".whl")
         assert re.fullmatch(r"[0-9a-f]{64}", artifact["sha256"])
-        assert facts["written_by"] == {"tool": "olarespack releases refresh",
-                                       "command": f"olarespack releases refresh --engine vllm {artifact['version']}"}
+        assert facts["written_by"] == {
+            "tool": "olarespack releases refresh",
+            "command": f"olarespack releases refresh --engine vllm {artifact['version']}",
+        }
         assert facts["counts"] == vllm_surface.counts(facts)
         for table in ("engine_args", "engine_cli_only", "frontend_args"):
             assert all(isinstance(f, str) and f.startswith("-") for fl in facts[table].values() for f in fl)
@@ -165,8 +186,12 @@ def test_committed_facts_agree_with_the_engine_notes() -> None:
     for method in ("medusa", "mlp_speculator"):
         assert method in old["speculative"]["methods"] and method not in new["speculative"]["methods"]
     assert {"mtp", "dflash", "dspark"} <= set(new["speculative"]["methods"])
-    gone = {"--calculate-kv-scales", "--max-num-partial-prefills", "--max-long-partial-prefills",
-            "--override-attention-dtype"}
+    gone = {
+        "--calculate-kv-scales",
+        "--max-num-partial-prefills",
+        "--max-long-partial-prefills",
+        "--override-attention-dtype",
+    }
     assert gone <= all_flags(old) and not gone & all_flags(new)
     assert {"--spec-method", "--spec-model", "--spec-tokens"} <= all_flags(new) - all_flags(old)
     assert new["engine_args"]["gpu_memory_utilization"] == ["--gpu-memory-utilization", "--device-memory-utilization"]
@@ -180,8 +205,9 @@ def test_committed_facts_agree_with_the_engine_notes() -> None:
     assert "VLLM_ENABLE_STARTUP_PLAN" in new["env_vars"]
 
 
-def test_a_wheel_whose_sources_unpack_past_their_bound_is_refused(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wheel_whose_sources_unpack_past_their_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A wheel is a zip: one .py member that unpacks to gigabytes was read whole into memory."""
     import zipfile
 

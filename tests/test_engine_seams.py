@@ -32,7 +32,7 @@ def test_a_smoke_missing_a_step_cannot_be_made() -> None:
         Half()  # type: ignore[abstract]
 
 
-STUB = '''
+STUB = """
 from olarespack.engines.smoke import EngineSmoke
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.engines.vllm.smoke import VllmSmoke
@@ -48,15 +48,20 @@ class Borrowed(VllmSmoke):
 
 
 SMOKE = Stub()
-'''
+"""
 
 
 def test_mypy_refuses_a_stub_smoke(tmp_path: Path) -> None:
     planted = tmp_path / "stub_smoke.py"
     planted.write_text(STUB, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(planted)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={"MYPYPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent)})
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(planted)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"MYPYPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent)},
+    )
     assert 'Cannot instantiate abstract class "Stub"' in done.stdout, done.stdout + done.stderr
     assert "violates the Liskov substitution principle" in done.stdout, done.stdout
 
@@ -69,11 +74,15 @@ def test_a_flag_rows_owner_is_a_field_of_its_spec() -> None:
 
     for engine in olarespack.engines.ENGINES.values():
         assert owner_problems(engine.spec_model, engine.flags) == []  # type: ignore[attr-defined]
-    rows = (Flag("--ctx-size", "engine.ctx_sise", lambda e: 1), Flag("--spec-draft-n-max", "engine.speculative.max",
-                                                                     lambda e: 1),
-            Flag("--alias", "alias", lambda e: 1), Flag("--port", "chart", lambda e: 1),
-            Flag("--draft", "engine.speculative.draft_max", lambda e: 1))
+    rows = (
+        Flag("--ctx-size", "engine.ctx_sise", lambda e: 1),
+        Flag("--spec-draft-n-max", "engine.speculative.max", lambda e: 1),
+        Flag("--alias", "alias", lambda e: 1),
+        Flag("--port", "chart", lambda e: 1),
+        Flag("--draft", "engine.speculative.draft_max", lambda e: 1),
+    )
     assert owner_problems(LlamaCppEngine, rows) == [
         "--ctx-size: owner 'engine.ctx_sise' is no field of LlamaCppEngine",
         "--spec-draft-n-max: owner 'engine.speculative.max' is no field of LlamaCppEngine",
-        "--alias: owner 'alias' is no field of LlamaCppEngine"]
+        "--alias: owner 'alias' is no field of LlamaCppEngine",
+    ]

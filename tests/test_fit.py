@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from conftest import APP_FILES
-from olarespack.core.errors import UsageError
+from olarespack.core.errors import ModelDataError, UsageError
 from olarespack.core.hardware import profiles
 from olarespack.core.units import cdiv, largest_fitting
 from olarespack.engines.llamacpp import kv as llamacpp_kv
@@ -16,7 +16,8 @@ from olarespack.engines.llamacpp.kv import llamacpp_context, llamacpp_kv_bytes
 from olarespack.engines.vllm import kv as vllm_kv
 from olarespack.engines.vllm.kv import vllm_kv_layout, vllm_kv_needed, vllm_max_model_len
 from olarespack.fit.budget import fit_report, resolve_context
-from olarespack.models.arch import KvLayer, ModelArch, ModelDataError, ModelInfo, models
+from olarespack.models.arch import KvLayer, ModelArch, ModelInfo
+from olarespack.models.registry import models
 from olarespack.spec.load import load_spec
 from olarespack.spec.models import AppSpec
 from specs import app_data, write_spec
@@ -80,8 +81,10 @@ def test_hybrid_layout_unifies_pages_and_groups_by_fives() -> None:
     layout = vllm_kv_layout(GEMMA4_26B, **FP8)
     assert layout.mode == "hybrid"
     assert layout.page_bytes == 65_536 and layout.group_size == 5
-    assert {(s.kind, s.block_size, s.page_bytes) for s in layout.specs} == {("full", 32, 65_536),
-                                                                           ("sliding", 16, 65_536)}
+    assert {(s.kind, s.block_size, s.page_bytes) for s in layout.specs} == {
+        ("full", 32, 65_536),
+        ("sliding", 16, 65_536),
+    }
     assert sorted(g.kind for g in layout.groups) == ["full"] + ["sliding"] * 5
     # bf16 doubles every page, so the grouping is unchanged and the need doubles
     assert vllm_kv_needed(GEMMA4_26B, 4096, kv_dtype_bytes=2) == 2 * vllm_kv_needed(GEMMA4_26B, 4096, **FP8)
@@ -191,11 +194,18 @@ def test_kv_dtype_follows_the_model_dtype_on_auto() -> None:
 def test_activation_estimate_takes_the_widest_block() -> None:
     dense = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=1000)
     assert vllm_kv.vllm_activation_bytes_per_token(dense) == 2 * (400 + 2000)
-    moe = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=10,
-                    moe_intermediate_size=50, experts_per_token=4)
+    moe = ModelArch(
+        layers=(FULL,),
+        num_hidden_layers=1,
+        hidden_size=100,
+        intermediate_size=10,
+        moe_intermediate_size=50,
+        experts_per_token=4,
+    )
     assert vllm_kv.vllm_activation_bytes_per_token(moe) == 2 * (400 + 4 * (150 + 100))
-    attention = ModelArch(layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=10,
-                          num_attention_heads=16)
+    attention = ModelArch(
+        layers=(FULL,), num_hidden_layers=1, hidden_size=100, intermediate_size=10, num_attention_heads=16
+    )
     assert vllm_kv.vllm_activation_bytes_per_token(attention) == 2 * (400 + 16 * 512 + 2 * 2 * 512)
     assert vllm_kv.vllm_overhead_estimate(dense, 1000) == vllm_kv.VLLM_RUNTIME_BYTES + 1000 * 2 * (400 + 2000)
 
@@ -235,20 +245,34 @@ def test_calibration_reproduces_the_refusal(tmp_path: Path) -> None:
     data = app_data()
     data["resources"]["gpu_memory"] = {"request": "24400Mi", "limit": "24400Mi"}  # the seed author's booking
     spec = load_spec(write_spec(tmp_path, data))
-    report = fit_report(spec, max_model_len=262144, calibrated_kv_available_bytes=3_030_200_000,
-                        calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
+    report = fit_report(
+        spec,
+        max_model_len=262144,
+        calibrated_kv_available_bytes=3_030_200_000,
+        calibrated_at_utilization=0.94,
+        calibrated_total_bytes=24400 * MiB,
+    )
     assert report.kv_cache_available_bytes == 3_030_200_000
     assert report.kv_cache_needed_bytes == 3_629_711_360
     assert not report.fits and report.max_model_len_fit == 203_584
     assert report.overhead_source == "calibrated"
     non_kv = math.ceil(24400 * MiB * 0.94) - 3_030_200_000
     assert report.weights_bytes + report.drafter_weights_bytes + report.overhead_bytes == non_kv
-    lower = fit_report(spec, gpu_memory_utilization=0.92, calibrated_kv_available_bytes=3_030_200_000,
-                       calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
+    lower = fit_report(
+        spec,
+        gpu_memory_utilization=0.92,
+        calibrated_kv_available_bytes=3_030_200_000,
+        calibrated_at_utilization=0.94,
+        calibrated_total_bytes=24400 * MiB,
+    )
     assert lower.kv_cache_available_bytes == math.ceil(24400 * MiB * 0.92) - non_kv
     # the measured non-KV memory carries over to another booking (the profile's 24000 MiB)
-    booked = fit_report(load_app("gemma4-vision"), calibrated_kv_available_bytes=3_030_200_000,
-                        calibrated_at_utilization=0.94, calibrated_total_bytes=24400 * MiB)
+    booked = fit_report(
+        load_app("gemma4-vision"),
+        calibrated_kv_available_bytes=3_030_200_000,
+        calibrated_at_utilization=0.94,
+        calibrated_total_bytes=24400 * MiB,
+    )
     assert booked.total_bytes == 24000 * MiB
     assert booked.kv_cache_available_bytes == math.ceil(24000 * MiB * 0.94) - non_kv
 
@@ -258,7 +282,8 @@ def test_given_available_replaces_the_estimate() -> None:
     assert report.overhead_source == "given" and report.max_model_len_fit == 203_584
     assert report.max_model_len_limit == 203_584  # Gemma 4's own limit is 262144: the search stops at the fit
     assert report.concurrency == pytest.approx(
-        (3_030_200_000 // 65_536 // 5) / (gemma4_closed_form(203_584, 8192) // 327_680))
+        (3_030_200_000 // 65_536 // 5) / (gemma4_closed_form(203_584, 8192) // 327_680)
+    )
 
 
 def test_utilization_needed_is_the_first_that_fits() -> None:
@@ -295,8 +320,9 @@ def test_default_batched_tokens(tmp_path: Path) -> None:
     chunked = fit_report(changed_app(tmp_path, "gemma4-vision", max_num_batched_tokens=None))
     assert chunked.settings["max_num_batched_tokens"] == vllm_kv.VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
     assert any("max_num_batched_tokens" in note for note in chunked.notes)
-    whole = fit_report(changed_app(tmp_path, "gemma4-vision", max_num_batched_tokens=None,
-                                   enable_chunked_prefill=False))
+    whole = fit_report(
+        changed_app(tmp_path, "gemma4-vision", max_num_batched_tokens=None, enable_chunked_prefill=False)
+    )
     assert whole.settings["max_num_batched_tokens"] == 131072
 
 
@@ -311,13 +337,16 @@ def test_unknown_models_are_named() -> None:
         fit_report(load_app("gemma4-vision"), registry={})
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"max_model_len": 0}, "max_model_len"),
-    ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
-    ({"calibrated_at_utilization": 0.0, "calibrated_kv_available_bytes": 1}, "calibrated_at_utilization"),
-    ({"calibrated_kv_available_bytes": 1}, "both"),
-    ({"kv_available_bytes": 1, "calibrated_kv_available_bytes": 1, "calibrated_at_utilization": 0.9}, "not both"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_model_len": 0}, "max_model_len"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"calibrated_at_utilization": 0.0, "calibrated_kv_available_bytes": 1}, "calibrated_at_utilization"),
+        ({"calibrated_kv_available_bytes": 1}, "both"),
+        ({"kv_available_bytes": 1, "calibrated_kv_available_bytes": 1, "calibrated_at_utilization": 0.9}, "not both"),
+    ],
+)
 def test_bad_arguments_are_usage_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         fit_report(load_app("gemma4-vision"), **kwargs)
@@ -331,8 +360,10 @@ def test_report_is_json_ready_and_readable() -> None:
     assert data["total_needed_bytes"] == report.total_needed_bytes
     lines = report.table()
     assert lines[0].startswith("vllmgemma426ba4bvisionone: vLLM, cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit")
-    assert any("KV cache needed at 131072 tokens" in line and f"{report.kv_cache_needed_bytes / GiB:.2f} GiB" in line
-               for line in lines)
+    assert any(
+        "KV cache needed at 131072 tokens" in line and f"{report.kv_cache_needed_bytes / GiB:.2f} GiB" in line
+        for line in lines
+    )
     assert any(line.strip().startswith("fits:") for line in lines)
     assert any("gpu_memory_utilization >=" in line for line in lines)
     refused = fit_report(load_app("gemma4-vision"), max_model_len=262144, kv_available_bytes=3_030_200_000)
@@ -375,7 +406,8 @@ def test_context_is_padded_and_split_among_slots() -> None:
     unified = llamacpp_context(32768, parallel=4, kv_unified=True)
     assert (unified.n_ctx_seq, unified.n_stream) == (32768, 1)
     assert llamacpp_kv_bytes(e4b(), 32768, parallel=4, kv_unified=True) == (
-        4 * 4096 * 32768 + 20 * 2048 * (512 * 4 + 512))
+        4 * 4096 * 32768 + 20 * 2048 * (512 * 4 + 512)
+    )
     assert llamacpp_kv_bytes(e4b(), 32768, swa_full=True) == 4 * 4096 * 32768 + 20 * 2048 * 32768
 
 
@@ -422,14 +454,22 @@ def test_audio_app_needs_about_6_5_gb() -> None:
 
 
 def test_llamacpp_settings_reach_the_arithmetic(tmp_path: Path) -> None:
-    spec = changed_app(tmp_path, "gemma4-audio", parallel=None, cache_type_k="q8_0", cache_type_v="q8_0",
-                       flash_attn="off", n_gpu_layers=10, extra_args=["--swa-full"])
+    spec = changed_app(
+        tmp_path,
+        "gemma4-audio",
+        parallel=None,
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        flash_attn="off",
+        n_gpu_layers=10,
+        extra_args=["--swa-full"],
+    )
     report = fit_report(spec)
     assert report.settings["parallel"] == llamacpp_kv.LLAMACPP_AUTO_PARALLEL and report.settings["kv_unified"] is True
     assert report.settings["swa_full"] is True and report.settings["flash_attn"] is False
-    assert report.kv_cache_needed_bytes == llamacpp_kv_bytes(e4b(), 32768, parallel=4, kv_unified=True,
-                                                             type_k="q8_0", type_v="q8_0", swa_full=True,
-                                                             flash_attn=False)
+    assert report.kv_cache_needed_bytes == llamacpp_kv_bytes(
+        e4b(), 32768, parallel=4, kv_unified=True, type_k="q8_0", type_v="q8_0", swa_full=True, flash_attn=False
+    )
     notes = " ".join(report.notes)
     assert "--parallel not set" in notes and "flash attention" in notes and "n_gpu_layers 10" in notes
     split = fit_report(changed_app(tmp_path, "gemma4-audio", parallel=2, extra_args=["-kvu"]))
@@ -487,13 +527,18 @@ def test_the_largest_llama_cpp_context_counts_its_own_compute_buffer(tmp_path: P
     # without flash attention the asked context's compute buffer alone passes the budget: still searched
     assert not report.fits and 16384 < report.max_model_len_fit < 131072
     assert report.max_model_len_limit == report.max_model_len_fit
-    fixed = report.total_bytes - report.weights_bytes - llamacpp_kv.LLAMACPP_RUNTIME_BYTES \
+    fixed = (
+        report.total_bytes
+        - report.weights_bytes
+        - llamacpp_kv.LLAMACPP_RUNTIME_BYTES
         - llamacpp_kv.MMPROJ_COMPUTE_BYTES
+    )
 
     def needs(n: int) -> int:  # KV and the compute buffer at n tokens (-ub 512)
         ctx = llamacpp_context(n, ubatch_size=512, batch_size=512)
-        return (llamacpp_kv_bytes(e4b(), n, ubatch_size=512, batch_size=512, flash_attn=flash == "on")
-                + llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, ctx.n_ctx, flash_attn=flash == "on"))
+        return llamacpp_kv_bytes(
+            e4b(), n, ubatch_size=512, batch_size=512, flash_attn=flash == "on"
+        ) + llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, ctx.n_ctx, flash_attn=flash == "on")
 
     assert needs(report.max_model_len_fit) <= fixed < needs(report.max_model_len_fit + 256)
 
@@ -504,16 +549,22 @@ def test_a_llama_cpp_calibration_at_a_smaller_context_grows_its_compute_buffer(t
     data = app_data("gemma4-audio")
     engine = data["engine"]
     engine["calibration"] = {
-        "model": engine["model"]["repo"], "image": engine["image"], "hardware": data["hardware"], "n_ctx": 32768,
-        "model_buffer_mib": {"CUDA0": 2975.79, "CPU_Mapped": 2037.0}, "kv_buffer_mib": {"CUDA0": 552.0},
-        "compute_buffer_mib": {"CUDA0": 134.02, "CUDA_Host": 79.03}}  # the H200 boot of measured.md
+        "model": engine["model"]["repo"],
+        "image": engine["image"],
+        "hardware": data["hardware"],
+        "n_ctx": 32768,
+        "model_buffer_mib": {"CUDA0": 2975.79, "CPU_Mapped": 2037.0},
+        "kv_buffer_mib": {"CUDA0": 552.0},
+        "compute_buffer_mib": {"CUDA0": 134.02, "CUDA_Host": 79.03},
+    }  # the H200 boot of measured.md
     at_32k = fit_report(load_spec(write_spec(tmp_path, data)))
     engine["ctx_size"] = 131072
     at_128k = fit_report(load_spec(write_spec(tmp_path, data)))
     assert at_32k.overhead_source == at_128k.overhead_source == "calibrated"
     assert at_32k.overhead_bytes == llamacpp_kv.LLAMACPP_RUNTIME_BYTES + round(134.02 * 2**20)
-    growth = (llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, 131072, flash_attn=True)
-              - llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, 32768, flash_attn=True))
+    growth = llamacpp_kv.llamacpp_compute_bytes(
+        e4b(), 512, 131072, flash_attn=True
+    ) - llamacpp_kv.llamacpp_compute_bytes(e4b(), 512, 32768, flash_attn=True)
     assert at_128k.overhead_bytes == at_32k.overhead_bytes + growth
     # the real 128K boot's buffer (230.02 MiB) is covered
     assert at_128k.overhead_bytes >= llamacpp_kv.LLAMACPP_RUNTIME_BYTES + 230.02 * 2**20

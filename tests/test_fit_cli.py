@@ -30,8 +30,15 @@ def test_seed_apps_fit(path: Path) -> None:
 
 
 def test_fit_json_reproduces_the_vllm_refusal() -> None:
-    code, out, _ = invoke("fit", str(APPS / "gemma4-vision.yaml"), "--max-model-len", "262144",
-                          "--kv-available-bytes", "3030200000", "--json")
+    code, out, _ = invoke(
+        "fit",
+        str(APPS / "gemma4-vision.yaml"),
+        "--max-model-len",
+        "262144",
+        "--kv-available-bytes",
+        "3030200000",
+        "--json",
+    )
     assert code == 1
     report = json.loads(out)
     assert report["kv_cache_needed_bytes"] == 3_629_711_360
@@ -58,8 +65,12 @@ def test_auto_context_resolves_to_the_largest_fit(tmp_path: Path) -> None:
     path = write_spec(tmp_path, data)
     spec = load_spec(path)
     resolved, problems = resolve_context(str(path), spec)
-    expected = fit_report(spec, calibrated_kv_available_bytes=round(2.82 * 2**30), calibrated_at_utilization=0.94,
-                          calibrated_total_bytes=24400 * 2**20).max_model_len_fit
+    expected = fit_report(
+        spec,
+        calibrated_kv_available_bytes=round(2.82 * 2**30),
+        calibrated_at_utilization=0.94,
+        calibrated_total_bytes=24400 * 2**20,
+    ).max_model_len_fit
     assert resolved.engine.max_model_len == expected > 131072  # type: ignore[union-attr]
     assert [p.rule for p in problems] == ["context-window"]  # past the 128K Gemma 4 was trained for
     plan = plan_chart(resolved, str(path))
@@ -102,8 +113,10 @@ def test_a_context_async_scheduling_takes_says_why_and_the_setting_that_keeps_it
     code, out = run_cli(project, "build", "apps/gemma4-vision.yaml")
     assert code == 1, out
     assert "async scheduling" in out and "engine.async_scheduling: false keeps the context" in out, out
-    spec.write_text(text.replace("  enable_prefix_caching: true\n",
-                                 "  enable_prefix_caching: true\n  async_scheduling: false\n"), encoding="utf-8")
+    spec.write_text(
+        text.replace("  enable_prefix_caching: true\n", "  enable_prefix_caching: true\n  async_scheduling: false\n"),
+        encoding="utf-8",
+    )
     code, out = run_cli(project, "build", "apps/gemma4-vision.yaml")
     assert code == 0, out
 

@@ -12,8 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from fuzzing import encode, mutated_data, mutated_text, run_case
 
 # Derandomized so CI is reproducible; `make bench` explores with fresh seeds.
-FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @FUZZ

@@ -37,11 +37,23 @@ def kv(key: str, kind: int, *value: Chunk) -> list[Chunk]:
 
 def llama(*extra: list[Chunk], tensor: bool = True) -> list[Chunk]:
     """A one-layer llama header (valid for `model add`) with `extra` metadata entries, then its tensor data."""
-    entries = [kv("general.architecture", STRING, text("llama")), kv("llama.block_count", U32, struct.pack("<I", 1)),
-               kv("llama.embedding_length", U32, struct.pack("<I", 32)),
-               kv("llama.attention.head_count", U32, struct.pack("<I", 2)), *extra]
-    tensors = [text("token_embd.weight"), struct.pack("<I", 2), struct.pack("<QQ", 32, 100),
-               struct.pack("<IQ", F32_TENSOR, 0)] if tensor else []
+    entries = [
+        kv("general.architecture", STRING, text("llama")),
+        kv("llama.block_count", U32, struct.pack("<I", 1)),
+        kv("llama.embedding_length", U32, struct.pack("<I", 32)),
+        kv("llama.attention.head_count", U32, struct.pack("<I", 2)),
+        *extra,
+    ]
+    tensors = (
+        [
+            text("token_embd.weight"),
+            struct.pack("<I", 2),
+            struct.pack("<QQ", 32, 100),
+            struct.pack("<IQ", F32_TENSOR, 0),
+        ]
+        if tensor
+        else []
+    )
     chunks: list[Chunk] = [b"GGUF", struct.pack("<IQQ", 3, 1 if tensor else 0, len(entries))]
     for entry in entries:
         chunks += entry
@@ -68,14 +80,22 @@ def strings(count: int) -> list[Chunk]:
 
 def model_add(cwd: Path, path: Path) -> tuple[subprocess.CompletedProcess[str], float]:
     """`olarespack model add --gguf path` in its own process, its data capped at DATA_LIMIT."""
+
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
 
     code = "import sys; from olarespack.cli import main; sys.exit(main())"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code, "model", "add", REPO, "--gguf", str(path)], cwd=cwd,
-                          capture_output=True, text=True, timeout=60, check=False, preexec_fn=cap,
-                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, "model", "add", REPO, "--gguf", str(path)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=cap,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+    )
     return done, time.monotonic() - started
 
 
@@ -92,19 +112,30 @@ def test_the_reported_array_of_8_million_empty_strings_is_refused_at_its_count(t
     Python objects for every item: killed at 400 s with 12 GB in use."""
     path = write(tmp_path / "strings.gguf", llama(kv("tokenizer.ggml.tokens", ARRAY, *strings(8_000_000))))
     assert path.stat().st_size > 64_000_000
-    assert_refused(tmp_path, path, "metadata tokenizer.ggml.tokens", "8000000 strings",
-                   f"at most {gguf_header.MAX_STRING_ITEMS}")
+    assert_refused(
+        tmp_path, path, "metadata tokenizer.ggml.tokens", "8000000 strings", f"at most {gguf_header.MAX_STRING_ITEMS}"
+    )
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    # a string array, a number array and a string value declaring 2^39 of their items or bytes
-    (kv("tokenizer.ggml.tokens", ARRAY, struct.pack("<IQ", STRING, 1 << 39)),
-     rf"tokenizer\.ggml\.tokens: an array of {1 << 39} items; at most {gguf_header.MAX_ARRAY_ITEMS} "),
-    (kv("tokenizer.ggml.scores", ARRAY, struct.pack("<IQ", U8, 1 << 39)),
-     rf"tokenizer\.ggml\.scores: an array of {1 << 39} items; at most {gguf_header.MAX_ARRAY_ITEMS} "),
-    (kv("tokenizer.chat_template", STRING, struct.pack("<Q", 1 << 39)),
-     rf"tokenizer\.chat_template: {1 << 39} bytes long \(at most {gguf_header.MAX_STRING}\)"),
-], ids=["string-array", "number-array", "string"])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # a string array, a number array and a string value declaring 2^39 of their items or bytes
+        (
+            kv("tokenizer.ggml.tokens", ARRAY, struct.pack("<IQ", STRING, 1 << 39)),
+            rf"tokenizer\.ggml\.tokens: an array of {1 << 39} items; at most {gguf_header.MAX_ARRAY_ITEMS} ",
+        ),
+        (
+            kv("tokenizer.ggml.scores", ARRAY, struct.pack("<IQ", U8, 1 << 39)),
+            rf"tokenizer\.ggml\.scores: an array of {1 << 39} items; at most {gguf_header.MAX_ARRAY_ITEMS} ",
+        ),
+        (
+            kv("tokenizer.chat_template", STRING, struct.pack("<Q", 1 << 39)),
+            rf"tokenizer\.chat_template: {1 << 39} bytes long \(at most {gguf_header.MAX_STRING}\)",
+        ),
+    ],
+    ids=["string-array", "number-array", "string"],
+)
 def test_absurd_declared_sizes_are_refused_naming_the_key(tmp_path: Path, entry: list[Chunk], message: str) -> None:
     path = write(tmp_path / "absurd.gguf", llama(entry))
     with pytest.raises(ModelDataError, match=rf"^{path}: metadata {message}"):
@@ -114,8 +145,7 @@ def test_absurd_declared_sizes_are_refused_naming_the_key(tmp_path: Path, entry:
 def test_a_header_past_its_bound_is_refused(tmp_path: Path) -> None:
     """Nine 16 MiB texts (each within the text bound): a 144 MiB header, where a real one is under 16 MiB.
     main read and copied all of it, and `model add` wrote the model file."""
-    pads = [kv(f"pad.{n}", STRING, struct.pack("<Q", gguf_header.MAX_STRING), gguf_header.MAX_STRING)
-            for n in range(9)]
+    pads = [kv(f"pad.{n}", STRING, struct.pack("<Q", gguf_header.MAX_STRING), gguf_header.MAX_STRING) for n in range(9)]
     path = write(tmp_path / "big-head.gguf", llama(*pads))
     with pytest.raises(ModelDataError, match=rf"^{path}: metadata pad\.7: runs past 128 MiB, the most a GGUF "):
         read_gguf(path)
@@ -123,8 +153,10 @@ def test_a_header_past_its_bound_is_refused(tmp_path: Path) -> None:
 
 def test_the_string_bound_counts_every_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gguf_header, "MAX_STRING_ITEMS", 1000)
-    path = write(tmp_path / "two.gguf", llama(kv("tokenizer.ggml.tokens", ARRAY, *strings(600)),
-                                              kv("tokenizer.ggml.merges", ARRAY, *strings(600))))
+    path = write(
+        tmp_path / "two.gguf",
+        llama(kv("tokenizer.ggml.tokens", ARRAY, *strings(600)), kv("tokenizer.ggml.merges", ARRAY, *strings(600))),
+    )
     with pytest.raises(ModelDataError, match=rf"^{path}: metadata tokenizer\.ggml\.merges: .*at most 1000 "):
         read_gguf(path)
 
@@ -140,11 +172,15 @@ def test_a_real_size_vocabulary_reads_quickly(tmp_path: Path) -> None:
     """Gemma 4's 262,144 tokens and 514,906 merges (as strings), its scores and types: read in about a second
     with little memory (main: minutes and gigabytes, through the gguf library's reader)."""
     tokens = [text(f"t{i}") for i in range(262_144)]
-    path = write(tmp_path / "vocab.gguf", llama(
-        kv("tokenizer.ggml.tokens", ARRAY, struct.pack("<IQ", STRING, len(tokens)), b"".join(tokens)),
-        kv("tokenizer.ggml.merges", ARRAY, *strings(514_906)),
-        kv("tokenizer.ggml.scores", ARRAY, struct.pack("<IQ", 6, 262_144), 4 * 262_144),
-        kv("tokenizer.ggml.token_type", ARRAY, struct.pack("<IQ", 5, 262_144), 4 * 262_144)))
+    path = write(
+        tmp_path / "vocab.gguf",
+        llama(
+            kv("tokenizer.ggml.tokens", ARRAY, struct.pack("<IQ", STRING, len(tokens)), b"".join(tokens)),
+            kv("tokenizer.ggml.merges", ARRAY, *strings(514_906)),
+            kv("tokenizer.ggml.scores", ARRAY, struct.pack("<IQ", 6, 262_144), 4 * 262_144),
+            kv("tokenizer.ggml.token_type", ARRAY, struct.pack("<IQ", 5, 262_144), 4 * 262_144),
+        ),
+    )
     done, elapsed = model_add(tmp_path, path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "vocab_size: 262144" in (tmp_path / "models" / "tiny-gguf.yaml").read_text()
@@ -154,12 +190,20 @@ def test_a_real_size_vocabulary_reads_quickly(tmp_path: Path) -> None:
 U64 = 10
 
 
-@pytest.mark.parametrize("entry, message", [
-    (kv("llama.attention.head_count_kv", U64, struct.pack("<Q", 1 << 39)),
-     rf"llama\.attention\.head_count_kv: {1 << 39} is past any model"),
-    (kv("llama.attention.key_length", U64, struct.pack("<Q", 1 << 39)),
-     rf"llama\.attention\.key_length: {1 << 39} is past any model"),
-], ids=["kv-heads", "head-dim"])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            kv("llama.attention.head_count_kv", U64, struct.pack("<Q", 1 << 39)),
+            rf"llama\.attention\.head_count_kv: {1 << 39} is past any model",
+        ),
+        (
+            kv("llama.attention.key_length", U64, struct.pack("<Q", 1 << 39)),
+            rf"llama\.attention\.key_length: {1 << 39} is past any model",
+        ),
+    ],
+    ids=["kv-heads", "head-dim"],
+)
 def test_counts_past_any_model_are_refused_naming_the_key(tmp_path: Path, entry: list[Chunk], message: str) -> None:
     """2^39 KV heads were accepted and sized a KV cache of exabytes."""
     path = write(tmp_path / "heads.gguf", llama(entry))

@@ -29,8 +29,12 @@ def test_golden_chart(spec_file: Path, generation: GenerationName, update_golden
     on_disk = {path: data.decode("utf-8") for path, data in read_folder(folder).items()}
     diff = []
     for path in sorted(set(chart) | set(on_disk)):
-        diff += difflib.unified_diff(on_disk.get(path, "").splitlines(keepends=True),
-                                     chart.get(path, "").splitlines(keepends=True),
-                                     f"golden/{path}", f"rendered/{path}")
-    assert not diff, ("".join(diff) + "\nIf this change is intended: pytest --update-golden "
-                      "(or `olarespack build` for charts/)")
+        diff += difflib.unified_diff(
+            on_disk.get(path, "").splitlines(keepends=True),
+            chart.get(path, "").splitlines(keepends=True),
+            f"golden/{path}",
+            f"rendered/{path}",
+        )
+    assert not diff, (
+        "".join(diff) + "\nIf this change is intended: pytest --update-golden (or `olarespack build` for charts/)"
+    )

@@ -70,8 +70,9 @@ def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("generation", ["current", "legacy"])
 @pytest.mark.parametrize("spec_file", APP_FILES, ids=lambda p: p.stem)
 @pytest.mark.parametrize("with_token", [False, True], ids=["no-token", "token"])
-def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_file: Path,
-                                        generation: GenerationName, with_token: bool) -> None:
+def test_chart_installs_as_olares_would(
+    tmp_path: Path, helm: HelmBinary, spec_file: Path, generation: GenerationName, with_token: bool
+) -> None:
     chart, manifest = rendered(tmp_path, spec_file, generation)
     app = chart.name
     docs = template(helm, chart, olares_env(manifest, with_token))
@@ -91,8 +92,10 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
 
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     # Olares' webhook injects the GPU into the engine's container, not into the downloader
-    assert deployment["metadata"]["annotations"]["applications.app.bytetrade.io/gpu-inject"] == \
-        deployment["spec"]["template"]["spec"]["containers"][0]["name"]
+    assert (
+        deployment["metadata"]["annotations"]["applications.app.bytetrade.io/gpu-inject"]
+        == deployment["spec"]["template"]["spec"]["containers"][0]["name"]
+    )
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     assert deployment["spec"]["replicas"] == 1
     pod = deployment["spec"]["template"]["spec"]
@@ -143,16 +146,22 @@ def test_chart_installs_as_olares_would(tmp_path: Path, helm: HelmBinary, spec_f
             assert TOKEN not in yaml.safe_dump(doc)
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["huggingface-token"]["secret"] == {
-        "secretName": f"{app}-hf", "optional": True, "defaultMode": 0o400,
-        "items": [{"key": "HF_TOKEN", "path": "token"}]}
+        "secretName": f"{app}-hf",
+        "optional": True,
+        "defaultMode": 0o400,
+        "items": [{"key": "HF_TOKEN", "path": "token"}],
+    }
     for container in containers(deployment):
         env = {e["name"]: e for e in container.get("env", [])}
         assert "HF_TOKEN" not in env  # a file, not an env var every process listing shows
         if "HF_TOKEN_PATH" in env:
             assert env["HF_TOKEN_PATH"]["value"] == "/var/run/secrets/huggingface/token"
             mounts = {m["name"]: m for m in container["volumeMounts"]}
-            assert mounts["huggingface-token"] == {"name": "huggingface-token",
-                                                   "mountPath": "/var/run/secrets/huggingface", "readOnly": True}
+            assert mounts["huggingface-token"] == {
+                "name": "huggingface-token",
+                "mountPath": "/var/run/secrets/huggingface",
+                "readOnly": True,
+            }
             assert env["HF_ENDPOINT"]["value"] == "https://hf-mirror.example"
     if with_token:
         [secret] = [d for d in docs if d["kind"] == "Secret"]
@@ -178,8 +187,10 @@ def test_vision_container_runs_the_seed_configuration(tmp_path: Path, helm: Helm
     assert engine["image"] == "vllm/vllm-openai:v0.21.0-cu129"
     # what Kubernetes runs: command + args after its expansion ($(VAR) from the container's env, $$ is $)
     values = {e["name"]: e["value"] for e in engine.get("env", []) if "value" in e}
-    expanded = [re.sub(r"\$\$|\$\((\w+)\)", lambda m: "$" if m.group(0) == "$$" else values.get(m.group(1), m.group(0)),
-                       a) for a in engine["args"]]
+    expanded = [
+        re.sub(r"\$\$|\$\((\w+)\)", lambda m: "$" if m.group(0) == "$$" else values.get(m.group(1), m.group(0)), a)
+        for a in engine["args"]
+    ]
     assert engine["command"] + expanded[:1] == ["vllm", "serve", SEED_VISION_ARGS[0]]
     assert as_pairs(expanded[1:]) == as_pairs(SEED_VISION_ARGS[1:])
     # the speculative-decoding JSON is visible as SPEC_CONFIG in the pod template, the name the seed charts use

@@ -105,7 +105,8 @@ def test_a_batch_past_the_memory_bound_names_the_chart_that_was(doubling: Path) 
 
 @pytest.mark.helm
 def test_lint_reports_the_memory_bound_on_the_chart_without_go_s_crash(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     chart = tmp_path / "vllmgemma4dflashone"
     shutil.copytree(CHARTS / chart.name, chart)
     (chart / "templates/doubled.yaml").write_text(DOUBLING, encoding="utf-8")
@@ -113,8 +114,9 @@ def test_lint_reports_the_memory_bound_on_the_chart_without_go_s_crash(
     result = CliRunner().invoke(main, ["lint", str(chart)], catch_exceptions=False)
     output = " ".join((result.stdout + result.stderr).split())
     assert result.exit_code == 1
-    assert f"ERROR {chart}: helm v3.19.0 template (nvidia): helm template needed more than 256 MiB of memory" \
-        in output, output
+    assert (
+        f"ERROR {chart}: helm v3.19.0 template (nvidia): helm template needed more than 256 MiB of memory" in output
+    ), output
     assert "goroutine" not in output and "runtime." not in output
 
 
@@ -126,8 +128,10 @@ def test_a_go_crash_is_reported_by_its_first_line_alone(stand_in: HelmBinary) ->
 @pytest.mark.helm
 def test_under_a_lower_inherited_data_limit_helm_still_runs_within_it() -> None:
     # a hard limit cannot be raised again, so it is lowered in a child interpreter
-    script = ("import resource; resource.setrlimit(resource.RLIMIT_DATA, (512 * 2**20, 512 * 2**20)); "
-              "from olarespack.helm import HelmBinary; helm = HelmBinary(); print(helm.memory_limit, helm.version)")
+    script = (
+        "import resource; resource.setrlimit(resource.RLIMIT_DATA, (512 * 2**20, 512 * 2**20)); "
+        "from olarespack.helm import HelmBinary; helm = HelmBinary(); print(helm.memory_limit, helm.version)"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split()[0] == str(512 * 2**20)
 

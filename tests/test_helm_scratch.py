@@ -46,8 +46,14 @@ def fixed(tmp: Path) -> Path:
 
 def probe(tmp: Path) -> tuple[dict[str, Path], Seen]:
     """The homes the real helm runs with in a new olarespack process whose temporary folder is `tmp`."""
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "TMPDIR": str(tmp)}, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     return {kind: Path(path) for kind, path in found["homes"].items()}, found["seen"]

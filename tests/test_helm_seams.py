@@ -35,7 +35,9 @@ def test_diff_reports_the_changed_argument_where_it_runs(tmp_path: Path) -> None
     # one line: the SPEC_CONFIG env of the pod template, as the seed post shows a release
     spec_config = """value: '{"method":"mtp","model":"google/gemma-4-26B-A4B-it-assistant","""
     assert [line[0] + line[1:].strip() for line in deployment.diff if line[:1] in "+-"] == [
-        f"""-{spec_config}"num_speculative_tokens":3}}'""", f"""+{spec_config}"num_speculative_tokens":4}}'"""]
+        f"""-{spec_config}"num_speculative_tokens":3}}'""",
+        f"""+{spec_config}"num_speculative_tokens":4}}'""",
+    ]
     assert f"Service/{VISION}" not in changes
     assert "OlaresManifest.yaml" in changes
 

@@ -43,14 +43,25 @@ def shell(script: str, env: dict[str, str] | None = None) -> tuple[list[str], li
 
 
 def test_kubernetes_expansion_uses_configmaps_then_env_and_keeps_escaped_dollars() -> None:
-    container = {"command": ["llama-server"], "args": ["--ctx-size", "$(CTX)", "--alias", "$(ALIAS)",
-                                                       "--x", "$$(LITERAL)", "--y", "$(UNDEFINED)"],
-                 "envFrom": [{"configMapRef": {"name": "cm"}}],
-                 "env": [{"name": "ALIAS", "value": "from-env-$(CTX)"}]}
+    container = {
+        "command": ["llama-server"],
+        "args": ["--ctx-size", "$(CTX)", "--alias", "$(ALIAS)", "--x", "$$(LITERAL)", "--y", "$(UNDEFINED)"],
+        "envFrom": [{"configMapRef": {"name": "cm"}}],
+        "env": [{"name": "ALIAS", "value": "from-env-$(CTX)"}],
+    }
     env = container_env(container, {"cm": {"CTX": "8192", "ALIAS": "from-configmap"}})
     argv = resolve(container, env).argv
-    assert argv == ["llama-server", "--ctx-size", "8192", "--alias", "from-env-8192", "--x", "$(LITERAL)",
-                    "--y", "$(UNDEFINED)"]
+    assert argv == [
+        "llama-server",
+        "--ctx-size",
+        "8192",
+        "--alias",
+        "from-env-8192",
+        "--x",
+        "$(LITERAL)",
+        "--y",
+        "$(UNDEFINED)",
+    ]
 
 
 def test_shell_wrapper_defaults_assignments_and_continuations() -> None:
@@ -65,8 +76,18 @@ exec /usr/local/bin/llama-server \\
   --alias '$NOT_EXPANDED' --jinja  # a comment
 """
     argv, unresolved = shell(script, {"FILE": "m.gguf", "CTX": "32768"})
-    assert argv == ["/usr/local/bin/llama-server", "--model", "/models/m.gguf", "--ctx-size", "32768",
-                    "--threads", "8", "--alias", "$NOT_EXPANDED", "--jinja"]
+    assert argv == [
+        "/usr/local/bin/llama-server",
+        "--model",
+        "/models/m.gguf",
+        "--ctx-size",
+        "32768",
+        "--threads",
+        "8",
+        "--alias",
+        "$NOT_EXPANDED",
+        "--jinja",
+    ]
     assert unresolved == []
 
 
@@ -90,11 +111,14 @@ def test_a_script_without_exec_or_too_large_is_reported_not_guessed() -> None:
 
 
 def test_download_urls_name_the_repository_of_local_files_even_when_saved_under_another_name() -> None:
-    found = remote_files({
-        "DRAFT_URL": "https://huggingface.co/o/drafts/resolve/v2/draft-Q8_0.gguf",
-        "DRAFT_FILE": "draft-v2.gguf",
-        "MODEL_URL": "https://hf-mirror.example/o/model/resolve/main/model.gguf",
-        "OTHER": "not a url"})
+    found = remote_files(
+        {
+            "DRAFT_URL": "https://huggingface.co/o/drafts/resolve/v2/draft-Q8_0.gguf",
+            "DRAFT_FILE": "draft-v2.gguf",
+            "MODEL_URL": "https://hf-mirror.example/o/model/resolve/main/model.gguf",
+            "OTHER": "not a url",
+        }
+    )
     assert found["draft-v2.gguf"].repo == "o/drafts" and found["draft-v2.gguf"].revision == "v2"
     assert found["draft-v2.gguf"].path == "draft-Q8_0.gguf"
     assert found["model.gguf"].repo == "o/model"
@@ -106,8 +130,7 @@ def test_comparison_reads_options_by_name_with_every_spelling() -> None:
     assert argv_differences(chart, spec, "llamacpp") == []
     differences = argv_differences(chart, [*spec[:-1]], "llamacpp")
     assert differences == ["server argument --jinja: in the chart's command line, not in the spec's"]
-    assert argv_differences(["/app/llama-server", *chart[1:]], chart, "llamacpp")[0].startswith(
-        "server executable")
+    assert argv_differences(["/app/llama-server", *chart[1:]], chart, "llamacpp")[0].startswith("server executable")
 
 
 # --------------------------------------------------------------------------- the round trip, with helm
@@ -155,8 +178,10 @@ def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
     assert engine.scratch == ["/cache"] and engine.env == {"GGML_CUDA_GRAPH_OPT": "1"}
     assert spec.version == "2.3.2" and spec.changelog[0].version == "2.3.2"  # above the installed 2.3.1
     assert [(e.version, e.note) for e in spec.changelog][1:] == [
-        ("2.3.1", "context 64K -> 96K."), ("2.3.0", "DFlash drafter v2,\nsaved under a new name."),
-        ("2.2.0", "initial release.")]
+        ("2.3.1", "context 64K -> 96K."),
+        ("2.3.0", "DFlash drafter v2,\nsaved under a new name."),
+        ("2.2.0", "initial release."),
+    ]
     chart_kind, chart_argv = chart_server_argv(FIXTURE)
     built_kind, built_argv = built_server_argv(spec_file, tmp_path)
     assert chart_kind == built_kind == "llamacpp"
@@ -164,8 +189,9 @@ def test_wrapped_chart_round_trips_to_the_same_server(tmp_path: Path) -> None:
     assert built_argv[0] == "/usr/local/bin/llama-server"
     # the drafter is fetched from its own repository into the name the old chart saved it under
     deployment = (tmp_path / "built" / "llamacppwrapped" / "templates" / "deployment.yaml").read_text()
-    assert "Qwen3-8B-DFlash-Q8_0.gguf /models/Qwen3-8B-DFlash-v2-Q8_0.gguf example/Qwen3-8B-DFlash-GGUF main" \
-        in deployment
+    assert (
+        "Qwen3-8B-DFlash-Q8_0.gguf /models/Qwen3-8B-DFlash-v2-Q8_0.gguf example/Qwen3-8B-DFlash-GGUF main" in deployment
+    )
 
 
 @pytest.mark.helm
@@ -187,8 +213,11 @@ def test_a_chart_without_a_server_writes_nothing(tmp_path: Path) -> None:
     chart = tmp_path / "in" / "llamacppwrapped"
     shutil.copytree(FIXTURE, chart)
     deployment = chart / "templates" / "deployment.yaml"
-    deployment.write_text(deployment.read_text().replace("/usr/local/bin/llama-server", "/usr/bin/nginx")
-                          .replace("docker.io/aamsellem/buun-llama-cpp-dflash:0.2.0", "nginx:1.27"))
+    deployment.write_text(
+        deployment.read_text()
+        .replace("/usr/local/bin/llama-server", "/usr/bin/nginx")
+        .replace("docker.io/aamsellem/buun-llama-cpp-dflash:0.2.0", "nginx:1.27")
+    )
     code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
     assert code == 1 and "no vLLM or llama.cpp server" in out and "no spec written" in out
     assert not (tmp_path / "apps").exists() or not any((tmp_path / "apps").iterdir())
@@ -197,11 +226,18 @@ def test_a_chart_without_a_server_writes_nothing(tmp_path: Path) -> None:
 # The seed author's charts: every one imports and builds back to the same server command line. Three of them
 # write a chat template into /models from a base64 ConfigMap value: the spec carries it, and its chart mounts
 # the same bytes at the same path.
-REFERENCE = ["seed-market/llamacppgemma4audione", "seed-market/vllmgemma426ba4bvisionone",
-             "seed-market/vllmgemma4dflashone", "author-market/devstralsmallone", "author-market/gemma426ba4bone",
-             "author-market/gemma4e2bone", "author-market/llamacppqwen35a3bone",
-             "author-market/llamacppqwen35iq4one", "author-market/llamacppqwen36dflashone",
-             "author-market/qwen35a3bvisionone"]
+REFERENCE = [
+    "seed-market/llamacppgemma4audione",
+    "seed-market/vllmgemma426ba4bvisionone",
+    "seed-market/vllmgemma4dflashone",
+    "author-market/devstralsmallone",
+    "author-market/gemma426ba4bone",
+    "author-market/gemma4e2bone",
+    "author-market/llamacppqwen35a3bone",
+    "author-market/llamacppqwen35iq4one",
+    "author-market/llamacppqwen36dflashone",
+    "author-market/qwen35a3bvisionone",
+]
 WRITES_A_CHAT_TEMPLATE = {"llamacppqwen35a3bone", "llamacppqwen35iq4one", "qwen35a3bvisionone"}
 
 
@@ -255,15 +291,18 @@ def test_hostile_scripts_are_bounded() -> None:
     assert argv == [] and any("grows past" in u for u in unresolved)
 
 
-@pytest.mark.parametrize("script, unknown", [
-    ('[ -n "$BIG" ] && CTX=262144\nexec llama-server --ctx-size "${CTX:-4096}"\n', "$CTX (set in a branch"),
-    ('{ THREADS=4; }\nexec llama-server --threads "$THREADS"\n', "$THREADS (set in a branch"),
-    ('setup() {\n  CTX=9\n}\nexec llama-server --ctx-size "$CTX"\n', "$CTX (set in a branch"),
-    ('read -r CTX < /etc/ctx\nexec llama-server --ctx-size "$CTX"\n', "$CTX (set in a branch"),
-    ('A=$UNSET\nB=$A\nexec llama-server --alias "$B"\n', "$UNSET (not set"),
-    ('N=$(nproc)\nT=$N\nexec llama-server --threads "$T"\n', "$T (set in a branch"),
-    ('eval "CTX=8192"\nexec llama-server --ctx-size "$CTX"\n', "eval (the script builds commands"),
-])
+@pytest.mark.parametrize(
+    "script, unknown",
+    [
+        ('[ -n "$BIG" ] && CTX=262144\nexec llama-server --ctx-size "${CTX:-4096}"\n', "$CTX (set in a branch"),
+        ('{ THREADS=4; }\nexec llama-server --threads "$THREADS"\n', "$THREADS (set in a branch"),
+        ('setup() {\n  CTX=9\n}\nexec llama-server --ctx-size "$CTX"\n', "$CTX (set in a branch"),
+        ('read -r CTX < /etc/ctx\nexec llama-server --ctx-size "$CTX"\n', "$CTX (set in a branch"),
+        ('A=$UNSET\nB=$A\nexec llama-server --alias "$B"\n', "$UNSET (not set"),
+        ('N=$(nproc)\nT=$N\nexec llama-server --threads "$T"\n', "$T (set in a branch"),
+        ('eval "CTX=8192"\nexec llama-server --ctx-size "$CTX"\n', "eval (the script builds commands"),
+    ],
+)
 def test_values_only_running_the_script_would_tell_are_named(script: str, unknown: str) -> None:
     assert any(u.startswith(unknown) for u in shell(script)[1]), shell(script)
 
@@ -285,9 +324,13 @@ def test_a_chart_kubernetes_would_refuse_is_refused_without_a_traceback(tmp_path
     chart = tmp_path / "in" / "llamacppwrapped"
     shutil.copytree(FIXTURE, chart)
     deployment = chart / "templates" / "deployment.yaml"
-    deployment.write_text(deployment.read_text().replace(
-        "          envFrom:\n            - configMapRef:\n                name: wrapped-env\n",
-        "          envFrom:\n            - 1\n            - configMapRef:\n                name: wrapped-env\n", 1))
+    deployment.write_text(
+        deployment.read_text().replace(
+            "          envFrom:\n            - configMapRef:\n                name: wrapped-env\n",
+            "          envFrom:\n            - 1\n            - configMapRef:\n                name: wrapped-env\n",
+            1,
+        )
+    )
     code, out = run_import(str(chart), "--apps-dir", str(tmp_path / "apps"))
     assert code == 1 and "Kubernetes would refuse what it renders" in out and "envFrom" in out
     assert "Traceback" not in out and "internal error" not in out
@@ -296,8 +339,9 @@ def test_a_chart_kubernetes_would_refuse_is_refused_without_a_traceback(tmp_path
 def test_a_positional_llama_server_does_not_know_passes_through_as_itself() -> None:
     from olarespack.engines.llamacpp.importer import import_llamacpp
 
-    imported = import_llamacpp(["llama-server", "stray", "--jinja", "--foo", "1"],
-                               "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {})
+    imported = import_llamacpp(
+        ["llama-server", "stray", "--jinja", "--foo", "1"], "ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", {}
+    )
     assert imported.data["extra_args"] == ["stray", "--foo", "1"]
 
 
@@ -316,8 +360,11 @@ def test_a_downloader_that_builds_its_url_from_configmap_variables_names_its_rep
     text = text.replace(literal, '  TARGET_MODEL: "unsloth/Qwen3.5-35B-A3B-GGUF"\n')
     fetch = 'wget -O "$MODEL_PATH.tmp" "$MODEL_URL"'
     assert fetch in text
-    text = text.replace(fetch, 'BASE="https://huggingface.co"\n                curl -fL -o "$MODEL_PATH.tmp" '
-                               '"${BASE}/${TARGET_MODEL}/resolve/${REVISION:-main}/${TARGET_FILE:-$MODEL_FILE}"')
+    text = text.replace(
+        fetch,
+        'BASE="https://huggingface.co"\n                curl -fL -o "$MODEL_PATH.tmp" '
+        '"${BASE}/${TARGET_MODEL}/resolve/${REVISION:-main}/${TARGET_FILE:-$MODEL_FILE}"',
+    )
     deployment.write_text(text)
     assert "resolve/main" not in deployment.read_text()
 
@@ -333,9 +380,13 @@ def test_a_downloader_that_builds_its_url_from_configmap_variables_names_its_rep
 def test_a_download_url_with_a_value_known_only_in_the_pod_is_not_guessed() -> None:
     from olarespack.importer.downloads import script_urls
 
-    container = {"command": ["sh", "-c"], "args": [
-        'F=$(ls /models | head -1)\ncurl -o /m/x "https://huggingface.co/${REPO}/resolve/main/$F"\n'
-        'curl -o /m/y "https://huggingface.co/${REPO}/resolve/main/${FILE:-y.gguf}"']}
+    container = {
+        "command": ["sh", "-c"],
+        "args": [
+            'F=$(ls /models | head -1)\ncurl -o /m/x "https://huggingface.co/${REPO}/resolve/main/$F"\n'
+            'curl -o /m/y "https://huggingface.co/${REPO}/resolve/main/${FILE:-y.gguf}"'
+        ],
+    }
     lines = script_urls(container, ContainerEnv(values={"REPO": "org/model"}), {}, "w")
     files = remote_files(lines)
     assert set(files) == {"y.gguf"}

@@ -26,8 +26,16 @@ def init(tmp_path: Path, *args: str) -> Path:
 
 def test_init_lays_out_a_repository_and_replaces_nothing(tmp_path: Path) -> None:
     repo = init(tmp_path, "--market-url", "https://market.example.org")
-    for name in ("olarespack.yaml", "Makefile", ".gitignore", "README.md", "apps/.gitkeep", "models/.gitkeep",
-                 "charts/.gitkeep", ".github/workflows/olarespack-pr.yml"):
+    for name in (
+        "olarespack.yaml",
+        "Makefile",
+        ".gitignore",
+        "README.md",
+        "apps/.gitkeep",
+        "models/.gitkeep",
+        "charts/.gitkeep",
+        ".github/workflows/olarespack-pr.yml",
+    ):
         assert (repo / name).is_file(), name
     assert "market_url: https://market.example.org" in (repo / "olarespack.yaml").read_text()
     assert "olarespack install-helm" in (repo / "Makefile").read_text()
@@ -46,8 +54,11 @@ def test_init_gives_the_market_an_identity(tmp_path: Path) -> None:
     repo = init(tmp_path, "--title", "Mon Marché: LLM")
     source = load_config(repo / "olarespack.yaml").source
     assert source is not None
-    assert (source.id, source.label, source.name) == ("market.mon-marche-llm", "Mon Marché: LLM",
-                                                      {"en-US": "Mon Marché: LLM"})
+    assert (source.id, source.label, source.name) == (
+        "market.mon-marche-llm",
+        "Mon Marché: LLM",
+        {"en-US": "Mon Marché: LLM"},
+    )
     (tmp_path / "x").mkdir()
     other = init(tmp_path / "x", "--source-id", "market.mine", "--source-label", "Mine")
     source = load_config(other / "olarespack.yaml").source
@@ -88,8 +99,12 @@ def test_a_broken_settings_file_is_named(tmp_path: Path) -> None:
 def test_serve_says_which_source_to_add_and_how_a_box_reaches_it() -> None:
     assert "a box cannot reach 127.0.0.1" in " ".join(source_lines("127.0.0.1", 8787, None))
     public = " ".join(source_lines("127.0.0.1", 8787, "https://market.example.org/"))
-    assert "add this source in Olares: https://market.example.org (Olares 1.12.3-1.12.5: " \
-           "https://market.example.org/legacy)" in public and "cannot reach" not in public
+    assert (
+        "add this source in Olares: https://market.example.org (Olares 1.12.3-1.12.5: "
+        "https://market.example.org/legacy)"
+        in public
+        and "cannot reach" not in public
+    )
     both = " ".join(source_lines("0.0.0.0", 8787, "https://market.example.org"))
     assert "https://market.example.org/legacy" in both and "or, on this network: http://" in both
     lan = " ".join(source_lines("0.0.0.0", 8787, None))
@@ -103,29 +118,58 @@ def test_the_wheel_carries_templates_and_data_and_works_outside_this_repository(
         import hatchling as _hatchling  # noqa: F401
     except ImportError:
         pytest.skip(f"hatchling is not installed beside {sys.executable} (make test installs it)")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                            "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, check=False)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp_path / "dist").glob("olarespack-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
-    for needed in ("olarespack/templates/engine/llamacpp.yaml.j2", "olarespack/templates/chart/chat-template.yaml.j2",
-                   "olarespack/templates/init/olarespack-pr.yml", "olarespack/market/worker/index.js",
-                   "olarespack/engines/llamacpp/images.yaml", "olarespack/engines/vllm/images.yaml",
-                   "olarespack/data/families.yaml",
-                   "olarespack/data/olares-values.yaml", "olarespack/data/hardware.yaml"):
+    for needed in (
+        "olarespack/templates/engine/llamacpp.yaml.j2",
+        "olarespack/templates/chart/chat-template.yaml.j2",
+        "olarespack/templates/init/olarespack-pr.yml",
+        "olarespack/market/worker/index.js",
+        "olarespack/engines/llamacpp/images.yaml",
+        "olarespack/engines/vllm/images.yaml",
+        "olarespack/data/families.yaml",
+        "olarespack/data/olares-values.yaml",
+        "olarespack/data/hardware.yaml",
+    ):
         assert needed in names, needed
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    code = ("import olarespack, sys; from olarespack.cli import main; "
-            "assert olarespack.__file__.startswith(sys.argv[1]), olarespack.__file__; "
-            "main(sys.argv[2:])")
+    code = (
+        "import olarespack, sys; from olarespack.cli import main; "
+        "assert olarespack.__file__.startswith(sys.argv[1]), olarespack.__file__; "
+        "main(sys.argv[2:])"
+    )
 
     def olarespack(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), *args], cwd=work, env=env,
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "site"), *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     assert olarespack("init", "repo").returncode == 0
     shutil.copy(APPS / "gemma4-audio.yaml", work / "repo" / "apps" / "audio.yaml")
@@ -147,8 +191,9 @@ def test_values_need_no_editing_for_a_dry_run(tmp_path: Path) -> None:
     assert "APP" not in output and "alice" not in output
     values = tmp_path / "values.yaml"
     values.write_text(output)
-    rendered = helm_binary().template(ROOT / "charts" / "llamacppgemma4audione", "llamacppgemma4audione",
-                                      "llamacppgemma4audione-bob", values)
+    rendered = helm_binary().template(
+        ROOT / "charts" / "llamacppgemma4audione", "llamacppgemma4audione", "llamacppgemma4audione-bob", values
+    )
     assert rendered.ok, rendered.stderr
     documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     [deployment] = [d for d in documents if d["kind"] == "Deployment"]
@@ -186,8 +231,9 @@ def test_settings_cannot_lead_out_of_the_repository(tmp_path: Path) -> None:
     assert not any(outside.iterdir())
 
 
-def test_settings_apply_from_a_subfolder_and_to_grouped_commands(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_apply_from_a_subfolder_and_to_grouped_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = init(tmp_path)
     (repo / "olarespack.yaml").write_text("apps_dir: specs\nmarket_dir: pub\n")
     (repo / "specs").mkdir()
@@ -206,8 +252,11 @@ def test_settings_apply_from_a_subfolder_and_to_grouped_commands(tmp_path: Path,
 
 def test_problem_lines_quote_strangers_text_without_obeying_it(tmp_path: Path) -> None:
     (tmp_path / "apps").mkdir()
-    spec = (APPS / "gemma4-audio.yaml").read_text().replace(
-        "  alias: gemma-4-e4b-audio", '  "bad\\n::warning::injected\\n~~~~": 1\n  alias: gemma-4-e4b-audio')
+    spec = (
+        (APPS / "gemma4-audio.yaml")
+        .read_text()
+        .replace("  alias: gemma-4-e4b-audio", '  "bad\\n::warning::injected\\n~~~~": 1\n  alias: gemma-4-e4b-audio')
+    )
     (tmp_path / "apps" / "audio.yaml").write_text(spec)
     code, output = run_cli(tmp_path, "lint", "--no-helm4")
     assert code == 1

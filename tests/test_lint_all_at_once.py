@@ -89,8 +89,10 @@ def test_a_warning_shows_beside_the_error_that_refuses_the_spec(tmp_path: Path) 
     # vLLM 0.34 has no release table (a warning saying how to refresh) and its KV arithmetic refuses the
     # 128K context (an error): both in the first run, not the warning once the error is fixed
     spec = tmp_path / "v.yaml"
-    spec.write_text(VISION.replace("image: vllm/vllm-openai:v0.21.0-cu129\n  model:",
-                                   "image: vllm/vllm-openai:v0.34.0\n  model:"), encoding="utf-8")
+    spec.write_text(
+        VISION.replace("image: vllm/vllm-openai:v0.21.0-cu129\n  model:", "image: vllm/vllm-openai:v0.34.0\n  model:"),
+        encoding="utf-8",
+    )
     code, output = run_cli(tmp_path, "lint", str(spec))
     assert code == 1
     lines = output.splitlines()

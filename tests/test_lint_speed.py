@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from conftest import APPS
-from olarespack.check import lint as lint_module
-from olarespack.check.lint import DocumentCache, lint_apps
+from olarespack.check import render as render_module
+from olarespack.check.lint import lint_apps
+from olarespack.check.render import DocumentCache
 from olarespack.core.yamltext import load_yaml
 from olarespack.helm import HelmBinary, values_file
 from olarespack.olares.values import olares_values
@@ -40,12 +41,25 @@ metadata:
 def test_a_repeated_document_comes_back_equal_and_unshared() -> None:
     cache = DocumentCache()
     first, second = cache.split(RENDERED), cache.split(RENDERED)
-    assert [(source, document) for source, document, _ in first] == \
-        [(source, document) for source, document, _ in second] == [
-            ("templates/a.yaml", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
-                                  "data": {"when": datetime.date(2024, 1, 2)}}),
-            ("templates/b.yaml", {"apiVersion": "v1", "kind": "ConfigMap",
-                                  "metadata": {"name": "b", "annotations": {1: "one"}}})]
+    assert (
+        [(source, document) for source, document, _ in first]
+        == [(source, document) for source, document, _ in second]
+        == [
+            (
+                "templates/a.yaml",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "a"},
+                    "data": {"when": datetime.date(2024, 1, 2)},
+                },
+            ),
+            (
+                "templates/b.yaml",
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "annotations": {1: "one"}}},
+            ),
+        ]
+    )
     first[1][1]["metadata"]["name"] = "changed"  # a rule that edits its copy does not reach the next render's
     assert cache.split(RENDERED)[1][1]["metadata"]["name"] == "b"
 
@@ -58,7 +72,7 @@ def test_a_lint_parses_each_distinct_rendered_document_once(monkeypatch: pytest.
         parsed[text] += 1
         return load_yaml(text)
 
-    monkeypatch.setattr(lint_module, "load_yaml", counting)
+    monkeypatch.setattr(render_module, "load_yaml", counting)
     monkeypatch.setattr("olarespack.helm.load_yaml", counting)
     apps = render_apps([APPS / "gemma4-dflash.yaml"])
     report = lint_apps(apps, [HelmBinary(name="helm")])

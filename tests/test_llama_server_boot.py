@@ -369,8 +369,12 @@ def test_a_chart_with_draft_bounds_boots(build: int, servers: dict[int, Path], t
     data = yaml.safe_load((APPS / "gemma4-audio.yaml").read_text(encoding="utf-8"))
     data["engine"]["image"] = f"ghcr.io/ggml-org/llama.cpp:server-cuda13-b{build}"
     data["engine"]["mlock"] = False
-    data["engine"]["speculative"] = {"type": "draft", "draft_max": 4, "draft_min": 1,
-                                     "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "drafter.gguf"}}
+    data["engine"]["speculative"] = {
+        "type": "draft",
+        "draft_max": 4,
+        "draft_min": 1,
+        "drafter": {"repo": "unsloth/gemma-4-E4B-it-GGUF", "file": "drafter.gguf"},
+    }
     spec_file = tmp_path / "drafted.yaml"
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     argv, env = pod_argv(spec_file, tmp_path)

@@ -27,7 +27,8 @@ from olarespack.engines.llamacpp.kv import (
 )
 from olarespack.engines.llamacpp.spec import LlamaCppEngine
 from olarespack.models.add import parse_text
-from olarespack.models.arch import ModelArch, ModelInfo, models
+from olarespack.models.arch import ModelArch, ModelInfo
+from olarespack.models.registry import models
 from olarespack.spec.load import load_spec
 
 MIB = 2**20

@@ -99,11 +99,28 @@ def fit_of(info: ModelInfo, path: Path, ctx: int, parallel: int | None, flash_at
     return fit(engine, FitRequest(total=64 << 30, registry={info.repo: info}))
 
 
-def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file: Path,
-             extra: tuple[str, ...] = (), verbosity: tuple[str, ...] = ("-v",)) -> Measured:
+def boot_log(
+    binary: Path,
+    model: Path,
+    ctx: int,
+    parallel: int | None,
+    log_file: Path,
+    extra: tuple[str, ...] = (),
+    verbosity: tuple[str, ...] = ("-v",),
+) -> Measured:
     """Boot until the server listens, then stop it; its buffer lines as calibrate reads them."""
-    argv = [str(binary), "-m", str(model), "-c", str(ctx), *verbosity, "--host", "127.0.0.1",
-            "--port", str(free_port())]
+    argv = [
+        str(binary),
+        "-m",
+        str(model),
+        "-c",
+        str(ctx),
+        *verbosity,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+    ]
     argv += (["-np", str(parallel)] if parallel else []) + list(extra)
     started = time.monotonic()
     with log_file.open("wb") as out:
@@ -122,7 +139,7 @@ def boot_log(binary: Path, model: Path, ctx: int, parallel: int | None, log_file
     found = read_boot_log(log_file)
     assert found.engine == "llamacpp", f"calibrate's reader does not take {log_file.name} for a llama.cpp boot"
     log = found.of("llamacpp", LlamaCppLog)
-    last_pass = text[text.rindex("CPU_Mapped model buffer"):] if "CPU_Mapped model buffer" in text else text
+    last_pass = text[text.rindex("CPU_Mapped model buffer") :] if "CPU_Mapped model buffer" in text else text
     return Measured(log, [int(c) for c in _CELLS.findall(last_pass)], text)
 
 
@@ -164,12 +181,18 @@ def test_fit_agrees_with_the_real_server(
     loaded = sum(log.model_buffer_mib.values()) * MIB
     assert abs(loaded - (report.weights_bytes + host)) <= WEIGHTS_TOLERANCE * loaded
     # compute: the CPU buffer within the stated bound of fit's GPU estimate
-    estimate = llamacpp_compute_bytes(info.arch, int(report.settings["n_ubatch"]), int(report.settings["n_ctx"]),
-                                      flash_attn=bool(report.settings["flash_attn"]))
+    estimate = llamacpp_compute_bytes(
+        info.arch,
+        int(report.settings["n_ubatch"]),
+        int(report.settings["n_ctx"]),
+        flash_attn=bool(report.settings["flash_attn"]),
+    )
     cpu = log.compute_buffer_mib["CPU"] * MIB
-    print(f"{family} -c {ctx} -np {parallel or 'auto'} b{build}: KV {sum(log.kv_buffer_mib.values()):.2f} MiB "
-          f"cells {measured.cells}, model {loaded / MIB:.2f} MiB vs file {(report.weights_bytes + host) / MIB:.2f}, "
-          f"compute {cpu / MIB:.2f} MiB = {cpu / estimate:.2f} of fit's {estimate / MIB:.2f}")
+    print(
+        f"{family} -c {ctx} -np {parallel or 'auto'} b{build}: KV {sum(log.kv_buffer_mib.values()):.2f} MiB "
+        f"cells {measured.cells}, model {loaded / MIB:.2f} MiB vs file {(report.weights_bytes + host) / MIB:.2f}, "
+        f"compute {cpu / MIB:.2f} MiB = {cpu / estimate:.2f} of fit's {estimate / MIB:.2f}"
+    )
     assert COMPUTE_BOUND[0] * estimate <= cpu <= COMPUTE_BOUND[1] * estimate
 
 
@@ -204,8 +227,14 @@ def test_the_charts_verbosity_prints_what_calibrate_reads(
     })  # fmt: skip
     level = log_verbosity(engine)
     assert level == (None if build == 9101 else 4)
-    log = boot_log(servers[build], path, 4096, None, tmp_path / "server.log",
-                   verbosity=("--log-verbosity", str(level)) if level else ()).log
+    log = boot_log(
+        servers[build],
+        path,
+        4096,
+        None,
+        tmp_path / "server.log",
+        verbosity=("--log-verbosity", str(level)) if level else (),
+    ).log
     assert log.calibrated and log.model_buffer_mib and log.compute_buffer_mib
     assert sum(log.kv_buffer_mib.values()) == round(fit_of(info, path, 4096, None).kv_cache_needed_bytes / MIB, 2)
 

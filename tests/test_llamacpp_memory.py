@@ -18,7 +18,8 @@ from olarespack.engines.llamacpp.kv import (
     llamacpp_host_compute_bytes,
     llamacpp_kv_bytes,
 )
-from olarespack.models.arch import ModelArch, models
+from olarespack.models.arch import ModelArch
+from olarespack.models.registry import models
 
 MIB = 2**20
 
@@ -32,8 +33,9 @@ def reading(name: str | Path) -> LlamaCppLog:
     return log.of("llamacpp", LlamaCppLog)
 
 
-@pytest.mark.parametrize(("name", "compute"), [("b9101-cpu-v.log", 99.9), ("b9101-cpu-default.log", 99.9),
-                                               ("b11434-cpu-v.log", 34.78)])
+@pytest.mark.parametrize(
+    ("name", "compute"), [("b9101-cpu-v.log", 99.9), ("b9101-cpu-default.log", 99.9), ("b11434-cpu-v.log", 34.78)]
+)
 def test_the_fit_dry_pass_is_not_added_to_the_boot(name: str, compute: float) -> None:
     # --fit's dry pass prints model 0.00, KV 0.00 and the full compute buffer before the boot prints its own
     found = reading(name)
@@ -52,8 +54,10 @@ def test_a_cuda_boot_is_read_once_with_its_device() -> None:
     assert found.version is None  # a source build without git metadata says `build 0`: unknown
 
 
-@pytest.mark.parametrize(("name", "version"), [("b9101-cpu-v.log", "b9101"), ("b9101-cpu-default.log", "b9101"),
-                                               ("b11434-cpu-v.log", "b11434")])
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("b9101-cpu-v.log", "b9101"), ("b9101-cpu-default.log", "b9101"), ("b11434-cpu-v.log", "b11434")],
+)
 def test_the_build_is_read(name: str, version: str) -> None:
     assert reading(name).version == version
 
@@ -75,8 +79,10 @@ def test_a_log_of_another_build_is_refused_naming_both(project: Path) -> None:
 def test_a_log_of_another_gpu_is_refused_naming_both(project: Path) -> None:
     code, output, unchanged = _calibrate(project, H200_V.name)
     assert code == 1 and unchanged
-    assert ("is a boot on NVIDIA H200, but apps/gemma4-audio.yaml's hardware rtx5090-laptop is NVIDIA GeForce "
-            "RTX 5090 Laptop GPU") in output
+    assert (
+        "is a boot on NVIDIA H200, but apps/gemma4-audio.yaml's hardware rtx5090-laptop is NVIDIA GeForce "
+        "RTX 5090 Laptop GPU"
+    ) in output
 
 
 @pytest.mark.parametrize("name", ["b11434-cpu-default.log", "h200-src11434-e4b-c32k-default.log"])
@@ -96,11 +102,18 @@ def test_a_cpu_boot_is_refused(project: Path) -> None:
 # CUDA boots of Gemma 4 E4B's shapes, b11434 from source on an H200 (measured.md):
 # (flash attention, ubatch, context) -> (KV MiB, CUDA0 compute MiB, CUDA_Host compute MiB, exit `unaccounted` MiB);
 # the first row's log is H200_V; unaccounted None where the boot answered only an 8-token prompt
-CUDA_BOOTS = {(True, 512, 32768): (552.0, 134.02, 79.03, 717), (True, 512, 131072): (2088.0, 230.02, 175.03, 717),
-              (True, 512, 4096): (104.0, 106.02, 51.03, None), (True, 512, 16384): (296.0, 118.02, 63.03, None),
-              (True, 256, 32768): (542.0, 66.88, 39.39, 716), (True, 1024, 32768): (572.0, 269.04, 159.06, 715),
-              (True, 2048, 32768): (612.0, 542.07, 322.12, 716), (True, 2048, 131072): (2148.0, 926.07, 706.12, 716),
-              (False, 512, 32768): (572.0, 638.51, 120.02, 712), (False, 512, 131072): (2108.0, 2366.51, 312.02, 712)}
+CUDA_BOOTS = {
+    (True, 512, 32768): (552.0, 134.02, 79.03, 717),
+    (True, 512, 131072): (2088.0, 230.02, 175.03, 717),
+    (True, 512, 4096): (104.0, 106.02, 51.03, None),
+    (True, 512, 16384): (296.0, 118.02, 63.03, None),
+    (True, 256, 32768): (542.0, 66.88, 39.39, 716),
+    (True, 1024, 32768): (572.0, 269.04, 159.06, 715),
+    (True, 2048, 32768): (612.0, 542.07, 322.12, 716),
+    (True, 2048, 131072): (2148.0, 926.07, 706.12, 716),
+    (False, 512, 32768): (572.0, 638.51, 120.02, 712),
+    (False, 512, 131072): (2108.0, 2366.51, 312.02, 712),
+}
 NON_KV_WITHIN = 0.15  # fit's non-KV GPU memory may exceed the measured one by this much, never fall below it
 
 
@@ -115,8 +128,9 @@ def test_fit_is_at_or_above_every_measured_cuda_boot(flash: bool, ubatch: int, c
     kv, compute, host, unaccounted = CUDA_BOOTS[(flash, ubatch, context)]
     arch = _e4b()
     # -b 2048 where the ubatch is larger than 512, as the boots ran; a batch >= ubatch changes nothing else
-    assert llamacpp_kv_bytes(arch, context, parallel=1, batch_size=2048, ubatch_size=ubatch,
-                             flash_attn=flash) == kv * MIB
+    assert (
+        llamacpp_kv_bytes(arch, context, parallel=1, batch_size=2048, ubatch_size=ubatch, flash_attn=flash) == kv * MIB
+    )
     gpu = llamacpp_compute_bytes(arch, ubatch, context, flash_attn=flash)
     pinned = llamacpp_host_compute_bytes(arch, ubatch, context, flash_attn=flash)
     # the GPU buffer never below what CUDA allocated, and no more than the margin and the fit's error above it

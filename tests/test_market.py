@@ -14,6 +14,7 @@ import semver
 
 from conftest import APP_FILES, ROOT, spec_version
 from olarespack.market import catalog as market
+from olarespack.market import v1
 from olarespack.market.sections import sections
 from olarespack.olares.generations import GenerationName
 from olarespack.project import App, render_apps
@@ -24,22 +25,78 @@ _REFERENCE_FILE = ROOT.parent / "shared/reference/seed-market/catalog-excerpt.js
 REFERENCE = json.loads(_REFERENCE_FILE.read_text(encoding="utf-8")) if _REFERENCE_FILE.is_file() else None
 # The fields of the reference catalog's entries (the hand-written market boxes already sync from).
 DETAIL_FIELDS = {
-    "id", "name", "cfgType", "chartName", "icon", "description", "appID", "title", "version", "categories",
-    "versionName", "fullDescription", "upgradeDescription", "promoteImage", "promoteVideo", "subCategory", "locale",
-    "developer", "requiredMemory", "requiredDisk", "supportClient", "supportArch", "requiredGPU", "requiredCPU",
-    "rating", "target", "permission", "entrances", "middleware", "options", "submitter", "doc", "website",
-    "featuredImage", "sourceCode", "license", "legal", "i18n", "namespace", "onlyAdmin", "lastCommitHash",
-    "createTime", "updateTime", "count", "versionHistory", "screenshots", "tags", "metadata", "updated_at",
+    "id",
+    "name",
+    "cfgType",
+    "chartName",
+    "icon",
+    "description",
+    "appID",
+    "title",
+    "version",
+    "categories",
+    "versionName",
+    "fullDescription",
+    "upgradeDescription",
+    "promoteImage",
+    "promoteVideo",
+    "subCategory",
+    "locale",
+    "developer",
+    "requiredMemory",
+    "requiredDisk",
+    "supportClient",
+    "supportArch",
+    "requiredGPU",
+    "requiredCPU",
+    "rating",
+    "target",
+    "permission",
+    "entrances",
+    "middleware",
+    "options",
+    "submitter",
+    "doc",
+    "website",
+    "featuredImage",
+    "sourceCode",
+    "license",
+    "legal",
+    "i18n",
+    "namespace",
+    "onlyAdmin",
+    "lastCommitHash",
+    "createTime",
+    "updateTime",
+    "count",
+    "versionHistory",
+    "screenshots",
+    "tags",
+    "metadata",
+    "updated_at",
 }
-SUMMARY_FIELDS = {"id", "name", "version", "category", "description", "icon", "screenshots", "tags", "metadata",
-                  "source", "updated_at"}
+SUMMARY_FIELDS = {
+    "id",
+    "name",
+    "version",
+    "category",
+    "description",
+    "icon",
+    "screenshots",
+    "tags",
+    "metadata",
+    "source",
+    "updated_at",
+}
 NANO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 VISION = "vllmgemma426ba4bvisionone"
 
 
 def market_apps(apps: list[App], digests: dict[str, str] | None = None) -> list[market.MarketApp]:
-    return [market.MarketApp(a.file, a.spec, a.chart, (digests or {}).get(a.spec.name, "0" * 64),
-                             a.spec.metadata.icon) for a in apps]
+    return [
+        market.MarketApp(a.file, a.spec, a.chart, (digests or {}).get(a.spec.name, "0" * 64), a.spec.metadata.icon)
+        for a in apps
+    ]
 
 
 def catalog_of(files: list[Path], digests: dict[str, str] | None = None) -> dict[str, Any]:
@@ -79,8 +136,10 @@ def test_entries_carry_every_field_of_the_reference(catalog: dict[str, Any]) -> 
 
 def test_generations_differ_in_manifest_and_hash(catalog: dict[str, Any]) -> None:
     current, legacy = catalog["generations"]["current"], catalog["generations"]["legacy"]
-    dependency = {gen: by_name(catalog["generations"][gen], VISION)["options"]["dependencies"][0]["version"]
-                  for gen in ("current", "legacy")}
+    dependency = {
+        gen: by_name(catalog["generations"][gen], VISION)["options"]["dependencies"][0]["version"]
+        for gen in ("current", "legacy")
+    }
     assert dependency == {"current": ">=1.12.6-0", "legacy": ">=1.12.3-0,<1.12.6"}
     assert current["hash"] != legacy["hash"]
     assert re.fullmatch(r"[0-9a-f]{32}", current["hash"])
@@ -88,14 +147,21 @@ def test_generations_differ_in_manifest_and_hash(catalog: dict[str, Any]) -> Non
 
 def test_resources_are_cores_and_bytes(tmp_path: Path) -> None:
     data = app_data()
-    data["resources"] = {"cpu": {"request": "1500m", "limit": 16}, "memory": {"request": "3Gi", "limit": "40Gi"},
-                         "disk": {"request": "30Gi", "limit": "50Gi"},
-                         "gpu_memory": {"request": "24000Mi", "limit": "24000Mi"}}
+    data["resources"] = {
+        "cpu": {"request": "1500m", "limit": 16},
+        "memory": {"request": "3Gi", "limit": "40Gi"},
+        "disk": {"request": "30Gi", "limit": "50Gi"},
+        "gpu_memory": {"request": "24000Mi", "limit": "24000Mi"},
+    }
     catalog = catalog_of([write_spec(tmp_path, data)])
     for generation in catalog["generations"].values():
         detail = by_name(generation, VISION)
-        assert (detail["requiredCPU"], detail["requiredMemory"], detail["requiredDisk"], detail["requiredGPU"]) == \
-            ("1.5", str(3 * 2**30), str(30 * 2**30), str(24000 * 2**20))
+        assert (detail["requiredCPU"], detail["requiredMemory"], detail["requiredDisk"], detail["requiredGPU"]) == (
+            "1.5",
+            str(3 * 2**30),
+            str(30 * 2**30),
+            str(24000 * 2**20),
+        )
 
 
 def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
@@ -104,16 +170,36 @@ def test_times_come_from_changelog_dates(catalog: dict[str, Any]) -> None:
     # 1.0.5, 1.0.2 and 1.0.1 have no date here (no git history): they take 1.0.0's 2026-05-14, each a second
     # after the one before, because the Market keys its version history by mergedAt
     assert [h["version"] for h in vision["versionHistory"]] == [
-        "1.2.3", "1.2.2", "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
+        "1.2.3",
+        "1.2.2",
+        "1.2.1",
+        "1.2.0",
+        "1.1.0",
+        "1.0.5",
+        "1.0.2",
+        "1.0.1",
+        "1.0.0",
+    ]
     assert [h["mergedAt"] for h in vision["versionHistory"]] == [
-        "2026-12-06T00:00:01.000000000Z", "2026-12-06T00:00:00.000000000Z",
-        "2026-12-02T00:00:00.000000000Z", "2026-12-01T00:00:00.000000000Z",
-        "2026-11-30T00:00:00.000000000Z"] + [f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
+        "2026-12-06T00:00:01.000000000Z",
+        "2026-12-06T00:00:00.000000000Z",
+        "2026-12-02T00:00:00.000000000Z",
+        "2026-12-01T00:00:00.000000000Z",
+        "2026-11-30T00:00:00.000000000Z",
+    ] + [f"2026-05-14T00:00:0{s}.000000000Z" for s in (3, 2, 1, 0)]
     assert vision["updated_at"] == "2026-12-06T00:00:01.000000000Z"
     dflash = by_name(generation, "vllmgemma4dflashone")
-    assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == \
-        ["2026-12-06", "2026-12-06", "2026-12-02", "2026-11-30", "2026-05-11", "2026-05-09", "2026-05-09", "2026-05-09",
-         "2026-05-09"]
+    assert [h["mergedAt"][:10] for h in dflash["versionHistory"]] == [
+        "2026-12-06",
+        "2026-12-06",
+        "2026-12-02",
+        "2026-11-30",
+        "2026-05-11",
+        "2026-05-09",
+        "2026-05-09",
+        "2026-05-09",
+        "2026-05-09",
+    ]
     assert len({h["mergedAt"] for h in dflash["versionHistory"]}) == len(dflash["versionHistory"])
     assert not [d for d in generation["details"].values() for h in d["versionHistory"] if h["mergedAt"] < "2026"]
     # the market's time is its newest release's, whichever app made it
@@ -169,7 +255,7 @@ def test_the_hash_covers_the_archives(catalog: dict[str, Any]) -> None:
 
 def test_answers_have_the_shape_the_box_reads(catalog: dict[str, Any]) -> None:
     generation = catalog["generations"]["legacy"]
-    info = market.info_answer(generation, "1.12.5")
+    info = v1.info_answer(generation, "1.12.5")
     assert (info["version"], info["hash"]) == ("1.12.5", generation["hash"])
     assert set(info["data"]) == {"apps", "recommends", "pages", "topics", "topic_lists", "tops", "latest", "tags"}
     assert all(entry["id"] == key for key, entry in info["data"]["apps"].items())
@@ -186,18 +272,24 @@ def test_answers_have_the_shape_the_box_reads(catalog: dict[str, Any]) -> None:
     apps = info["data"]["topics"][topic_id]["data"]["en-US"]["apps"].split(",")
     assert sorted(apps) == sorted(a["name"] for a in info["data"]["apps"].values())
     assert sorted(info["data"]["latest"]) == sorted(a["name"] for a in info["data"]["apps"].values())
-    assert market.hash_answer(generation, "1.12.4") == \
-        {"hash": generation["hash"], "last_updated": generation["last_updated"], "version": "1.12.4"}
+    assert v1.hash_answer(generation, "1.12.4") == {
+        "hash": generation["hash"],
+        "last_updated": generation["last_updated"],
+        "version": "1.12.4",
+    }
 
 
 def test_static_files_are_one_site_root_per_generation(catalog: dict[str, Any]) -> None:
-    files = market.static_files(catalog)
+    files = v1.static_files(catalog)
     for gen, version in market.STATIC_OLARES_VERSION.items():
         assert b"Content-Type: application/json" in files[f"static/{gen}/_headers"]
         for api in ("v1", "v2"):
             answer = json.loads(files[f"static/{gen}/api/{api}/appstore/hash"])
-            assert answer == {"hash": catalog["generations"][gen]["hash"],
-                              "last_updated": catalog["generations"][gen]["last_updated"], "version": version}
+            assert answer == {
+                "hash": catalog["generations"][gen]["hash"],
+                "last_updated": catalog["generations"][gen]["last_updated"],
+                "version": version,
+            }
             info = json.loads(files[f"static/{gen}/api/{api}/appstore/info"])
             assert info["version"] == version and len(info["data"]["apps"]) == 3
 
@@ -216,4 +308,3 @@ def test_categories_that_slug_alike_keep_their_own_pages() -> None:
         assert topic["data"]["en-US"]["apps"] == app
         listed = json.loads(info["pages"][category]["content"])
         assert {"type": "Topic", "id": topic["name"]} in listed
-

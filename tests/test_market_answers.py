@@ -12,14 +12,50 @@ import subprocess
 import pytest
 
 from olarespack.core.errors import UsageError
-from olarespack.market import answers, catalog
+from olarespack.market import answers, v1
 from olarespack.olares.generations import generation_for_olares
 
-VERSIONS = ["1.12.3", "1.12.5", "1.12.6", "1.13.0", "2.0", "1.12.6-rc.1", "1.12.3-0", "1.12.3-rc", "1.12.6+build.5",
-            "1.12.5+b", "1.12", "1", "1.12.2", "01.12.6", "1.012.6", "abc", "", "1.12.5\n", "1.12.5\nx", " 1.12.6",
-            "1.12.6 ", "v1.12.6", "1.12.6-", "1.12.6+", "1.12.6-01", "1.12.6-a.01", "1.12.6-a..b", "1.12.6-é",
-            "\u0661.\u0661\u0662.\u0666", "9" * 39, "9" * 40, "1.12.6-" + "a" * 33, "1.12.6-" + "a" * 34,
-            "99999999999999999999.0.0", "1.12.6-0a", "1.12.6-x-y.z", "1.12.6+a+b", "1.12.5-rc.1", "1.12.7-rc.1"]
+VERSIONS = [
+    "1.12.3",
+    "1.12.5",
+    "1.12.6",
+    "1.13.0",
+    "2.0",
+    "1.12.6-rc.1",
+    "1.12.3-0",
+    "1.12.3-rc",
+    "1.12.6+build.5",
+    "1.12.5+b",
+    "1.12",
+    "1",
+    "1.12.2",
+    "01.12.6",
+    "1.012.6",
+    "abc",
+    "",
+    "1.12.5\n",
+    "1.12.5\nx",
+    " 1.12.6",
+    "1.12.6 ",
+    "v1.12.6",
+    "1.12.6-",
+    "1.12.6+",
+    "1.12.6-01",
+    "1.12.6-a.01",
+    "1.12.6-a..b",
+    "1.12.6-é",
+    "\u0661.\u0661\u0662.\u0666",
+    "9" * 39,
+    "9" * 40,
+    "1.12.6-" + "a" * 33,
+    "1.12.6-" + "a" * 34,
+    "99999999999999999999.0.0",
+    "1.12.6-0a",
+    "1.12.6-x-y.z",
+    "1.12.6+a+b",
+    "1.12.5-rc.1",
+    "1.12.7-rc.1",
+]
 
 
 def _of_record(version: str) -> str | None:
@@ -63,9 +99,12 @@ def test_javascript_reads_the_table_patterns_as_python_does() -> None:
 
 def test_fill_writes_values_as_python_does() -> None:
     assert answers.fill("a {x} b {y:r} c {z:r3}", x=7, y="it's", z="é\n'xyz") == "a 7 b " + repr("it's") + " c " + repr(
-        "é\n'")
+        "é\n'"
+    )
     assert answers.failure("bad_version", version="1" * 300) == (
-        400, f"version: {'1' * 40!r} is not an Olares version 1.12.3 or later")
+        400,
+        f"version: {'1' * 40!r} is not an Olares version 1.12.3 or later",
+    )
     assert answers.failure("too_many_ids", count=11)[1] == "app_ids: at most 10 ids per request, got 11"
     # a text's own braces are not placeholders
     assert answers.failure("not_json")[1] == 'body: not JSON; send {"app_ids": ["<id>", ...], "version": "1.12.6"}'
@@ -74,8 +113,15 @@ def test_fill_writes_values_as_python_does() -> None:
 
 
 def test_every_placeholder_names_a_value_its_caller_gives() -> None:
-    given = {"bad_version": {"version"}, "no_generation": {"generation"}, "no_chart": {"file_name", "name"},
-             "chart_gone": {"file_name"}, "too_many_ids": {"count"}, "bad_page": {"page"}, "bad_size": {"size"}}
+    given = {
+        "bad_version": {"version"},
+        "no_generation": {"generation"},
+        "no_chart": {"file_name", "name"},
+        "chart_gone": {"file_name"},
+        "too_many_ids": {"count"},
+        "bad_page": {"page"},
+        "bad_size": {"size"},
+    }
     for key, found in answers.FAILURES.items():
         assert {m[1] for m in re.finditer(answers.PLACEHOLDER, found.text)} == given.get(key, set()), key
         assert 400 <= found.status < 600
@@ -84,18 +130,26 @@ def test_every_placeholder_names_a_value_its_caller_gives() -> None:
 def test_the_details_answer_is_the_bytes_serve_always_sent() -> None:
     found = [("b3078d17", b'{"name":"x","t":"\xc3\xa9"}'), ("\ud800\u00e9", b"{}")]
     missing = ["deadbeef", "😀", '"\\']
-    before = (b'{"apps":{' + b",".join(json.dumps(i).encode() + b":" + e for i, e in found) + b'},"version":'
-              + json.dumps("1.12\u00e9").encode() + b',"not_found":' + json.dumps(missing).encode() + b"}")
+    before = (
+        b'{"apps":{'
+        + b",".join(json.dumps(i).encode() + b":" + e for i, e in found)
+        + b'},"version":'
+        + json.dumps("1.12\u00e9").encode()
+        + b',"not_found":'
+        + json.dumps(missing).encode()
+        + b"}"
+    )
     assert answers.details_answer(found, "1.12\u00e9", missing) == before
     assert answers.details_answer([], "1.12.6", []) == b'{"apps":{},"version":"1.12.6","not_found":[]}'
 
 
 def test_static_hosts_get_serves_headers_unchanged() -> None:
-    assert catalog.STATIC_HEADERS == (
+    assert v1.STATIC_HEADERS == (
         "# Cloudflare Pages / Netlify header rules: the market's GET answers are JSON files without an extension.\n"
         "/api/*\n  Content-Type: application/json\n  Access-Control-Allow-Origin: *\n"
-        "  Access-Control-Allow-Methods: GET, POST, OPTIONS\n  Access-Control-Allow-Headers: Content-Type\n")
-    assert catalog.VersionedAnswer.of({"a": 1}).render("1.12.6") == b'{"version":"1.12.6","a":1}'
+        "  Access-Control-Allow-Methods: GET, POST, OPTIONS\n  Access-Control-Allow-Headers: Content-Type\n"
+    )
+    assert v1.VersionedAnswer.of({"a": 1}).render("1.12.6") == b'{"version":"1.12.6","a":1}'
 
 
 def test_the_table_is_plain_json() -> None:

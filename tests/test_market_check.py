@@ -25,8 +25,11 @@ from olarespack.market.remote import http_fetch
 from test_serve import get_json, publish_market, running_server
 
 AUTHOR = ROOT / "tests" / "data" / "author-market" / "answers.json"
-NAMES = {"llamacppgemma4audione": "gemma4-audio", "vllmgemma426ba4bvisionone": "gemma4-vision",
-         "vllmgemma4dflashone": "gemma4-dflash"}
+NAMES = {
+    "llamacppgemma4audione": "gemma4-audio",
+    "vllmgemma426ba4bvisionone": "gemma4-vision",
+    "vllmgemma4dflashone": "gemma4-dflash",
+}
 SOURCE = ("--source-id", "market.example", "--source-label", "Example", "--source-name", "en-US=Example market")
 
 
@@ -62,7 +65,11 @@ def test_every_olares_gets_every_app(server: str) -> None:
         assert walk.apps == expected
     v2 = walks[1]
     assert [s.call.split("?")[0].split(" (")[0] for s in v2.steps[:4]] == [
-        "GET /api/v2/catalog", "GET /api/v2/taxonomy", "GET /api/v2/applications", "POST /api/v2/applications/info"]
+        "GET /api/v2/catalog",
+        "GET /api/v2/taxonomy",
+        "GET /api/v2/applications",
+        "POST /api/v2/applications/info",
+    ]
     assert "'Example market' ('market.example')" in v2.steps[1].detail
     assert all(s.call.startswith("GET /api/v2/applications/") for s in v2.steps[4:])
 
@@ -100,8 +107,12 @@ def test_the_probe_moves_with_a_bump_and_nothing_else(project: Path, server: str
     old = spec_version("gemma4-audio")
     new = old.rsplit(".", 1)[0] + f".{int(old.rsplit('.', 1)[1]) + 1}"
     text = spec.read_text(encoding="utf-8").replace(f"\nversion: {old}\n", f"\nversion: {new}\n", 1)
-    spec.write_text(text.replace("\nchangelog:\n", f"\nchangelog:\n  - version: {new}\n    date: 2026-12-07\n"
-                                 "    note: A fix.\n", 1), encoding="utf-8")
+    spec.write_text(
+        text.replace(
+            "\nchangelog:\n", f"\nchangelog:\n  - version: {new}\n    date: 2026-12-07\n    note: A fix.\n", 1
+        ),
+        encoding="utf-8",
+    )
     publish_market(apps, market_dir, *SOURCE)
     bumped = probe()
     assert bumped["catalog"]["apps_filter_digest"] != before["catalog"]["apps_filter_digest"]
@@ -176,15 +187,20 @@ def author() -> Iterator[tuple[str, type[SavedAnswers]]]:
 def test_the_authors_market_as_boxes_take_it(author: tuple[str, type[SavedAnswers]]) -> None:
     base, handler = author
     walks = {w.olares: w for w in check(http_fetch(base), ("1.12.5", "1.12.6", "1.12.7"), charts=False)}
-    assert walks["1.12.6"].apps == walks["1.12.7"].apps == {"vllmgemma4dflashone": "1.0.8",
-                                                            "llamacppgemma4audione": "1.1.3"}
+    assert (
+        walks["1.12.6"].apps
+        == walks["1.12.7"].apps
+        == {"vllmgemma4dflashone": "1.0.8", "llamacppgemma4audione": "1.1.3"}
+    )
     assert verdicts(walks["1.12.7"]) == {"take"}
     taxonomy = walks["1.12.7"].steps[1]
     assert taxonomy.call.startswith("GET /api/v2/taxonomy") and "'Olares One' ('market.aamsellem')" in taxonomy.detail
     # his v1 answers offer every Olares his apps, which need 1.12.6: a 1.12.5 box cannot install them
     assert walks["1.12.5"].apps == {}
     assert [s.detail.split(":")[0] for s in walks["1.12.5"].steps if s.verdict == "skip"] == [
-        "vllmgemma4dflashone", "llamacppgemma4audione"]
+        "vllmgemma4dflashone",
+        "llamacppgemma4audione",
+    ]
 
     handler.v2 = False  # his Worker before it answered 1.12.7: the sync stops at the first call
     [walk] = check(http_fetch(base), ("1.12.7",), charts=False)
@@ -212,6 +228,7 @@ def test_the_command_says_each_step_and_exits_1_on_an_abort(author: tuple[str, t
 
 def fake(answers: dict[str, Any]) -> Any:
     """A fetch over a table of (method, path without query) -> (status, body): the walker's reading alone."""
+
     def fetch(method: str, path: str, body: Any) -> tuple[int, str, bytes]:
         status, found = answers.get(f"{method} {path.split('?')[0]}", (404, {"error": "Not Found"}))
         return status, "application/json", found if isinstance(found, bytes) else json.dumps(found).encode()
@@ -245,13 +262,20 @@ def test_times_in_the_wrong_unit_and_excluded_apps_are_said() -> None:
     assert any(s.verdict == "skip" and "excludes Olares 1.12.7" in s.detail for s in walk.steps)
 
 
-@pytest.mark.parametrize(("key", "answer", "said"), [
-    ("GET /api/v2/catalog", (200, b"[" * 5000 + b"]" * 5000), "not JSON"),
-    ("GET /api/v2/catalog", (500, b"\x1b]0;pwned\x07 oops"), "HTTP 500 ('\\x1b]0;pwned\\x07 oops')"),
-    ("GET /api/v2/catalog", (200, {"code": 7, "msg": "\x1b[31mno\x1b[0m", "data": {}}), "code is 7"),
-    ("GET /api/v2/taxonomy", (200, {"code": 0, "data": {"source": "x"}}), "data.source: str 'x', expected an object"),
-    ("GET /api/v2/applications", (200, {"code": 0, "data": {"items": {}, "removed": []}}), "data.items: dict"),
-])
+@pytest.mark.parametrize(
+    ("key", "answer", "said"),
+    [
+        ("GET /api/v2/catalog", (200, b"[" * 5000 + b"]" * 5000), "not JSON"),
+        ("GET /api/v2/catalog", (500, b"\x1b]0;pwned\x07 oops"), "HTTP 500 ('\\x1b]0;pwned\\x07 oops')"),
+        ("GET /api/v2/catalog", (200, {"code": 7, "msg": "\x1b[31mno\x1b[0m", "data": {}}), "code is 7"),
+        (
+            "GET /api/v2/taxonomy",
+            (200, {"code": 0, "data": {"source": "x"}}),
+            "data.source: str 'x', expected an object",
+        ),
+        ("GET /api/v2/applications", (200, {"code": 0, "data": {"items": {}, "removed": []}}), "data.items: dict"),
+    ],
+)
 def test_a_malformed_answer_aborts_naming_the_field(key: str, answer: tuple[int, Any], said: str) -> None:
     [walk] = check(fake(v2_market(**{key: answer})), ("1.12.7",), charts=False)
     assert walk.aborted and said in walk.steps[-1].detail, walk.steps[-1].line()
@@ -277,20 +301,27 @@ def test_the_identity_comes_from_the_settings_and_is_checked(project: Path, tmp_
     shutil.copytree(project / "apps", tmp_path / "apps")
     (tmp_path / "olarespack.yaml").write_text(
         "source:\n  id: market.settings\n  label: Settings\n  name: {en-US: From the settings, fr-FR: Réglages}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     code, out = run_cli(tmp_path, "publish")
     assert code == 0, out
     assert "no identity of its own" not in out
     catalog = json.loads((tmp_path / "market" / market.CATALOG_FILE).read_bytes())
-    assert catalog["source"] == {"source_id": "market.settings", "short_label": "Settings", "icon": "",
-                                 "display_name": {"en-US": "From the settings", "fr-FR": "Réglages"},
-                                 "is_official": False}
+    assert catalog["source"] == {
+        "source_id": "market.settings",
+        "short_label": "Settings",
+        "icon": "",
+        "display_name": {"en-US": "From the settings", "fr-FR": "Réglages"},
+        "is_official": False,
+    }
     (tmp_path / "olarespack.yaml").unlink()
     code, out = run_cli(tmp_path, "publish", "--market-dir", "other")
     assert code == 0 and "WARN the market has no identity of its own" in out, out
-    for bad, said in ((["--source-name", "Example"], "LOCALE=TEXT"),
-                      (["--source-id", "Not An Id", "--source-label", "x", "--source-name", "en-US=x"], "--source-id"),
-                      (["--source-id", "market.x", "--source-label", "x"], "--source-name")):
+    for bad, said in (
+        (["--source-name", "Example"], "LOCALE=TEXT"),
+        (["--source-id", "Not An Id", "--source-label", "x", "--source-name", "en-US=x"], "--source-id"),
+        (["--source-id", "market.x", "--source-label", "x"], "--source-name"),
+    ):
         code, out = run_cli(tmp_path, "publish", "--market-dir", "refused", *bad)
         assert code == 2 and said in out, out
         assert not (tmp_path / "refused").exists()
@@ -307,7 +338,8 @@ def test_category_ids_are_unique_and_found_for_any_names() -> None:
 
 @pytest.mark.helm
 def test_publish_warns_of_an_app_another_source_offers_at_another_version(
-        project: Path, tmp_path: Path, author: tuple[str, type[SavedAnswers]]) -> None:
+    project: Path, tmp_path: Path, author: tuple[str, type[SavedAnswers]]
+) -> None:
     """The seed author's market offers vllmgemma4dflashone at 1.0.8 and llamacppgemma4audione at 1.1.3: a box
     syncing both lists two apps of each name. His saved answers (a file) and his market (a URL) are read alike;
     one that cannot be read is said."""
@@ -315,16 +347,34 @@ def test_publish_warns_of_an_app_another_source_offers_at_another_version(
     saved = tmp_path / "his-applications.json"
     saved.write_text(json.dumps(json.loads(AUTHOR.read_text(encoding="utf-8"))["GET /api/v2/applications"]))
     for other in (str(saved), base):
-        code, out = run_cli(None, "publish", "--apps-dir", str(project / "apps"), "--market-dir",
-                            str(tmp_path / "market"), *SOURCE, "--other-source", other)
+        code, out = run_cli(
+            None,
+            "publish",
+            "--apps-dir",
+            str(project / "apps"),
+            "--market-dir",
+            str(tmp_path / "market"),
+            *SOURCE,
+            "--other-source",
+            other,
+        )
         assert code == 0, out
         lines = sorted(line for line in out.splitlines() if "is also offered by" in line)
         assert len(lines) == 2 and all(line.startswith("WARN ") for line in lines), lines
         assert "name: llamacppgemma4audione is also offered by" in lines[0]
         assert f"at '1.1.3' (this market: {spec_version('gemma4-audio')})" in lines[0]
         assert f"at '1.0.8' (this market: {spec_version('gemma4-dflash')})" in lines[1]
-    code, out = run_cli(None, "publish", "--apps-dir", str(project / "apps"), "--market-dir",
-                        str(tmp_path / "market"), *SOURCE, "--other-source", str(tmp_path / "nothing.json"))
+    code, out = run_cli(
+        None,
+        "publish",
+        "--apps-dir",
+        str(project / "apps"),
+        "--market-dir",
+        str(tmp_path / "market"),
+        *SOURCE,
+        "--other-source",
+        str(tmp_path / "nothing.json"),
+    )
     assert code == 0 and "cannot be read" in out and "is also offered by" not in out, out
 
 
@@ -393,9 +443,20 @@ def test_a_clone_is_checked_before_olares_makes_it(tmp_path: Path) -> None:
     chart = base_chart(tmp_path / "llamabase")
     code, out = run_cli(None, "market", "clone-check", str(chart))
     assert code == 0 and "engine: llamacpp ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434" in out, out
-    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "ENGINE_ARGS=-c 8192 --draft-max 4 "
-                        "-ctk q9_0 LLAMA_ARG_THREADS=4", "--env", "LLAMACPP_REQUIRED_GPU_MEMORY=40Gi",
-                        "--env", "MODEL_MODE=chatty", "--env", "NOPE=1")
+    code, out = run_cli(
+        None,
+        "market",
+        "clone-check",
+        str(chart),
+        "--env",
+        "ENGINE_ARGS=-c 8192 --draft-max 4 -ctk q9_0 LLAMA_ARG_THREADS=4",
+        "--env",
+        "LLAMACPP_REQUIRED_GPU_MEMORY=40Gi",
+        "--env",
+        "MODEL_MODE=chatty",
+        "--env",
+        "NOPE=1",
+    )
     assert code == 1, out
     assert "--draft-max was removed from llama.cpp" in out and "use --spec-draft-n-max" in out
     assert "-ctk q9_0 is not a value" in out or "--cache-type-k q9_0 is not a value" in out
@@ -413,13 +474,30 @@ def test_the_official_vllm_base_is_checked(tmp_path: Path) -> None:
     from conftest import shared
 
     chart = shared("corpus/olares-apps/vllmllmbasev3")
-    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "MODEL_NAME=Qwen/Qwen3.5-2B",
-                        "--env", "ENGINE_ARGS=--max-model-len 65536 --gpu-memory-utilization 0.9 "
-                        "--enable-prefix-cachin", "--env", "VLLM_REQUIRED_GPU_MEMORY=20Gi")
+    code, out = run_cli(
+        None,
+        "market",
+        "clone-check",
+        str(chart),
+        "--env",
+        "MODEL_NAME=Qwen/Qwen3.5-2B",
+        "--env",
+        "ENGINE_ARGS=--max-model-len 65536 --gpu-memory-utilization 0.9 --enable-prefix-cachin",
+        "--env",
+        "VLLM_REQUIRED_GPU_MEMORY=20Gi",
+    )
     assert code == 1 and "engine: vllm docker.io/vllm/vllm-openai:v0.27.1" in out, out
     assert "--enable-prefix-cachin is not an option of vLLM 0.27" in out
-    code, out = run_cli(None, "market", "clone-check", str(chart), "--env", "MODEL_NAME=Qwen/Qwen3.5-2B",
-                        "--env", "ENGINE_ARGS=--max-model-len 65536 --enable-prefix-caching")
+    code, out = run_cli(
+        None,
+        "market",
+        "clone-check",
+        str(chart),
+        "--env",
+        "MODEL_NAME=Qwen/Qwen3.5-2B",
+        "--env",
+        "ENGINE_ARGS=--max-model-len 65536 --enable-prefix-caching",
+    )
     assert code == 0, out
 
 

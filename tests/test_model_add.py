@@ -17,7 +17,8 @@ import yaml
 from conftest import APPS, run_cli
 from olarespack.core.errors import ModelDataError, UnknownModelError
 from olarespack.fit.budget import fit_report, resolve_context
-from olarespack.models import arch, folder
+from olarespack.models import arch, folder, registry
+from olarespack.models import hf_config as hf_reader
 from olarespack.models.gguf_file import hf_config, read_gguf
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
@@ -102,8 +103,18 @@ def test_unknown_model_exits_5_with_the_command_then_add_makes_fit_work(tmp_path
     assert f"`olarespack model add {VLLM_REPO} --config config.json --weights-bytes N`" in out
     clean(out)
 
-    code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--weights-bytes",
-                        "17500000000", "--drafter-for", "google/gemma-4-26B-A4B-it")
+    code, out = run_cli(
+        tmp_path,
+        "model",
+        "add",
+        VLLM_REPO,
+        "--config",
+        str(CONFIG),
+        "--weights-bytes",
+        "17500000000",
+        "--drafter-for",
+        "google/gemma-4-26B-A4B-it",
+    )
     assert code == 0, out
     assert out.startswith("created models/gemma-4-26b-a4b-finetune.yaml")
     data = model_file(tmp_path)
@@ -115,23 +126,27 @@ def test_unknown_model_exits_5_with_the_command_then_add_makes_fit_work(tmp_path
     assert any(s.startswith("written by: olarespack model add") for s in data["sources"])
     assert str(FIXTURES) not in json.dumps(data)  # file names only: no local paths in a shared repository
     # the kept config reads as the whole config.json
-    assert arch.arch_from_hf_config(data["config"]) == arch.load_hf_config(CONFIG)
+    assert hf_reader.arch_from_hf_config(data["config"]) == hf_reader.load_hf_config(CONFIG)
 
     code, out = run_cli(tmp_path, "fit", "apps/app.yaml", "--json")
     assert code == 0, out
     report = json.loads(out)
     assert report["model"] == VLLM_REPO and report["fits"]
     # the same budget as the shipped model of the same architecture and size
-    shipped = fit_report(load_spec(spec).model_copy(update={"engine": load_spec(spec).engine.model_copy(
-        update={"model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"})}))
+    shipped = fit_report(
+        load_spec(spec).model_copy(
+            update={
+                "engine": load_spec(spec).engine.model_copy(update={"model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"})
+            }
+        )
+    )
     assert report["kv_cache_needed_bytes"] == shipped.kv_cache_needed_bytes
-    info = arch.models_for(spec)[VLLM_REPO]
+    info = registry.models_for(spec)[VLLM_REPO]
     assert info.family == "gemma4" and info.drafter_for == ("google/gemma-4-26B-A4B-it",)
 
     code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--weights-bytes", "1")
     assert code == 2 and "--force" in out
-    code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--weights-bytes", "1",
-                        "--force")
+    code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--weights-bytes", "1", "--force")
     assert code == 0 and out.startswith("updated models/gemma-4-26b-a4b-finetune.yaml"), out
     assert model_file(tmp_path)["weights"]["bytes"] == 1
 
@@ -140,27 +155,31 @@ def test_safetensors_index_gives_the_exact_size(tmp_path: Path) -> None:
     vllm_project(tmp_path)
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": 17_123_456_789}, "weight_map": {}}), encoding="utf-8")
-    code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--safetensors-index",
-                        str(index))
+    code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, "--config", str(CONFIG), "--safetensors-index", str(index))
     assert code == 0, out
     assert model_file(tmp_path)["weights"] == {"bytes": 17_123_456_789, "exact": True}
     code, out = run_cli(tmp_path, "fit", "apps/app.yaml", "--json")
     assert code == 0 and json.loads(out)["weights_bytes"] == 17_123_456_789, out
 
     index.write_text(json.dumps({"metadata": {}}), encoding="utf-8")
-    code, out = run_cli(tmp_path, "model", "add", "someone/other", "--config", str(CONFIG), "--safetensors-index",
-                        str(index))
+    code, out = run_cli(
+        tmp_path, "model", "add", "someone/other", "--config", str(CONFIG), "--safetensors-index", str(index)
+    )
     assert code == 1 and "metadata.total_size" in out
     clean(out)
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--config", str(CONFIG)],
-    ["--config", str(CONFIG), "--weights-bytes", "5", "--safetensors-index", str(CONFIG)],
-    ["--config", str(CONFIG), "--gguf", str(CONFIG)],
-    ["--gguf", str(CONFIG), "--weights-bytes", "5"],
-], ids=["nothing", "no-size", "two-sizes", "config-and-gguf", "gguf-with-size"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--config", str(CONFIG)],
+        ["--config", str(CONFIG), "--weights-bytes", "5", "--safetensors-index", str(CONFIG)],
+        ["--config", str(CONFIG), "--gguf", str(CONFIG)],
+        ["--gguf", str(CONFIG), "--weights-bytes", "5"],
+    ],
+    ids=["nothing", "no-size", "two-sizes", "config-and-gguf", "gguf-with-size"],
+)
 def test_add_usage_errors(tmp_path: Path, args: list[str]) -> None:
     code, out = run_cli(tmp_path, "model", "add", VLLM_REPO, *args)
     assert code == 2, out
@@ -184,7 +203,7 @@ def test_gguf_header_maps_to_hugging_face_config_names(tmp_path: Path) -> None:
     assert header.host_bytes == 300 * 32 * 2 + 300 * 64 * 2 and header.gpu_copy_bytes == 300 * 32 * 2
     assert (header.config or {})["hidden_size_per_layer_input"] == 256
     # the same architecture as the shipped Gemma 4 E4B (read from its config.json fields)
-    assert arch.arch_from_hf_config(header.config or {}) == arch.models()["unsloth/gemma-4-E4B-it-GGUF"].arch
+    assert hf_reader.arch_from_hf_config(header.config or {}) == registry.models()["unsloth/gemma-4-E4B-it-GGUF"].arch
 
 
 def test_gguf_add_then_fit(tmp_path: Path) -> None:
@@ -201,11 +220,15 @@ def test_gguf_add_then_fit(tmp_path: Path) -> None:
     assert code == 0 and out.startswith("created models/tiny-gemma-4-gguf.yaml"), out
     data = model_file(tmp_path)
     assert data["family"] == "gemma4"
-    assert data["files"][GGUF_FILE] == {"bytes": model.stat().st_size, "exact": True,
-                                        "host_bytes": 300 * 32 * 2 + 300 * 64 * 2, "host_exact": True,
-                                        "gpu_copy_bytes": 300 * 32 * 2}
-    made = arch.model_from_data("made", data).arch
-    assert made == arch.models()["unsloth/gemma-4-E4B-it-GGUF"].arch and made is not None
+    assert data["files"][GGUF_FILE] == {
+        "bytes": model.stat().st_size,
+        "exact": True,
+        "host_bytes": 300 * 32 * 2 + 300 * 64 * 2,
+        "host_exact": True,
+        "gpu_copy_bytes": 300 * 32 * 2,
+    }
+    made = registry.model_from_data("made", data).arch
+    assert made == registry.models()["unsloth/gemma-4-E4B-it-GGUF"].arch and made is not None
     assert made.per_layer_input_size == 256
     assert data["files"][MMPROJ] == {"bytes": mmproj.stat().st_size, "exact": True}
     assert data["config"]["layer_types"].count("full_attention") == 7
@@ -246,8 +269,13 @@ def test_gguf_sliding_patterns_as_llama_cpp_reads_them() -> None:
     def meta(values: dict[str, Any]) -> Any:
         return lambda key: values.get(key)
 
-    base = {"gemma3.block_count": 12, "gemma3.attention.head_count": 8, "gemma3.attention.head_count_kv": 4,
-            "gemma3.embedding_length": 1024, "gemma3.attention.sliding_window": 512}
+    base = {
+        "gemma3.block_count": 12,
+        "gemma3.attention.head_count": 8,
+        "gemma3.attention.head_count_kv": 4,
+        "gemma3.embedding_length": 1024,
+        "gemma3.attention.sliding_window": 512,
+    }
     config, notes = hf_config("gemma3", meta(base))  # no pattern key: llama.cpp's built-in period 6
     assert config["layer_types"][4:6] == ["sliding_attention", "full_attention"] and notes
     config, _ = hf_config("gemma3", meta({**base, "gemma3.attention.sliding_window_pattern": 3}))
@@ -258,8 +286,17 @@ def test_gguf_sliding_patterns_as_llama_cpp_reads_them() -> None:
     with pytest.raises(ModelDataError, match="kv_lora_rank"):
         hf_config("deepseek2", meta({"deepseek2.block_count": 2, "deepseek2.attention.kv_lora_rank": 512}))
     with pytest.raises(ModelDataError, match="without KV heads"):
-        hf_config("jamba", meta({"jamba.block_count": 2, "jamba.attention.head_count": 8,
-                                 "jamba.attention.head_count_kv": [0, 8], "jamba.embedding_length": 64}))
+        hf_config(
+            "jamba",
+            meta(
+                {
+                    "jamba.block_count": 2,
+                    "jamba.attention.head_count": 8,
+                    "jamba.attention.head_count_kv": [0, 8],
+                    "jamba.embedding_length": 64,
+                }
+            ),
+        )
 
 
 # --------------------------------------------------------------------------- the project's models/ folder
@@ -270,7 +307,8 @@ SHIPPED = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
 
 def shipped_copy(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(
-        (Path(arch.__file__).parent.parent / "data/models/gemma-4-26b-a4b-it-awq-4bit.yaml").read_text("utf-8"))
+        (Path(arch.__file__).parent.parent / "data/models/gemma-4-26b-a4b-it-awq-4bit.yaml").read_text("utf-8")
+    )
     data.update(changes)
     return data
 
@@ -282,15 +320,15 @@ def test_a_project_file_overrides_the_shipped_one(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
     mine = tmp_path / "models" / "mine.yaml"
     mine.write_text(yaml.safe_dump(shipped_copy(weights={"bytes": 16_000_000_000, "exact": True})), "utf-8")
-    assert arch.models_for(spec)[SHIPPED].weights_bytes == 16_000_000_000
-    assert arch.models()[SHIPPED].weights_bytes == 17_500_000_000
+    assert registry.models_for(spec)[SHIPPED].weights_bytes == 16_000_000_000
+    assert registry.models()[SHIPPED].weights_bytes == 17_500_000_000
     code, out = run_cli(tmp_path, "fit", "apps/app.yaml", "--json")
     assert code == 0 and json.loads(out)["weights_bytes"] == 16_000_000_000, out
     # a change on disk is seen at once (the cache keys on size and mtime)
     mine.write_text(yaml.safe_dump(shipped_copy(weights={"bytes": 15_000_000_000, "exact": True})), "utf-8")
     os.utime(mine, ns=(1, 1))
-    assert arch.models_for(spec)[SHIPPED].weights_bytes == 15_000_000_000
-    assert arch.models_for(None)[SHIPPED].weights_bytes == 17_500_000_000
+    assert registry.models_for(spec)[SHIPPED].weights_bytes == 15_000_000_000
+    assert registry.models_for(None)[SHIPPED].weights_bytes == 17_500_000_000
 
 
 HOSTILE: list[tuple[str, str | bytes, str]] = [
@@ -307,14 +345,15 @@ HOSTILE: list[tuple[str, str | bytes, str]] = [
 
 
 @pytest.mark.parametrize(("name", "content", "message"), HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_model_files_are_named_and_refused(tmp_path: Path, name: str, content: str | bytes,
-                                                   message: str) -> None:
+def test_hostile_model_files_are_named_and_refused(
+    tmp_path: Path, name: str, content: str | bytes, message: str
+) -> None:
     spec = vllm_project(tmp_path)
     (tmp_path / "models").mkdir()
     path = tmp_path / "models" / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     with pytest.raises(ModelDataError, match=message) as caught:
-        arch.models_for(spec)
+        registry.models_for(spec)
     assert name in str(caught.value)
     code, out = run_cli(tmp_path, "fit", "apps/app.yaml")
     assert code == 1 and name in out, out
@@ -345,14 +384,14 @@ def test_folder_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_unknown_model_error_names_repo_and_command() -> None:
     with pytest.raises(UnknownModelError) as caught:
-        arch.find_model("someone/new-GGUF", {})
+        registry.find_model("someone/new-GGUF", {})
     assert caught.value.exit_code == 5 and caught.value.repo == "someone/new-GGUF"
     assert caught.value.command == "olarespack model add someone/new-GGUF --gguf <file>.gguf"
     assert "someone/new-GGUF" in str(caught.value) and caught.value.command in str(caught.value)
 
 
 def test_shipped_drafters_name_their_targets() -> None:
-    shipped = arch.models()
+    shipped = registry.models()
     for drafter in ("google/gemma-4-26B-A4B-it-assistant", "z-lab/gemma-4-26B-A4B-it-DFlash"):
         assert set(shipped[drafter].drafter_for) == {"google/gemma-4-26B-A4B-it", SHIPPED}
     assert shipped[SHIPPED].family == "gemma4" and shipped["unsloth/gemma-4-E4B-it-GGUF"].family == "gemma4"
@@ -360,14 +399,15 @@ def test_shipped_drafters_name_their_targets() -> None:
 
 def test_a_config_with_per_layer_inputs_keeps_them(tmp_path: Path) -> None:
     """A Gemma 4 E-model's config.json: the per-layer input width is one of the fields kept."""
-    shipped = arch.models()["unsloth/gemma-4-E4B-it-GGUF"]
+    shipped = registry.models()["unsloth/gemma-4-E4B-it-GGUF"]
     text = yaml.safe_load((Path(arch.__file__).parent.parent / "data/models/gemma-4-e4b-it-gguf.yaml").read_text())
     config = tmp_path / "config.json"
     config.write_text(json.dumps(text["config"]), encoding="utf-8")
     (tmp_path / "apps").mkdir()
-    code, out = run_cli(tmp_path, "model", "add", "someone/gemma-4-E4B-it", "--config", str(config),
-                        "--weights-bytes", "1000")
+    code, out = run_cli(
+        tmp_path, "model", "add", "someone/gemma-4-E4B-it", "--config", str(config), "--weights-bytes", "1000"
+    )
     assert code == 0, out
     data = model_file(tmp_path)
     assert data["config"]["text_config"]["hidden_size_per_layer_input"] == 256
-    assert arch.arch_from_hf_config(data["config"]) == shipped.arch
+    assert hf_reader.arch_from_hf_config(data["config"]) == shipped.arch

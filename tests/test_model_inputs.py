@@ -19,7 +19,7 @@ import yaml
 from conftest import run_cli
 from olarespack.core.errors import ModelDataError
 from olarespack.fit.budget import resolve_context
-from olarespack.models import arch, localfile
+from olarespack.models import arch, localfile, registry
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
@@ -40,8 +40,9 @@ def project(tmp_path: Path) -> Path:
 def olarespack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in its own process, so a read that blocks fails the test by its timeout instead of hanging it."""
     code = "import sys; from olarespack.cli import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
@@ -49,9 +50,11 @@ def test_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(pipe)
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": 10**9}}), encoding="utf-8")
-    for args in (["--config", str(pipe), "--weights-bytes", "1"],
-                 ["--config", str(CONFIG), "--safetensors-index", str(pipe)],
-                 ["--gguf", str(pipe)]):
+    for args in (
+        ["--config", str(pipe), "--weights-bytes", "1"],
+        ["--config", str(CONFIG), "--safetensors-index", str(pipe)],
+        ["--gguf", str(pipe)],
+    ):
         out = olarespack(tmp_path, "model", "add", REPO, *args)
         assert out.returncode == 1, out
         assert f"{pipe}: not a regular file" in out.stderr and "saved on disk" in out.stderr, out.stderr
@@ -120,7 +123,7 @@ def test_a_shipped_model_file_is_read_by_the_same_rule() -> None:
     data = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
     data["config"]["text_config"]["head_dim"] = 0
     with pytest.raises(ModelDataError, match=r"^data/models/x\.yaml: config: config field head_dim: 0"):
-        arch._model_info("x.yaml", yaml.safe_dump(data))
+        registry._model_info("x.yaml", yaml.safe_dump(data))
 
 
 def test_a_gguf_whose_head_size_comes_out_0_is_refused_naming_it(tmp_path: Path) -> None:

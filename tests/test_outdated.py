@@ -26,7 +26,8 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def test_the_shipped_apps_are_told_their_newer_releases_and_the_image_that_starts(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(repo.parent / "empty-cache"))  # no engine build here
     before = tree_bytes(repo / "apps"), tree_bytes(repo / "charts")
     code, out, err = run("outdated", "--json")
@@ -40,13 +41,17 @@ def test_the_shipped_apps_are_told_their_newer_releases_and_the_image_that_start
     assert newest["image"] == f"ghcr.io/ggml-org/llama.cpp:server-cuda12-{NEWEST_LLAMA}"
     assert "memory locking is now --load-mode mmap+mlock" in newest["note"]
     # nothing here boots that build: said, with how to build it, so the move is not taken as smoke-tested
-    assert any(reason.startswith("not booted here by `olarespack smoke`: no CPU llama-server b") and
-               "tools/engine_releases/llama_server.py --build" in reason for reason in newest["reasons"])
+    assert any(
+        reason.startswith("not booted here by `olarespack smoke`: no CPU llama-server b")
+        and "tools/engine_releases/llama_server.py --build" in reason
+        for reason in newest["reasons"]
+    )
     assert all(not c["evaluated"] for c in audio["newer"][1:])  # only the newest is planned without --all
     # the DFlash move keeps every setting but leaves the context far less room: its note says so
     dflash = apps["vllmgemma4dflashone"]["newer"][0]
-    assert dflash["movable"] and re.search(r"GPU memory left over by olarespack's fit: 0\.\d\d GiB -> 0\.\d\d GiB",
-                                           dflash["note"]), dflash["note"]
+    assert dflash["movable"] and re.search(
+        r"GPU memory left over by olarespack's fit: 0\.\d\d GiB -> 0\.\d\d GiB", dflash["note"]
+    ), dflash["note"]
     vision = apps["vllmgemma426ba4bvisionone"]["newer"][0]
     assert vision["release"] == "0.33" and not vision["movable"]
     assert any("engine.async_scheduling: false keeps the context" in reason for reason in vision["reasons"])
@@ -54,13 +59,17 @@ def test_the_shipped_apps_are_told_their_newer_releases_and_the_image_that_start
     # (outdated said "up to date" for the vision app, exit 0, although 0.22 to 0.25 can move)
     planned = [c for c in apps["vllmgemma426ba4bvisionone"]["newer"] if c["evaluated"]]
     assert planned[-1]["movable"] and not any(c["movable"] for c in planned[:-1])
-    assert planned[-1]["release"] == "0.25" and all(not c["evaluated"] for c in
-                                                     apps["vllmgemma426ba4bvisionone"]["newer"][len(planned):])
+    assert planned[-1]["release"] == "0.25" and all(
+        not c["evaluated"] for c in apps["vllmgemma426ba4bvisionone"]["newer"][len(planned) :]
+    )
     assert (tree_bytes(repo / "apps"), tree_bytes(repo / "charts")) == before  # nothing written
     code, out, _ = run("outdated", "apps/gemma4-audio.yaml")
     assert code == 1
-    assert f"`olarespack bump apps/gemma4-audio.yaml --image ghcr.io/ggml-org/llama.cpp:server-cuda12-{NEWEST_LLAMA}`" \
-        in out and out.rstrip().endswith("upgrades available")
+    assert (
+        f"`olarespack bump apps/gemma4-audio.yaml --image ghcr.io/ggml-org/llama.cpp:server-cuda12-{NEWEST_LLAMA}`"
+        in out
+        and out.rstrip().endswith("upgrades available")
+    )
 
 
 def test_the_proposed_move_is_what_bump_then_does(repo: Path) -> None:
@@ -84,10 +93,14 @@ def test_every_newer_release_is_planned_with_all(repo: Path) -> None:
 
 
 def test_the_image_of_another_release_keeps_the_flavour() -> None:
-    assert llama_image_at("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", "b11434") == \
-        "ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434"
-    assert llama_image_at("ghcr.io/ggml-org/llama.cpp:server-b9101", "b11434") == \
-        "ghcr.io/ggml-org/llama.cpp:server-b11434"
+    assert (
+        llama_image_at("ghcr.io/ggml-org/llama.cpp:server-cuda13-b9101", "b11434")
+        == "ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434"
+    )
+    assert (
+        llama_image_at("ghcr.io/ggml-org/llama.cpp:server-b9101", "b11434")
+        == "ghcr.io/ggml-org/llama.cpp:server-b11434"
+    )
     assert llama_image_at("example/llama:custom", "b11434") is None
     assert vllm_image_at("vllm/vllm-openai:v0.21.0-cu129", "0.25") == "vllm/vllm-openai:v0.25.0-cu129"
     # 0.33 publishes no -cu129 tag the tables know: its default image

@@ -38,11 +38,17 @@ def run(*args: str) -> tuple[int, str, str]:
 
 def png() -> bytes:
     """A valid 1x1 PNG, so icon tests use a real image file."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) \
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
         + chunk(b"IEND", b"")
+    )
 
 
 @pytest.fixture
@@ -78,8 +84,12 @@ def test_two_package_runs_give_identical_archives(tmp_path: Path, apps: Path) ->
     assert code == 0
     first, second = tree_bytes(tmp_path / "a"), tree_bytes(tmp_path / "b")
     assert first == second
-    assert sorted(first) == ["SHA256SUMS", f"llamacppgemma4audione-{V_AUDIO}.tgz", f"{VISION}-{V_VISION}.tgz",
-                             f"vllmgemma4dflashone-{V_DFLASH}.tgz"]
+    assert sorted(first) == [
+        "SHA256SUMS",
+        f"llamacppgemma4audione-{V_AUDIO}.tgz",
+        f"{VISION}-{V_VISION}.tgz",
+        f"vllmgemma4dflashone-{V_DFLASH}.tgz",
+    ]
     sums = dict(line.split("  ")[::-1] for line in first["SHA256SUMS"].decode().splitlines())
     assert sums == {name: hashlib.sha256(data).hexdigest() for name, data in first.items() if name.endswith(".tgz")}
 
@@ -120,11 +130,13 @@ def test_olares_version_picks_the_generation(tmp_path: Path) -> None:
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     code, _, err = run("package", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "out"))
     assert code == 2 and "no such spec file" in err
-    code, _, err = run("package", str(APPS / "gemma4-vision.yaml"), "--olares-version", "one",
-                       "--out", str(tmp_path / "out"))
+    code, _, err = run(
+        "package", str(APPS / "gemma4-vision.yaml"), "--olares-version", "one", "--out", str(tmp_path / "out")
+    )
     assert code == 2 and "not a version" in err
-    code, _, err = run("publish", "--apps-dir", str(APPS), "--market-dir", str(tmp_path / "m"),
-                       "--base-url", "ftp://market")
+    code, _, err = run(
+        "publish", "--apps-dir", str(APPS), "--market-dir", str(tmp_path / "m"), "--base-url", "ftp://market"
+    )
     assert code == 2 and "--base-url" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "m").exists()
 
@@ -205,6 +217,7 @@ def test_archives_know_nothing_of_the_market() -> None:
 
     tree = ast.parse(Path(olarespack.package.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     assert not {name for name in imported if name.startswith("olarespack.market")}
     assert not hasattr(olarespack.package, "write_market")

@@ -33,8 +33,14 @@ from specs import app_data, write_spec
 # what each engine's wrapper writes itself, with whether the flag takes a value: the rest of the individual
 # chart's command line is ENGINE_ARGS
 WRAPPER_WORDS = {
-    "llamacpp": {"--model": True, "--mmproj": True, "--alias": True, "--host": True, "--port": True,
-                 "--log-verbosity": True},
+    "llamacpp": {
+        "--model": True,
+        "--mmproj": True,
+        "--alias": True,
+        "--host": True,
+        "--port": True,
+        "--log-verbosity": True,
+    },
     "vllm": {"--served-model-name": True, "--host": True, "--port": True, "--download-dir": True},
 }
 
@@ -55,7 +61,7 @@ def pinned_data(app: str) -> dict[str, Any]:
 
 
 def without_wrapper_words(kind: str, argv: list[str], command: list[str]) -> list[str]:
-    rest, skip = argv[len(command):], 0
+    rest, skip = argv[len(command) :], 0
     kept = []
     for i, item in enumerate(rest):
         if skip:
@@ -85,8 +91,8 @@ def test_engine_args_are_the_individual_charts_command_line(tmp_path: Path, app:
     kind = data["engine"]["kind"]
     assert shape.effective_items() == without_wrapper_words(kind, individual.server_argv, individual.command)
     assert shape.effective_items(), "ENGINE_ARGS carries the flags"
-    head = pinned.server_argv[:len(pinned.server_argv) - len(shape.effective_items())]
-    assert head[:len(individual.command)] == individual.command
+    head = pinned.server_argv[: len(pinned.server_argv) - len(shape.effective_items())]
+    assert head[: len(individual.command)] == individual.command
     assert head.count(shape.model_name) == 2  # the model and the name it is served under
     # the SPEC_CONFIG the seed charts know stays in the pod template, and ENGINE_ARGS cites it
     if "speculative" in data["engine"] and kind == "vllm":
@@ -187,27 +193,34 @@ def test_the_wrapper_runs_the_planned_command_line(tmp_path: Path, app: str) -> 
     command = " ".join(plan.command)
     assert f"exec {command} " in script
     script = script.replace("/run/llm-init/model_download_finish", str(sentinel)).replace(
-        f"exec {command} ", f"exec {printer} ")
+        f"exec {command} ", f"exec {printer} "
+    )
     env = dict(os.environ, MODEL_NAME=shape.model_name, WAIT_TIMEOUT="5")
     env.update(plan.container_env)
     env["ENGINE_ARGS"] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], shape.engine_args_text())
     out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=True)
-    assert out.stdout.splitlines() == plan.server_argv[len(plan.command):]
+    assert out.stdout.splitlines() == plan.server_argv[len(plan.command) :]
 
 
 def test_the_wrapper_gives_up_without_the_consoles_download(tmp_path: Path) -> None:
     spec_file = write_spec(tmp_path, pinned_data("gemma4-audio"))
     chart = render_chart(load_spec(spec_file), str(spec_file))
     script = yaml.safe_load(chart["templates/engine-wrapper.yaml"])["data"]["run-engine.sh"]
-    script = script.replace("/run/llm-init/model_download_finish", str(tmp_path / "never")).replace("sleep 5",
-                                                                                                    "sleep 0")
-    out = subprocess.run(["sh", "-c", script], env=dict(os.environ, WAIT_TIMEOUT="10"), capture_output=True,
-                         text=True, timeout=30)
+    script = script.replace("/run/llm-init/model_download_finish", str(tmp_path / "never")).replace(
+        "sleep 5", "sleep 0"
+    )
+    out = subprocess.run(
+        ["sh", "-c", script], env=dict(os.environ, WAIT_TIMEOUT="10"), capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 1 and "did not finish the download" in out.stderr
 
 
-OFFICIAL = ["llamacppqwopus3627v2mtpq4kmv3", "llamacppqwen3827bggufv3", "llamacppqwen3635ba3bggufv3",
-            "vllmgemma412bitawqint4v3"]
+OFFICIAL = [
+    "llamacppqwopus3627v2mtpq4kmv3",
+    "llamacppqwen3827bggufv3",
+    "llamacppqwen3635ba3bggufv3",
+    "vllmgemma412bitawqint4v3",
+]
 
 
 @pytest.mark.helm
@@ -215,8 +228,9 @@ OFFICIAL = ["llamacppqwopus3627v2mtpq4kmv3", "llamacppqwen3827bggufv3", "llamacp
 def test_official_pinned_apps_import_with_the_same_server(tmp_path: Path, app: str) -> None:
     chart = shared(f"corpus/olares-apps/{app}")
     result = CliRunner().invoke(main, ["import", str(chart), "--apps-dir", str(tmp_path)])
-    assert "same server command line" in result.output or "not carried: volume mount /cache/vllm" in result.output, \
+    assert "same server command line" in result.output or "not carried: volume mount /cache/vllm" in result.output, (
         result.output
+    )
     spec = load_spec(tmp_path / f"{app}.yaml")
     assert spec.olares.pinned_model is not None
     manifest = yaml.safe_load((chart / "OlaresManifest.yaml").read_text(encoding="utf-8"))
@@ -226,9 +240,13 @@ def test_official_pinned_apps_import_with_the_same_server(tmp_path: Path, app: s
     assert shape.model_name == envs["MODEL_NAME"]
     # the official wrapper's run of the manifest's ENGINE_ARGS, and the rebuilt chart's: the same flags and values
     # (spellings and order are the spec's: -c is --ctx-size)
-    official = engine_for(spec.engine).engine.read_pinned(envs["MODEL_NAME"], envs["MODEL_SOURCE"],
-                                                         str(envs["ENGINE_ARGS"]), list(spec.engine.command or []),
-                                                         spec.engine.image)
+    official = engine_for(spec.engine).engine.read_pinned(
+        envs["MODEL_NAME"],
+        envs["MODEL_SOURCE"],
+        str(envs["ENGINE_ARGS"]),
+        list(spec.engine.command or []),
+        spec.engine.image,
+    )
     assert official is not None
     assert argv_differences(official.chart_argv, shape.command_line(), spec.engine.kind) == []
     assert len(shape.effective_items()) == len(str(envs["ENGINE_ARGS"]).split())

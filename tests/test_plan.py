@@ -127,7 +127,10 @@ def test_the_box_file_plans_the_seed_apps_in_its_order() -> None:
     code, data = plan_json("--box", BOX)
     assert code == 1
     assert [app["name"] for app in data["apps"]] == [
-        "llamacppgemma4audione", "vllmgemma426ba4bvisionone", "vllmgemma4dflashone"]
+        "llamacppgemma4audione",
+        "vllmgemma426ba4bvisionone",
+        "vllmgemma4dflashone",
+    ]
     files = [app["file"] for app in data["apps"]]
     assert files == [str(AUDIO), str(VISION), str(DFLASH)]  # relative to the box file's folder, normalised
 
@@ -146,13 +149,16 @@ def test_a_box_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     assert code == 1 and "box.yaml: a box file must be a YAML mapping" in out + err and "Traceback" not in out + err
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ("apps: [missing.yaml]\n", "apps[0]: no spec file"),
-    ("hardware: gtx480\napps: [x.yaml]\n", "hardware: unknown hardware profile 'gtx480'"),
-    ("apps: []\n", "apps: must be a list"),
-    ("apps: [a.yaml]\nextra: 1\n", "extra: unknown key"),
-    ("keep_mib: -1\napps: [a.yaml]\n", "keep_mib: must be a whole number"),
-])
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("apps: [missing.yaml]\n", "apps[0]: no spec file"),
+        ("hardware: gtx480\napps: [x.yaml]\n", "hardware: unknown hardware profile 'gtx480'"),
+        ("apps: []\n", "apps: must be a list"),
+        ("apps: [a.yaml]\nextra: 1\n", "extra: unknown key"),
+        ("keep_mib: -1\napps: [a.yaml]\n", "keep_mib: must be a whole number"),
+    ],
+)
 def test_a_bad_box_file_names_the_field_and_the_fix(tmp_path: Path, text: str, where: str) -> None:
     box = tmp_path / "box.yaml"
     box.write_text(text, encoding="utf-8")

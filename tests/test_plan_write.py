@@ -44,7 +44,7 @@ def box(project: Path, *apps: str, hardware: str = "rtx5090-laptop") -> Path:
 def shares(project: Path, box_file: Path) -> dict[str, int]:
     code, out = run_cli(project, "plan", "--box", str(box_file), "--json")
     assert code == 0, out
-    data = yaml.safe_load(out[out.index("{"):])
+    data = yaml.safe_load(out[out.index("{") :])
     return {app["name"]: app["gpu_memory_bytes"] // 2**20 for app in data["apps"]}
 
 
@@ -65,9 +65,12 @@ def test_the_written_plan_is_carried_alike_in_every_place_of_the_charts(project:
     before, after = text.splitlines(), written.splitlines()
     changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     share = planned[AUDIO_NAME]
-    assert changed == [("  gpu_memory: {request: 8Gi, limit: 8Gi}",
-                        f"  gpu_memory: {{request: {share}Mi, limit: {share}Mi}}  # share from "
-                        f"`olarespack plan --box {box_file}`")]
+    assert changed == [
+        (
+            "  gpu_memory: {request: 8Gi, limit: 8Gi}",
+            f"  gpu_memory: {{request: {share}Mi, limit: {share}Mi}}  # share from `olarespack plan --box {box_file}`",
+        )
+    ]
     # a second run finds the same shares and writes nothing new
     code, out = run_cli(project, "plan", "--box", str(box_file), "--write")
     assert code == 0 and f"{audio}: unchanged" in out
@@ -105,16 +108,21 @@ def test_a_missing_booking_is_added_as_the_last_key_of_resources() -> None:
 def test_a_block_booking_is_replaced_whole() -> None:
     text = audio_text("  gpu_memory:\n    request: 8Gi  # the old booking\n    limit: 8Gi\n")
     written = set_gpu_memory(Path("a.yaml"), text, 4669, "why")
-    assert yaml.safe_load(written) == {**yaml.safe_load(text), "resources": {
-        **yaml.safe_load(text)["resources"], "gpu_memory": {"request": "4669Mi", "limit": "4669Mi"}}}
+    assert yaml.safe_load(written) == {
+        **yaml.safe_load(text),
+        "resources": {**yaml.safe_load(text)["resources"], "gpu_memory": {"request": "4669Mi", "limit": "4669Mi"}},
+    }
     assert "the old booking" not in written and written.count("\n") == text.count("\n") - 2
 
 
-@pytest.mark.parametrize("layout", [
-    "resources: {cpu: {request: 2, limit: 16}, memory: {request: 4Gi, limit: 16Gi},\n"
-    "            disk: {request: 10Gi, limit: 15Gi}}\n",
-    "resources: null\n",
-])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "resources: {cpu: {request: 2, limit: 16}, memory: {request: 4Gi, limit: 16Gi},\n"
+        "            disk: {request: 10Gi, limit: 15Gi}}\n",
+        "resources: null\n",
+    ],
+)
 def test_a_layout_the_edit_cannot_keep_is_refused(layout: str) -> None:
     text = audio_text()
     start = text.index("resources:\n")

@@ -21,8 +21,21 @@ from test_release import VISION, replace_in, run
 
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 LINK = "[APPROVED by maintainers](https://evil.example)"
-HOSTILE = (LINK, "![x](https://evil.example/p.png)", "</details>", "<!--", "<img src=x>", "https://evil.example",
-           "www.evil.example", "x@evil.example", "@alice", "```` ~~~~", "| a | b |", "&lt;b&gt;", "*em* _em_ ~~s~~ $m$")
+HOSTILE = (
+    LINK,
+    "![x](https://evil.example/p.png)",
+    "</details>",
+    "<!--",
+    "<img src=x>",
+    "https://evil.example",
+    "www.evil.example",
+    "x@evil.example",
+    "@alice",
+    "```` ~~~~",
+    "| a | b |",
+    "&lt;b&gt;",
+    "*em* _em_ ~~s~~ $m$",
+)
 PAYLOAD = " ".join(HOSTILE)
 # what GitHub links in text by itself (cmark-gfm's autolinks, GitHub's mentions)
 AUTOLINK = re.compile(r"\b[a-z][a-z0-9+.-]*:(//)?[^\s<]|www\.|\w@\w|(^|\W)@\w", re.IGNORECASE)
@@ -60,8 +73,7 @@ def visible(markdown: str) -> str:
     out: list[str] = []
     for token in RENDERER.parse(markdown):
         if token.type == "inline":
-            out.append("".join(t.content if t.type in ("text", "code_inline") else " "
-                               for t in token.children or []))
+            out.append("".join(t.content if t.type in ("text", "code_inline") else " " for t in token.children or []))
         elif token.type in ("fence", "code_block"):
             out.append(token.content)
         elif token.type == "html_block":
@@ -81,26 +93,56 @@ def test_text_and_html_text_show_any_value_as_it_is_and_link_nothing() -> None:
 
 
 def deployment(containers: list[dict[str, Any]], **metadata: Any) -> dict[str, Any]:
-    return {"kind": "Deployment", "metadata": {"name": "app", **metadata},
-            "spec": {"template": {"spec": {"containers": containers}}}}
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "app", **metadata},
+        "spec": {"template": {"spec": {"containers": containers}}},
+    }
 
 
 def hostile_diffs() -> list[AppDiff]:
     """Every string the comment quotes, from the PR: spec values in args and env, images, container and
     resource names, chart file names and lines, the app's name and version."""
-    old = deployment([{"name": "vllm", "image": "vllm/vllm-openai:v1", "args": ["m", "--x", "1", LINK],
-                       "env": [{"name": "E", "value": "1"}]}])
-    new = deployment([{"name": "vllm", "image": "vllm/vllm-openai:v1", "args": ["m", "--x", PAYLOAD, f"--{LINK}"],
-                       "env": [{"name": "E", "value": PAYLOAD}]},
-                      {"name": "<img src=x>`", "image": LINK}], annotations={"note": "line\n</details>\n<!--"})
+    old = deployment(
+        [
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v1",
+                "args": ["m", "--x", "1", LINK],
+                "env": [{"name": "E", "value": "1"}],
+            }
+        ]
+    )
+    new = deployment(
+        [
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v1",
+                "args": ["m", "--x", PAYLOAD, f"--{LINK}"],
+                "env": [{"name": "E", "value": PAYLOAD}],
+            },
+            {"name": "<img src=x>`", "image": LINK},
+        ],
+        annotations={"note": "line\n</details>\n<!--"},
+    )
     pod = ResourceChange("Deployment/<img src=x>", "changed", ("-a", f"+{PAYLOAD}", "+`````", "+</details>"), old, new)
-    other = ResourceChange("Service/</details><!--", "changed", (f"-{LINK}", "+<!--"), {"kind": "Service"},
-                           {"kind": "Service", "spec": {"x": PAYLOAD}})
-    files = ResourceChange("i18n/<img src=x>/https://evil.example/OlaresManifest.yaml", "changed",
-                           ("@@ -1 +1 @@", "-  description: old", f"+  description: {PAYLOAD}", "+````````"))
+    other = ResourceChange(
+        "Service/</details><!--",
+        "changed",
+        (f"-{LINK}", "+<!--"),
+        {"kind": "Service"},
+        {"kind": "Service", "spec": {"x": PAYLOAD}},
+    )
+    files = ResourceChange(
+        "i18n/<img src=x>/https://evil.example/OlaresManifest.yaml",
+        "changed",
+        ("@@ -1 +1 @@", "-  description: old", f"+  description: {PAYLOAD}", "+````````"),
+    )
     added = ResourceChange(f"ConfigMap/{LINK}", "added", (f"+{PAYLOAD}",), None, {"kind": "ConfigMap"})
-    return [AppDiff("</details>`x@evil.example", "apps/app.yaml", "1.0.0", "1.0.1", (files, other, pod)),
-            AppDiff(LINK, "apps/new.yaml", None, f"1.0.0+{PAYLOAD}", (added,))]
+    return [
+        AppDiff("</details>`x@evil.example", "apps/app.yaml", "1.0.0", "1.0.1", (files, other, pod)),
+        AppDiff(LINK, "apps/new.yaml", None, f"1.0.0+{PAYLOAD}", (added,)),
+    ]
 
 
 def test_the_diff_markdown_shows_every_hostile_value_as_text() -> None:
@@ -126,8 +168,11 @@ def test_a_hostile_spec_renders_a_comment_of_text(repo: Path) -> None:
     """The real diff of a spec whose extra_args, env, title, descriptions and changelog note carry markup."""
     spec = repo / "apps/gemma4-vision.yaml"
     quoted = PAYLOAD.replace("'", "''")
-    replace_in(spec, "  tool_call_parser: gemma4\n",
-               f"  tool_call_parser: gemma4\n  extra_args: ['--root-path', '{quoted}']\n  env: {{EVIL: '{quoted}'}}\n")
+    replace_in(
+        spec,
+        "  tool_call_parser: gemma4\n",
+        f"  tool_call_parser: gemma4\n  extra_args: ['--root-path', '{quoted}']\n  env: {{EVIL: '{quoted}'}}\n",
+    )
     replace_in(spec, "  title: Gemma 4 26B Vision One\n", "  title: '[x](https://evil.example)<b>'\n")
     replace_in(spec, "  description: >-\n    Gemma 4", f"  description: >-\n    {PAYLOAD.replace('*', '')} Gemma 4")
     current = spec_version("gemma4-vision")

@@ -49,8 +49,6 @@ def actionlint() -> str:
 # --------------------------------------------------------------------------- the markdown
 
 
-
-
 @pytest.mark.helm
 def test_a_one_line_context_change_is_a_small_comment_with_the_pods_first(repo: Path) -> None:
     replace_in(repo / "apps/gemma4-vision.yaml", "max_model_len: 131072", "max_model_len: 163840")
@@ -89,8 +87,11 @@ def test_json_values_are_diffed_per_key_and_resources_per_field(repo: Path) -> N
 
 
 def deployment(args: list[str], image: str = "vllm/vllm-openai:v0.21.0-cu129") -> dict[str, Any]:
-    return {"kind": "Deployment", "metadata": {"name": "app"},
-            "spec": {"template": {"spec": {"containers": [{"name": "vllm", "image": image, "args": args}]}}}}
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "app"},
+        "spec": {"template": {"spec": {"containers": [{"name": "vllm", "image": image, "args": args}]}}},
+    }
 
 
 def markdown(old: dict[str, Any], new: dict[str, Any], *files: ResourceChange, version: str = "1.0.1") -> str:
@@ -100,8 +101,10 @@ def markdown(old: dict[str, Any], new: dict[str, Any], *files: ResourceChange, v
 
 def test_arguments_are_compared_one_by_one() -> None:
     old = deployment(["org/model", "--lora-modules", "a=x", "--lora-modules", "b=y", "--enforce-eager", "--seed", "-1"])
-    new = deployment(["org/model-2", "--lora-modules", "a=x", "--lora-modules", "b=z", "--seed", "-1",
-                      "--trust-remote-code"], image="vllm/vllm-openai:v0.22.0")
+    new = deployment(
+        ["org/model-2", "--lora-modules", "a=x", "--lora-modules", "b=z", "--seed", "-1", "--trust-remote-code"],
+        image="vllm/vllm-openai:v0.22.0",
+    )
     out = markdown(old, new)
     assert "`argument 1 org/model -> org/model-2`" in out
     assert "`--lora-modules #2 b=y -> b=z`" in out and "`--lora-modules a=x" not in out
@@ -116,9 +119,21 @@ def test_arguments_are_compared_one_by_one() -> None:
 def test_chart_files_repeat_a_line_once_and_name_a_long_restating_line() -> None:
     args = "--served-model-name m --host 0.0.0.0 --port 8000 --max-model-len {} " + "--flag value " * 40
     long_old, long_new = f"- Engine args: `{args.format(8192)}`", f"- Engine args: `{args.format(16384)}`"
-    files = [ResourceChange(name, "changed", ("@@ -1,3 +1,3 @@", " a", f"-  {long_old}", f"+  {long_new}",
-                                              "-  context 8192 tokens", "+  context 16384 tokens"))
-             for name in ("OlaresManifest.yaml", "i18n/en-US/OlaresManifest.yaml")]
+    files = [
+        ResourceChange(
+            name,
+            "changed",
+            (
+                "@@ -1,3 +1,3 @@",
+                " a",
+                f"-  {long_old}",
+                f"+  {long_new}",
+                "-  context 8192 tokens",
+                "+  context 16384 tokens",
+            ),
+        )
+        for name in ("OlaresManifest.yaml", "i18n/en-US/OlaresManifest.yaml")
+    ]
     out = markdown(deployment(["m", "--max-model-len", "8192"]), deployment(["m", "--max-model-len", "16384"]), *files)
     block = out.split("#### Chart files and store listing")[1]
     assert block.count("@@ OlaresManifest.yaml, i18n/en-US/OlaresManifest.yaml @@") == 1
@@ -189,20 +204,23 @@ def test_the_actions_steps_pass_actionlint_inside_a_workflow(tmp_path: Path) -> 
     binary = actionlint()
     spec = action()
     inputs = {name: {"type": "string", "required": False} for name in spec["inputs"]}
-    workflow = {"name": "embedded action", "on": {"workflow_call": {"inputs": inputs}},
-                "permissions": {"contents": "read", "pull-requests": "write"},
-                "jobs": {"review": {"runs-on": "ubuntu-latest", "steps": spec["runs"]["steps"]}}}
+    workflow = {
+        "name": "embedded action",
+        "on": {"workflow_call": {"inputs": inputs}},
+        "permissions": {"contents": "read", "pull-requests": "write"},
+        "jobs": {"review": {"runs-on": "ubuntu-latest", "steps": spec["runs"]["steps"]}},
+    }
     target = tmp_path / ".github/workflows/embedded.yml"
     target.parent.mkdir(parents=True)
     target.write_text(yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8")
-    out = subprocess.run([binary, "-no-color", str(target)], capture_output=True, text=True, check=False,
-                         cwd=tmp_path)
+    out = subprocess.run([binary, "-no-color", str(target)], capture_output=True, text=True, check=False, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     if shutil.which("shellcheck"):  # actionlint ran it on every run: script; show it found nothing to say
         for step in spec["runs"]["steps"]:
             if "run" in step:
-                checked = subprocess.run(["shellcheck", "-s", "bash", "-"], input=step["run"], text=True,
-                                         capture_output=True, check=False)
+                checked = subprocess.run(
+                    ["shellcheck", "-s", "bash", "-"], input=step["run"], text=True, capture_output=True, check=False
+                )
                 assert checked.returncode == 0, f"{step['name']}: {checked.stdout}"
 
 
@@ -236,8 +254,9 @@ json.dump(comments, open(state_file, "w"))
 
 
 def bash(text: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", text], env={**os.environ, **env}, cwd=cwd, capture_output=True,
-                          text=True, check=False)
+    return subprocess.run(
+        ["bash", "-c", text], env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True, check=False
+    )
 
 
 @pytest.fixture
@@ -251,17 +270,23 @@ def runner(tmp_path: Path) -> dict[str, str]:
     gh = bin_dir / "gh"
     gh.write_text(FAKE_GH.format(python=sys.executable, state=str(state), log=str(log)))
     gh.chmod(gh.stat().st_mode | stat.S_IEXEC)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(temp),
-            "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
-            "STATE": str(state), "LOG": str(log)}
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "RUNNER_TEMP": str(temp),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        "STATE": str(state),
+        "LOG": str(log),
+    }
 
 
 RUN_URL = "https://github.example/o/r/actions/runs/1"
 LINT_SAID = "ok apps/a.yaml\nERROR apps/b.yaml: engine.x: bad [rule]\nFAIL apps/b.yaml: 1\n"
 
 
-def write_review(runner: dict[str, str], tmp_path: Path, diff: str, said: dict[str, str] | None = None,
-                 **verdicts: str) -> str:
+def write_review(
+    runner: dict[str, str], tmp_path: Path, diff: str, said: dict[str, str] | None = None, **verdicts: str
+) -> str:
     """The review as the action writes it: diff.md, what each check said (lint's by default), verdicts."""
     out = Path(runner["RUNNER_TEMP"]) / "olarespack-review"
     (out / "diff.md").write_text(diff)
@@ -286,15 +311,16 @@ def test_the_review_leads_with_the_marker_and_shows_what_failed(runner: dict[str
 
 
 # what a check can quote from the pull request's files: markup, fences of both kinds, a table, bare CRs
-QUOTED = ("ERROR apps/x.yaml: engine.extra_args[0]: [APPROVED by maintainers](https://evil.example) "
-          "![x](https://evil.example/p.png)\n</details>\n<!--\n<img src=x>\nhttps://evil.example @alice\n"
-          "~~~~~~~~~\n```\n| a | b |\n|---|---|\nline\r</details>\r<!--\n")
+QUOTED = (
+    "ERROR apps/x.yaml: engine.extra_args[0]: [APPROVED by maintainers](https://evil.example) "
+    "![x](https://evil.example/p.png)\n</details>\n<!--\n<img src=x>\nhttps://evil.example @alice\n"
+    "~~~~~~~~~\n```\n| a | b |\n|---|---|\nline\r</details>\r<!--\n"
+)
 
 
 def test_the_review_shows_what_the_checks_said_and_the_diff_as_text(runner: dict[str, str], tmp_path: Path) -> None:
     said = {name: f"{name} said:\n{QUOTED}" for name in ("drift", "lint", "gate")}
-    comment = write_review(runner, tmp_path, as_markdown(hostile_diffs()), said, DRIFT="fail", LINT="fail",
-                           GATE="fail")
+    comment = write_review(runner, tmp_path, as_markdown(hostile_diffs()), said, DRIFT="fail", LINT="fail", GATE="fail")
     assert (found := pr_markup(comment, own_links=(RUN_URL,))) == [], "\n".join(found)
     tokens = RENDERER.parse(comment)
     assert tokens[0].type == "html_block" and tokens[0].content == f"{MARKER}\n"  # the marker stays hidden

@@ -21,8 +21,12 @@ from conftest import APPS, ROOT
 pytestmark = pytest.mark.helm  # lint runs helm
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 BIN = Path(sys.executable).parent
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
 
 
 def hooks() -> list[dict[str, Any]]:
@@ -47,8 +51,13 @@ def test_the_hooks_are_the_drift_check_and_lint_on_the_project_folders() -> None
 def market(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A market repository made by `olarespack init`, with one app built and committed, and pre-commit's
     configuration naming the published hooks as local ones."""
-    env = {**os.environ, **GIT_ENV, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never"}
+    env = {
+        **os.environ,
+        **GIT_ENV,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PRE_COMMIT_COLOR": "never",
+    }
     if not (BIN / "pre-commit").exists():
         pytest.skip("pre-commit is not installed: `pip install -e '.[dev]'` (make test) installs it")
     root = tmp_path / "market"
@@ -71,8 +80,9 @@ def sh(env: dict[str, str], cwd: Path, *args: str) -> str:
 
 
 def pre_commit(env: dict[str, str], root: Path, *args: str) -> tuple[int, str]:
-    out = subprocess.run([str(BIN / "pre-commit"), "run", *args], cwd=root, env=env, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run(
+        [str(BIN / "pre-commit"), "run", *args], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
     return out.returncode, out.stdout + out.stderr
 
 

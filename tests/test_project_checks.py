@@ -81,6 +81,7 @@ def test_lint_and_the_gate_report_an_orphaned_chart(project: Path) -> None:
     code, output = run(project, "lint")
     assert code == 1 and "charts/llamacppgemma4audione: no spec renders this chart" in output
     import subprocess
+
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True)
     subprocess.run(["git", "add", "-A"], cwd=project, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], cwd=project, check=True)

@@ -38,7 +38,8 @@ def remote(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_each_movable_app_is_proposed_on_its_own_branch_and_nothing_lint_refuses(
-        repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out = tmp_path_factory.mktemp("proposals")
     code, output = run("propose", "--remote", "origin", "--proposals", str(out))
     assert code == 0, output
@@ -58,8 +59,10 @@ def test_each_movable_app_is_proposed_on_its_own_branch_and_nothing_lint_refuses
     assert spec["engine"]["image"] == IMAGE and spec["changelog"][0]["version"] == spec["version"]
     assert run("build", "--check")[0] == 0
     git(repo, "checkout", "-q", "main")
-    rows = {row.split("\t")[0]: row.split("\t")[1:] for row in
-            (out / "proposals.tsv").read_text(encoding="utf-8").splitlines()}
+    rows = {
+        row.split("\t")[0]: row.split("\t")[1:]
+        for row in (out / "proposals.tsv").read_text(encoding="utf-8").splitlines()
+    }
     title, body_file = rows[BRANCH]
     assert title.startswith("llamacppgemma4audione: move to b11549")
     assert all(branch.startswith("olarespack/upgrade-") for branch in rows)
@@ -93,24 +96,36 @@ def test_the_scheduled_workflow_opens_one_pull_request_per_proposal(repo: Path, 
     calls = repo.parent / "gh-calls"
     fake_gh = tools / "gh"
     # no pull request is open yet (`gh pr view` fails); each `gh pr create` is logged
-    fake_gh.write_text(f'#!/bin/sh\n[ "$1 $2" = "pr view" ] && exit 1\nprintf "%s\\n" "$*" >> {calls}\n',
-                       encoding="utf-8")
+    fake_gh.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "pr view" ] && exit 1\nprintf "%s\\n" "$*" >> {calls}\n', encoding="utf-8"
+    )
     fake_gh.chmod(fake_gh.stat().st_mode | stat.S_IEXEC)
     venv = repo / ".venv" / "bin"  # the workflow's `make build` puts olarespack there: a shim of this one
     venv.mkdir(parents=True)
     shim = venv / "olarespack"
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from olarespack.cli import main; "
-                    "sys.exit(main())' \"$@\"\n", encoding="utf-8")
+    shim.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from olarespack.cli import main; sys.exit(main())' \"$@\"\n",
+        encoding="utf-8",
+    )
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     (repo / ".git" / "info" / "exclude").write_text(".venv/\n", encoding="utf-8")
-    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path / "t"),
-           "GITHUB_REF_NAME": "main", "GH_TOKEN": "x"}
+    env = {
+        **os.environ,
+        "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path / "t"),
+        "GITHUB_REF_NAME": "main",
+        "GH_TOKEN": "x",
+    }
     (tmp_path / "t").mkdir()
-    done = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True,
-                          check=False, timeout=600)
+    done = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    pushed = {line.split("refs/heads/")[1] for line in git(repo, "ls-remote", "--heads", "origin").splitlines()
-              if "/upgrade-" in line}
+    pushed = {
+        line.split("refs/heads/")[1]
+        for line in git(repo, "ls-remote", "--heads", "origin").splitlines()
+        if "/upgrade-" in line
+    }
     made = calls.read_text(encoding="utf-8").splitlines()
     assert len(made) == len(pushed) and BRANCH in pushed  # one pull request per pushed branch
     [call] = [line for line in made if f"--head {BRANCH} " in line]
@@ -122,12 +137,16 @@ def test_the_scheduled_workflow_opens_one_pull_request_per_proposal(repo: Path, 
 
 
 def remote_heads(repo: Path) -> set[str]:
-    return {line.split("refs/heads/")[1] for line in git(repo, "ls-remote", "--heads", "origin").splitlines()
-            if "/upgrade-" in line}
+    return {
+        line.split("refs/heads/")[1]
+        for line in git(repo, "ls-remote", "--heads", "origin").splitlines()
+        if "/upgrade-" in line
+    }
 
 
-def test_a_refused_push_is_finished_by_the_next_run(repo: Path, remote: Path,
-                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_refused_push_is_finished_by_the_next_run(
+    repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The remote refuses the audio branch once: the other moves are pushed and proposed, the audio one is not
     proposed (and not recorded as pushed); the next run pushes it and proposes the others again, for pull
     requests that may never have opened (main pushed first and called them 'already proposed' for ever)."""
@@ -152,8 +171,9 @@ def test_a_refused_push_is_finished_by_the_next_run(repo: Path, remote: Path,
     assert all(branch in rows for branch in others | {BRANCH})
 
 
-def test_a_leftover_local_branch_and_worktree_do_not_block(repo: Path, remote: Path,
-                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_leftover_local_branch_and_worktree_do_not_block(
+    repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     git(repo, "branch", BRANCH)  # an earlier run's local branch, pointing at main
     leftover = tmp_path_factory.mktemp("olarespack-propose-left")
     git(repo, "worktree", "add", "--quiet", "--force", str(leftover / "w"), "HEAD")
@@ -162,17 +182,30 @@ def test_a_leftover_local_branch_and_worktree_do_not_block(repo: Path, remote: P
     assert BRANCH in remote_heads(repo)
 
 
-def test_an_interrupted_run_leaves_the_checkout_as_it_was(repo: Path, remote: Path,
-                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_an_interrupted_run_leaves_the_checkout_as_it_was(
+    repo: Path, remote: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """SIGTERM at any moment: the checkout the command ran in is never switched (main left it on an upgrade
     branch 5 times in 10), and the next run finishes the work."""
     import signal
     import time
 
     for delay in (1.0, 2.5, 4.0):
-        proc = subprocess.Popen([sys.executable, "-c", "import sys; from olarespack.cli import main; sys.exit(main())",
-                                 "propose", "--remote", "origin", "--proposals", str(tmp_path_factory.mktemp("k"))],
-                                cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from olarespack.cli import main; sys.exit(main())",
+                "propose",
+                "--remote",
+                "origin",
+                "--proposals",
+                str(tmp_path_factory.mktemp("k")),
+            ],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

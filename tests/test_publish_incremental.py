@@ -20,8 +20,9 @@ NO_HELM = {"OLARESPACK_HELM": "/nonexistent/helm", "OLARESPACK_HELM4": "/nonexis
 
 
 def publish(apps: Path, market: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner(env=env).invoke(main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market)],
-                                       catch_exceptions=False)
+    result = CliRunner(env=env).invoke(
+        main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market)], catch_exceptions=False
+    )
     return result.exit_code, result.stdout + result.stderr
 
 
@@ -50,8 +51,9 @@ def test_a_changed_app_alone_is_linted_and_packaged(published: tuple[Path, Path]
     major, minor, patch = old.split(".")
     new = f"{major}.{minor}.{int(patch) + 1}"
     text = text.replace(f"\nversion: {old}\n", f"\nversion: {new}\n").replace("threads: 8", "threads: 4")
-    spec.write_text(text.replace("\nchangelog:\n", f"\nchangelog:\n  - version: {new}\n    note: threads 4\n"),
-                    encoding="utf-8")
+    spec.write_text(
+        text.replace("\nchangelog:\n", f"\nchangelog:\n  - version: {new}\n    note: threads 4\n"), encoding="utf-8"
+    )
     code, output = publish(apps, market, NO_HELM)
     assert code == 3 and "helm" in output  # the changed app needs helm, and only it does
     code, output = publish(apps, market)
@@ -65,8 +67,10 @@ def test_a_changed_app_alone_is_linted_and_packaged(published: tuple[Path, Path]
     assert "current chart sha256 " in output and "current catalog hash " in output
     state = json.loads((market / STATE_FILE).read_bytes())
     assert set(state["archives"]["current"]) == {
-        f"llamacppgemma4audione-{new}.tgz", f"vllmgemma4dflashone-{spec_version('gemma4-dflash')}.tgz",
-        f"vllmgemma426ba4bvisionone-{spec_version('gemma4-vision')}.tgz"}
+        f"llamacppgemma4audione-{new}.tgz",
+        f"vllmgemma4dflashone-{spec_version('gemma4-dflash')}.tgz",
+        f"vllmgemma426ba4bvisionone-{spec_version('gemma4-vision')}.tgz",
+    }
 
 
 def test_another_olarespack_rechecks_but_keeps_the_archives(published: tuple[Path, Path]) -> None:
@@ -100,16 +104,18 @@ def test_publish_never_moves_an_app_back_without_saying_so(published: tuple[Path
 
     data = yaml.safe_load(spec.read_text(encoding="utf-8"))  # the spec as a branch behind main has it
     data["version"] = older
-    data["changelog"] = [e for e in data["changelog"]
-                         if semver.Version.parse(e["version"]) < semver.Version.parse(older)]
+    data["changelog"] = [
+        e for e in data["changelog"] if semver.Version.parse(e["version"]) < semver.Version.parse(older)
+    ]
     data["changelog"].insert(0, {"version": older, "date": datetime.date(2026, 12, 1), "note": "back"})
     spec.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     before = tree_bytes(market)
     code, output = publish(apps, market)
     assert code == 1 and f"{older} is older than {now}" in output and "--allow-older" in output, output
     assert tree_bytes(market) == before  # nothing written
-    result = CliRunner().invoke(main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market),
-                                       "--allow-older"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["publish", "--apps-dir", str(apps), "--market-dir", str(market), "--allow-older"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.stdout + result.stderr
     offered = json.loads((market / "catalog.json").read_bytes())["generations"]["current"]["charts"]
     assert offered["llamacppgemma4audione"] == f"llamacppgemma4audione-{older}.tgz"

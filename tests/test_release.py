@@ -51,14 +51,16 @@ def test_bump_minor_edits_the_spec_in_place_and_rerenders(repo: Path) -> None:
     assert changes[:2] == [f"- version: {V_VISION}", f"+ version: {VISION_MINOR}"]
     assert changes[2:4] == [f"+   - version: {VISION_MINOR}", changes[3]] and changes[3].startswith("+     date: ")
     assert changes[4:] == ["+     note: 'Longer prompts: 64K tested'"] or changes[4:] == [
-        '+     note: "Longer prompts: 64K tested"']
+        '+     note: "Longer prompts: 64K tested"'
+    ]
     assert "# vLLM's boot log at gpu_memory_utilization 0.94" in after  # comments survive
     chart = yaml.safe_load((repo / f"charts/{VISION}/Chart.yaml").read_text())
     manifest = yaml.safe_load((repo / f"charts/{VISION}/OlaresManifest.yaml").read_text())
     assert chart["version"] == chart["appVersion"] == VISION_MINOR
     assert manifest["metadata"]["version"] == manifest["spec"]["versionName"] == VISION_MINOR
     assert manifest["spec"]["upgradeDescription"].startswith(
-        f"v{VISION_MINOR}: Longer prompts: 64K tested\n\nv{V_VISION}: ")
+        f"v{VISION_MINOR}: Longer prompts: 64K tested\n\nv{V_VISION}: "
+    )
     assert run("build", "--check")[0] == 0
 
 
@@ -68,8 +70,10 @@ def test_bump_without_paths_bumps_only_the_changed_app(repo: Path) -> None:
     code, out, err = run("bump", "--patch")
     assert code == 0, err
     assert out.count("bumped") == 1
-    assert (f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_PATCH}: Context 32K -> 16K. Upgrading restarts the app; the "
-            "downloaded model files are kept.") in out
+    assert (
+        f"bumped {AUDIO} {V_AUDIO} -> {AUDIO_PATCH}: Context 32K -> 16K. Upgrading restarts the app; the "
+        "downloaded model files are kept."
+    ) in out
     assert {p: p.read_bytes() for p in untouched} == untouched
     assert yaml.safe_load((repo / f"charts/{AUDIO}/Chart.yaml").read_text())["version"] == AUDIO_PATCH
     assert f"version: {V_DFLASH}" in (repo / "apps/gemma4-dflash.yaml").read_text()
@@ -106,7 +110,7 @@ def test_diff_shows_the_changed_argument_under_the_deployment_and_nothing_else(r
     added = [line for line in deployment.splitlines() if line.startswith("+")]
     assert len(removed) == len(added) == 1
     # one line: the SPEC_CONFIG env of the pod template, as the seed post shows a release
-    assert removed[0].strip().startswith("-") and "value: '{\"method\":\"mtp\"" in removed[0]
+    assert removed[0].strip().startswith("-") and 'value: \'{"method":"mtp"' in removed[0]
     assert '"num_speculative_tokens":3' in removed[0] and '"num_speculative_tokens":4' in added[0]
     assert "- name: SPEC_CONFIG" in deployment
     manifest = out.split(f"{VISION}, OlaresManifest.yaml has changed:")[1].split(f"{VISION}, i18n")[0]

@@ -25,16 +25,20 @@ def items(spec: EngineSpec, *flags: str) -> list[str]:
 
 
 def rules(spec: EngineSpec) -> dict[str, str]:
-    return {p.rule: p.message for p in engine_for(spec).rules("apps/x.yaml", "rtx5090-laptop")
-            if p.severity == "error"}
+    return {p.rule: p.message for p in engine_for(spec).rules("apps/x.yaml", "rtx5090-laptop") if p.severity == "error"}
 
 
-@pytest.mark.parametrize(("build", "written"), [
-    (9101, ["--mlock"]), (9246, ["--mlock"]),
-    # b10867 still takes --mlock, but as a deprecated `--load-mode mlock` (no mmap): not what --mlock meant
-    (10867, ["--load-mode", "mmap+mlock"]),
-    (10878, ["--load-mode", "mmap+mlock"]), (11434, ["--load-mode", "mmap+mlock"]),
-])
+@pytest.mark.parametrize(
+    ("build", "written"),
+    [
+        (9101, ["--mlock"]),
+        (9246, ["--mlock"]),
+        # b10867 still takes --mlock, but as a deprecated `--load-mode mlock` (no mmap): not what --mlock meant
+        (10867, ["--load-mode", "mmap+mlock"]),
+        (10878, ["--load-mode", "mmap+mlock"]),
+        (11434, ["--load-mode", "mmap+mlock"]),
+    ],
+)
 def test_mlock_is_written_as_the_build_spells_it(build: int, written: list[str]) -> None:
     assert items(engine("gemma4-audio", image=LLAMA.format(build)), "--mlock", "--load-mode") == written
 
@@ -43,11 +47,19 @@ def test_no_mlock_writes_neither() -> None:
     assert items(engine("gemma4-audio", image=LLAMA.format(11434), mlock=False), "--mlock", "--load-mode") == []
 
 
-@pytest.mark.parametrize(("typed", "build", "written"), [
-    ("draft", 9113, "draft"), ("draft", 9246, "draft-simple"), ("draft", 11434, "draft-simple"),
-    ("draft-simple", 9113, "draft"), ("eagle3", 11434, "draft-eagle3"), ("draft-eagle3", 9113, "eagle3"),
-    ("ngram_simple", 9101, "ngram-simple"), ("draft-mtp", 11434, "draft-mtp"),
-])
+@pytest.mark.parametrize(
+    ("typed", "build", "written"),
+    [
+        ("draft", 9113, "draft"),
+        ("draft", 9246, "draft-simple"),
+        ("draft", 11434, "draft-simple"),
+        ("draft-simple", 9113, "draft"),
+        ("eagle3", 11434, "draft-eagle3"),
+        ("draft-eagle3", 9113, "eagle3"),
+        ("ngram_simple", 9101, "ngram-simple"),
+        ("draft-mtp", 11434, "draft-mtp"),
+    ],
+)
 def test_speculative_types_are_named_as_the_build_names_them(typed: str, build: int, written: str) -> None:
     spec = engine("gemma4-audio", image=LLAMA.format(build), speculative={"type": typed})
     assert items(spec, "--spec-type") == ["--spec-type", written]
@@ -64,13 +76,21 @@ def test_the_committed_audio_app_renders_as_before() -> None:
     assert items(engine("gemma4-audio"), "--mlock", "--load-mode") == ["--mlock"]
 
 
-@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.21.0-cu129", "vllm/vllm-openai:v0.33.0",
-                                   "vllm/vllm-openai:nightly-2026-11-20"])
+@pytest.mark.parametrize(
+    "image", ["vllm/vllm-openai:v0.21.0-cu129", "vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:nightly-2026-11-20"]
+)
 def test_vllm_writes_the_speculative_method_as_typed_and_warns_of_the_alias(image: str) -> None:
     # what the user typed is what renders: vLLM runs gemma4_mtp as mtp and logs it as deprecated, which lint
     # says with the fix, and the user decides
-    spec = engine("gemma4-vision", image=image, speculative={
-        "method": "gemma4_mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3})
+    spec = engine(
+        "gemma4-vision",
+        image=image,
+        speculative={
+            "method": "gemma4_mtp",
+            "model": "google/gemma-4-26B-A4B-it-assistant",
+            "num_speculative_tokens": 3,
+        },
+    )
     assert '"method":"gemma4_mtp"' in items(spec, "--speculative-config")[1]
     alias = [p for p in engine_for(spec).rules("x.yaml", "rtx5090-laptop") if p.rule == "spec-mtp-alias"]
     assert [p.severity for p in alias] == ["warning"] and "method: mtp" in alias[0].fix

@@ -23,13 +23,15 @@ LLAMA = "ghcr.io/ggml-org/llama.cpp:server-cuda13-"
 VLLM_033 = "vllm/vllm-openai:v0.33.0-cu129"
 
 
-def spec_with(name: str, image: str, extra: list[str] | None = None, env: dict[str, str] | None = None,
-              **engine: Any) -> dict[str, Any]:
+def spec_with(
+    name: str, image: str, extra: list[str] | None = None, env: dict[str, str] | None = None, **engine: Any
+) -> dict[str, Any]:
     data = app_data(name)
     # the committed descriptions cite the image's own release; these specs change it
     data["metadata"]["full_description"] = "A test app."
-    data["engine"].update(image=image, extra_args=extra or [], env={**data["engine"].get("env", {}), **(env or {})},
-                          **engine)
+    data["engine"].update(
+        image=image, extra_args=extra or [], env={**data["engine"].get("env", {}), **(env or {})}, **engine
+    )
     return data
 
 
@@ -91,8 +93,7 @@ def test_the_vision_app_on_v0_33_has_nothing_the_release_refuses(tmp_path: Path)
     assert problems == []
 
 
-@pytest.mark.parametrize(("arg", "gone"), [("--calculate-kv-scales", "0.28"),
-                                           ("--max_num_partial_prefills=2", "0.27")])
+@pytest.mark.parametrize(("arg", "gone"), [("--calculate-kv-scales", "0.28"), ("--max_num_partial_prefills=2", "0.27")])
 def test_a_removed_vllm_flag_names_the_release_without_it(tmp_path: Path, arg: str, gone: str) -> None:
     problem = one(found(tmp_path, spec_with("gemma4-vision", VLLM_033, [arg])), "engine-release-option")
     assert problem.severity == "error" and f"gone since {gone}" in problem.message and "vLLM 0.33" in problem.message
@@ -121,8 +122,14 @@ def test_a_deprecated_flag_warns_naming_its_removal_release(tmp_path: Path) -> N
 
 
 def test_enumerated_values_are_checked_per_release(tmp_path: Path) -> None:
-    problems = found(tmp_path, spec_with("gemma4-vision", VLLM_033, [
-        "--tool-call-parser", "minimax", "--attention-backend", "triton_attn", "--kv-cache-dtype", "fp9"]))
+    problems = found(
+        tmp_path,
+        spec_with(
+            "gemma4-vision",
+            VLLM_033,
+            ["--tool-call-parser", "minimax", "--attention-backend", "triton_attn", "--kv-cache-dtype", "fp9"],
+        ),
+    )
     values = {p.path: p for p in problems if p.rule == "engine-release-value"}
     assert set(values) == {"engine.extra_args[0]", "engine.extra_args[4]"}  # triton_attn is TRITON_ATTN
     parser = values["engine.extra_args[0]"]
@@ -133,11 +140,25 @@ def test_enumerated_values_are_checked_per_release(tmp_path: Path) -> None:
 
 
 def test_an_env_var_the_release_dropped_is_refused_and_an_unknown_one_warned(tmp_path: Path) -> None:
-    problems = found(tmp_path, spec_with("gemma4-vision", VLLM_033, env={
-        "VLLM_RPC_TIMEOUT": "5", "VLLM_ENGINE_ITERATION_TIMEOUT_S": "60", "VLLM_NOT_A_THING": "1", "HF_X": "1"}))
+    problems = found(
+        tmp_path,
+        spec_with(
+            "gemma4-vision",
+            VLLM_033,
+            env={
+                "VLLM_RPC_TIMEOUT": "5",
+                "VLLM_ENGINE_ITERATION_TIMEOUT_S": "60",
+                "VLLM_NOT_A_THING": "1",
+                "HF_X": "1",
+            },
+        ),
+    )
     env = {p.path: p for p in problems if p.rule == "engine-release-env"}
-    assert set(env) == {"engine.env.VLLM_RPC_TIMEOUT", "engine.env.VLLM_ENGINE_ITERATION_TIMEOUT_S",
-                        "engine.env.VLLM_NOT_A_THING"}
+    assert set(env) == {
+        "engine.env.VLLM_RPC_TIMEOUT",
+        "engine.env.VLLM_ENGINE_ITERATION_TIMEOUT_S",
+        "engine.env.VLLM_NOT_A_THING",
+    }
     assert env["engine.env.VLLM_RPC_TIMEOUT"].severity == "error"
     assert "gone since 0.32" in env["engine.env.VLLM_ENGINE_ITERATION_TIMEOUT_S"].message
     assert env["engine.env.VLLM_NOT_A_THING"].severity == "warning"
@@ -152,17 +173,23 @@ def test_every_vllm_flag_and_value_a_table_lists_is_accepted_by_that_release() -
     by_name = {f"vllm-{t.release}.json": t for t in tables("vllm")}
     for name, raw in _raw("vllm"):
         facts = by_name[name]
-        flags = [f for group in ("engine_args", "frontend_args", "engine_cli_only") for names in raw[group].values()
-                 for f in names]
+        flags = [
+            f
+            for group in ("engine_args", "frontend_args", "engine_cli_only")
+            for names in raw[group].values()
+            for f in names
+        ]
         for flag in flags:
             assert facts.accepts(flag) and facts.accepts(flag + "=1"), (name, flag)
             if flag.startswith("--"):
                 assert facts.accepts("--" + flag[2:].replace("-", "_")), (name, flag)
         for flag in raw["negatable_flags"]:
             assert facts.accepts("--no-" + flag[2:]), (name, flag)
-        for flag, registry in (("--kv-cache-dtype", raw["kv_cache_dtypes"]),
-                               ("--tool-call-parser", raw["tool_parsers"]),
-                               ("--reasoning-parser", raw["reasoning_parsers"])):
+        for flag, registry in (
+            ("--kv-cache-dtype", raw["kv_cache_dtypes"]),
+            ("--tool-call-parser", raw["tool_parsers"]),
+            ("--reasoning-parser", raw["reasoning_parsers"]),
+        ):
             assert set(registry) <= (facts.values(flag) or set()), (name, flag)
         assert {b.upper() for b in raw["attention_backends"]} <= (facts.values("--attention-backend") or set())
 
@@ -189,9 +216,15 @@ def test_every_shipped_table_is_used_exactly_by_its_own_release() -> None:
 
 
 def test_a_fork_is_checked_as_the_release_it_is_built_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fork = images.ImageFamily(name="a fork", engine="llamacpp", patterns=("example.org/fork:*",),
-                              command=("llama-server",), based_on="b11434", flags=("--fork-flag",),
-                              spec_types={"mtp": images.SpecType(drafter_flag="--mtp-head")})
+    fork = images.ImageFamily(
+        name="a fork",
+        engine="llamacpp",
+        patterns=("example.org/fork:*",),
+        command=("llama-server",),
+        based_on="b11434",
+        flags=("--fork-flag",),
+        spec_types={"mtp": images.SpecType(drafter_flag="--mtp-head")},
+    )
     monkeypatch.setattr(images, "families", lambda: {"llamacpp": (fork,)})
     data = spec_with("gemma4-audio", "example.org/fork:1.0", ["--fork-flag", "--mtp-head", "x.gguf", "--mlock"])
     spec = load_spec(write_spec(tmp_path, data))

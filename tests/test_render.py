@@ -24,23 +24,38 @@ from specs import app_data, write_spec
 # author's v1.0.2 chart: what the vLLM process must receive, typed here independently of the spec.
 SEED_VISION_ARGS = [
     "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",
-    "--served-model-name", "gemma-4-26b-vision",
-    "--host", "0.0.0.0", "--port", "8000",
-    "--max-model-len", "131072",
-    "--gpu-memory-utilization", "0.94",
-    "--max-num-seqs", "4",
-    "--max-num-batched-tokens", "8192",
-    "--attention-backend", "triton_attn",
+    "--served-model-name",
+    "gemma-4-26b-vision",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "8000",
+    "--max-model-len",
+    "131072",
+    "--gpu-memory-utilization",
+    "0.94",
+    "--max-num-seqs",
+    "4",
+    "--max-num-batched-tokens",
+    "8192",
+    "--attention-backend",
+    "triton_attn",
     "--speculative-config",
     # the spec says mtp (vLLM's name; gemma4_mtp is a deprecated alias of it), and the chart writes what it says
     '{"model":"google/gemma-4-26B-A4B-it-assistant","method":"mtp","num_speculative_tokens":3}',
-    "--kv-cache-dtype", "fp8",
-    "--dtype", "auto",
+    "--kv-cache-dtype",
+    "fp8",
+    "--dtype",
+    "auto",
     "--trust-remote-code",
-    "--download-dir", "/models/huggingface",
+    "--download-dir",
+    "/models/huggingface",
     "--enable-prefix-caching",
-    "--limit-mm-per-prompt", '{"image":1}',
-    "--enable-auto-tool-choice", "--tool-call-parser", "gemma4",
+    "--limit-mm-per-prompt",
+    '{"image":1}',
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "gemma4",
 ]
 
 
@@ -69,8 +84,7 @@ def test_vision_effective_args_are_the_seed_configuration() -> None:
     assert plan.command == ["vllm", "serve"]
     assert plan.effective_args[0] == SEED_VISION_ARGS[0]
     assert as_pairs(plan.effective_args[1:]) == as_pairs(SEED_VISION_ARGS[1:])
-    assert [a for a in plan.effective_args if a.startswith("--")] == [
-        a for a in SEED_VISION_ARGS if a.startswith("--")]
+    assert [a for a in plan.effective_args if a.startswith("--")] == [a for a in SEED_VISION_ARGS if a.startswith("--")]
 
 
 def test_container_args_are_the_effective_args() -> None:
@@ -78,11 +92,14 @@ def test_container_args_are_the_effective_args() -> None:
     # the speculative config travels in SPEC_CONFIG (the seed charts' name); every other arg is as run
     at = plan.args.index("--speculative-config") + 1
     assert plan.args[at] == "$(SPEC_CONFIG)"
-    assert plan.args[:at] + plan.args[at + 1:] == plan.effective_args[:at] + plan.effective_args[at + 1:]
+    assert plan.args[:at] + plan.args[at + 1 :] == plan.effective_args[:at] + plan.effective_args[at + 1 :]
     assert dict(plan.container_env)["SPEC_CONFIG"] == plan.effective_args[at]
     spec_config = plan.effective_args[plan.effective_args.index("--speculative-config") + 1]
     assert json.loads(spec_config) == {
-        "method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 8}
+        "method": "dflash",
+        "model": "z-lab/gemma-4-26B-A4B-it-DFlash",
+        "num_speculative_tokens": 8,
+    }
     assert plan.effective_args[plan.effective_args.index("--max-model-len") + 1] == "16384"
 
 
@@ -100,8 +117,10 @@ def test_llamacpp_args_and_downloads() -> None:
     assert pairs["--mmproj"] == "/models/gemma-4-E4B-it-mmproj-BF16.gguf"
     assert (pairs["--ctx-size"], pairs["--n-gpu-layers"], pairs["--flash-attn"]) == ("32768", "99", "on")
     assert pairs["--jinja"] is True and pairs["--no-context-shift"] is True and pairs["--mlock"] is True
-    assert plan.extra["files"] == [("gemma-4-E4B-it-Q4_K_M.gguf", "/models/gemma-4-E4B-it-Q4_K_M.gguf"),
-                                   ("mmproj-BF16.gguf", "/models/gemma-4-E4B-it-mmproj-BF16.gguf")]
+    assert plan.extra["files"] == [
+        ("gemma-4-E4B-it-Q4_K_M.gguf", "/models/gemma-4-E4B-it-Q4_K_M.gguf"),
+        ("mmproj-BF16.gguf", "/models/gemma-4-E4B-it-mmproj-BF16.gguf"),
+    ]
 
 
 def _quoted_after(text: str, flag: str) -> str:
@@ -118,7 +137,8 @@ def test_an_upgrade_from_the_authors_chart_finds_its_model_files(stem: str) -> N
     spec = load(stem)
     author = shared("reference/seed-market") / spec.name
     assert semver.Version.parse(spec.version) > semver.Version.parse(
-        str(yaml.safe_load((author / "Chart.yaml").read_text(encoding="utf-8"))["version"]))
+        str(yaml.safe_load((author / "Chart.yaml").read_text(encoding="utf-8"))["version"])
+    )
     theirs = (author / "templates/deployment.yaml").read_text(encoding="utf-8")
     ours = render_chart(spec, "x")["templates/deployment.yaml"]
     host = re.compile(r'path: "(\{\{ \.Values\.userspace\.appData \}\}[^"]*)"')
@@ -148,9 +168,17 @@ def test_render_is_deterministic() -> None:
 def test_chart_files() -> None:
     chart = render_chart(load("gemma4-vision"), "apps/gemma4-vision.yaml")
     assert sorted(chart) == [
-        ".helmignore", "Chart.yaml", "OlaresManifest.yaml", "i18n/en-US/OlaresManifest.yaml",
-        "i18n/fr-FR/OlaresManifest.yaml", "owners", "templates/deployment.yaml",
-        "templates/secret.yaml", "templates/service.yaml", "values.yaml"]
+        ".helmignore",
+        "Chart.yaml",
+        "OlaresManifest.yaml",
+        "i18n/en-US/OlaresManifest.yaml",
+        "i18n/fr-FR/OlaresManifest.yaml",
+        "owners",
+        "templates/deployment.yaml",
+        "templates/secret.yaml",
+        "templates/service.yaml",
+        "values.yaml",
+    ]
 
 
 def test_versions_agree_everywhere() -> None:
@@ -164,14 +192,18 @@ def test_versions_agree_everywhere() -> None:
     assert entries == ["1.2.3", "1.2.2", "1.2.1", "1.2.0", "1.1.0", "1.0.5", "1.0.2", "1.0.1", "1.0.0"]
 
 
-@pytest.mark.parametrize(("field", "value", "replacements"), [
-    # 128K in the one-line description is derived from the context length
-    (("engine", "max_model_len"), 65536, [("131072", "65536"), ("128K", "64K")]),
-    (("engine", "speculative", "num_speculative_tokens"), 5, [("3", "5")]),
-    (("engine", "max_num_batched_tokens"), 4096, [("8192", "4096")]),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "replacements"),
+    [
+        # 128K in the one-line description is derived from the context length
+        (("engine", "max_model_len"), 65536, [("131072", "65536"), ("128K", "64K")]),
+        (("engine", "speculative", "num_speculative_tokens"), 5, [("3", "5")]),
+        (("engine", "max_num_batched_tokens"), 4096, [("8192", "4096")]),
+    ],
+)
 def test_one_number_changes_everywhere_and_nowhere_else(
-        tmp_path: Path, field: tuple[str, ...], value: int, replacements: list[tuple[str, str]]) -> None:
+    tmp_path: Path, field: tuple[str, ...], value: int, replacements: list[tuple[str, str]]
+) -> None:
     base = render_chart(load("gemma4-vision"), "x")
     data = app_data()
     target = data
@@ -192,9 +224,11 @@ def test_one_number_changes_everywhere_and_nowhere_else(
                 assert expected == line_after, (path, line_before, line_after)
     # the args and the manifest texts that cite the value all follow
     assert {"OlaresManifest.yaml", "i18n/en-US/OlaresManifest.yaml", "templates/deployment.yaml"} <= changed_files
+
     # history is not rewritten: the changelog still says what was true at each release
     def history(chart: dict[str, str]) -> object:
         return yaml.safe_load(chart["OlaresManifest.yaml"])["spec"]["upgradeDescription"]
+
     assert history(base) == history(changed)
 
 
@@ -214,7 +248,9 @@ def test_both_generations_from_one_spec() -> None:
     assert current["options"]["dependencies"][0]["version"] == ">=1.12.6-0"
     assert legacy["options"]["dependencies"][0]["version"] == ">=1.12.3-0,<1.12.6"  # never on 1.12.6
     assert [e["valueFrom"]["envName"] for e in current["envs"]] == [
-        "OLARES_SYSTEM_HUGGINGFACE_SERVICE", "OLARES_SYSTEM_HUGGINGFACE_TOKEN"]
+        "OLARES_SYSTEM_HUGGINGFACE_SERVICE",
+        "OLARES_SYSTEM_HUGGINGFACE_TOKEN",
+    ]
     assert "OLARES_USER" not in "".join(render_chart(spec, "x", "current").values())
 
 
@@ -226,10 +262,16 @@ def test_spec_can_choose_the_legacy_generation(tmp_path: Path) -> None:
     assert 'value: "24000m"' in chart["templates/deployment.yaml"]
 
 
-@pytest.mark.parametrize(("version", "generation"), [
-    ("1.12.3", "legacy"), ("1.12.5", "legacy"), ("1.12.6", "current"), ("1.13.0", "current"),
-    ("1.12.6-rc.1", "legacy"),
-])
+@pytest.mark.parametrize(
+    ("version", "generation"),
+    [
+        ("1.12.3", "legacy"),
+        ("1.12.5", "legacy"),
+        ("1.12.6", "current"),
+        ("1.13.0", "current"),
+        ("1.12.6-rc.1", "legacy"),
+    ],
+)
 def test_generation_for_olares(version: str, generation: str) -> None:
     assert generation_for_olares(version) == generation
 

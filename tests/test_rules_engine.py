@@ -34,8 +34,18 @@ def test_the_vision_app_has_no_engine_problems() -> None:
 
 
 def test_gemma4_mtp_is_reported_as_an_alias_where_no_release_table_applies(tmp_path: Path) -> None:
-    spec = load_with(tmp_path, "gemma4-vision", {"image": "vllm/vllm-openai:nightly-2026-11-20", "speculative": {
-        "method": "gemma4_mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3}})
+    spec = load_with(
+        tmp_path,
+        "gemma4-vision",
+        {
+            "image": "vllm/vllm-openai:nightly-2026-11-20",
+            "speculative": {
+                "method": "gemma4_mtp",
+                "model": "google/gemma-4-26B-A4B-it-assistant",
+                "num_speculative_tokens": 3,
+            },
+        },
+    )
     problems = [(p.rule, p.path, p.severity) for p in engine_problems("v.yaml", spec)]
     assert ("spec-mtp-alias", "engine.speculative.method", "warning") in problems
     # beside it: whether a nightly knows the method at all, and the calibration of the pinned image
@@ -43,8 +53,11 @@ def test_gemma4_mtp_is_reported_as_an_alias_where_no_release_table_applies(tmp_p
 
 
 def test_mtp_as_written_by_vllm_is_not_an_alias(tmp_path: Path) -> None:
-    spec = load_with(tmp_path, "gemma4-vision", {"speculative": {
-        "method": "mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3}})
+    spec = load_with(
+        tmp_path,
+        "gemma4-vision",
+        {"speculative": {"method": "mtp", "model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 3}},
+    )
     assert engine_problems("v.yaml", spec) == []
 
 
@@ -58,10 +71,16 @@ def test_unknown_vllm_version_is_a_warning_for_version_bound_methods(tmp_path: P
     assert [(p.rule, p.severity) for p in engine_problems("d.yaml", unknown)] == [("spec-method-version", "warning")]
 
 
-@pytest.mark.parametrize(("image", "release"), [
-    ("vllm/vllm-openai:v0.21.0-cu129", (0, 21, 0)), ("vllm/vllm-openai:v0.20.1", (0, 20, 1)),
-    ("vllm/vllm-openai:v0.21.0-cu129@sha256:" + "c" * 64, (0, 21, 0)),  # a digest pins, the tag still tells
-    ("vllm/vllm-openai@sha256:" + "c" * 64, None), ("vllm/vllm-openai:nightly-abc", None)])
+@pytest.mark.parametrize(
+    ("image", "release"),
+    [
+        ("vllm/vllm-openai:v0.21.0-cu129", (0, 21, 0)),
+        ("vllm/vllm-openai:v0.20.1", (0, 20, 1)),
+        ("vllm/vllm-openai:v0.21.0-cu129@sha256:" + "c" * 64, (0, 21, 0)),  # a digest pins, the tag still tells
+        ("vllm/vllm-openai@sha256:" + "c" * 64, None),
+        ("vllm/vllm-openai:nightly-abc", None),
+    ],
+)
 def test_vllm_release_from_the_tag(tmp_path: Path, image: str, release: tuple[int, int, int] | None) -> None:
     spec = load_with(tmp_path, "gemma4-vision", {"image": image})
     assert isinstance(spec.engine, VllmEngine)
@@ -69,8 +88,11 @@ def test_vllm_release_from_the_tag(tmp_path: Path, image: str, release: tuple[in
 
 
 def test_dflash_at_the_limit_passes(tmp_path: Path) -> None:
-    spec = load_with(tmp_path, "gemma4-dflash", {"speculative": {
-        "method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 15}})
+    spec = load_with(
+        tmp_path,
+        "gemma4-dflash",
+        {"speculative": {"method": "dflash", "model": "z-lab/gemma-4-26B-A4B-it-DFlash", "num_speculative_tokens": 15}},
+    )
     assert engine_problems("d.yaml", spec) == []
 
 

@@ -41,8 +41,13 @@ ICON = "app.png"
 
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, Any]:
-    apps = {gen: [market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
-                  for a in render_apps(APP_FILES, [gen])] for gen in market.GENERATION_NAMES}
+    apps = {
+        gen: [
+            market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
+            for a in render_apps(APP_FILES, [gen])
+        ]
+        for gen in market.GENERATION_NAMES
+    }
     return market.build_catalog(apps)
 
 
@@ -96,8 +101,9 @@ def assert_not_served(base: str, target: str) -> None:
 # --------------------------------------------------------------------------- files: links and pipes
 
 
-def test_an_archive_swapped_for_a_link_after_the_start_is_not_served(served: tuple[str, Path],
-                                                                    catalog: dict[str, Any]) -> None:
+def test_an_archive_swapped_for_a_link_after_the_start_is_not_served(
+    served: tuple[str, Path], catalog: dict[str, Any]
+) -> None:
     base, folder = served
     name, file_name = first_chart(catalog)
     status, _, body = fetch(base, "GET", chart_target(name, file_name))
@@ -157,8 +163,7 @@ def test_links_are_not_indexed_even_inside_the_market(folder: Path, catalog: dic
     state = load_state(folder)
     assert sorted(state.icons) == [ICON]
     assert state.generations["legacy"].charts == {}
-    assert state.generations["current"].charts[file_name] == (name, folder.resolve() / "charts" / "current" /
-                                                              file_name)
+    assert state.generations["current"].charts[file_name] == (name, folder.resolve() / "charts" / "current" / file_name)
 
 
 # --------------------------------------------------------------------------- framing errors close the connection
@@ -176,21 +181,31 @@ def framing_server(catalog: dict[str, Any], tmp_path_factory: pytest.TempPathFac
         yield base, root / "serve.log"
 
 
-@pytest.mark.parametrize(("head", "status"), [
-    # both framings: h11 takes the chunked one; RFC 9112 6.1 says close after answering
-    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 18\r\n\r\n"
-     '12\r\n{"app_ids": ["a"]}\r\n0\r\n\r\n', 400),
-    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 18\r\nTransfer-Encoding: chunked\r\n\r\n"
-     "0\r\n\r\n", 400),
-    # a chunk size that is not hex
-    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-    # two different lengths
-    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}", 400),
-    # a length over the bound, refused before its body is read: what follows is no request
-    (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{{}}", 413),
-], ids=["chunked-and-length", "length-and-chunked", "bad-chunk-size", "two-lengths", "length-over-the-bound"])
-def test_a_framing_error_closes_the_connection(framing_server: tuple[str, Path], head: str, status: int,
-                                               request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        # both framings: h11 takes the chunked one; RFC 9112 6.1 says close after answering
+        (
+            f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 18\r\n\r\n"
+            '12\r\n{"app_ids": ["a"]}\r\n0\r\n\r\n',
+            400,
+        ),
+        (
+            f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 18\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+        ),
+        # a chunk size that is not hex
+        (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        # two different lengths
+        (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}", 400),
+        # a length over the bound, refused before its body is read: what follows is no request
+        (f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n{{}}", 413),
+    ],
+    ids=["chunked-and-length", "length-and-chunked", "bad-chunk-size", "two-lengths", "length-over-the-bound"],
+)
+def test_a_framing_error_closes_the_connection(
+    framing_server: tuple[str, Path], head: str, status: int, request: pytest.FixtureRequest
+) -> None:
     base, log = framing_server
     marker = request.node.callspec.id
     sock = connect(base)
@@ -209,8 +224,11 @@ def test_a_good_request_keeps_the_pipeline(framing_server: tuple[str, Path]) -> 
     base, _ = framing_server
     sock = connect(base)
     body = b'{"app_ids": ["a"]}'
-    sock.sendall(f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
-                 + pipelined("control").replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    sock.sendall(
+        f"POST {DETAILS} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+        + pipelined("control").replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+    )
     answer, after = read_until_closed(sock, 5)
     sock.close()
     assert answer.count(b"HTTP/1.1 200 ") == 2 and after is not None, answer[:300]
@@ -279,8 +297,9 @@ def test_a_client_that_does_not_read_its_answer_is_cut_at_the_answer_deadline(fo
 
 
 def test_clients_that_do_not_read_do_not_keep_others_out(folder: Path) -> None:
-    with guarded_server(with_big_icon(folder), folder.parent / "serve.log", max_connections=3,
-                        response_seconds=60) as base:
+    with guarded_server(
+        with_big_icon(folder), folder.parent / "serve.log", max_connections=3, response_seconds=60
+    ) as base:
         held = [asking_without_reading(base, f"/icons/{BIG_ICON}") for _ in range(3)]
         time.sleep(1.5)  # each answer stalls past STALL_SECONDS
         status, body = quick_get(base, "/health")

@@ -24,6 +24,7 @@ import pytest
 from conftest import APP_FILES
 from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
+from olarespack.market import v1
 from olarespack.market.state import load_state
 from olarespack.project import render_apps
 from test_serve import HOST, free_port, replace, request, running_server, stop, wait_for
@@ -47,8 +48,13 @@ run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 0.1, ConnectionLimits(**js
 
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, Any]:
-    apps = {gen: [market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
-                  for a in render_apps(APP_FILES, [gen])] for gen in market.GENERATION_NAMES}
+    apps = {
+        gen: [
+            market.MarketApp(a.file, a.spec, a.chart, "0" * 64, a.spec.metadata.icon)
+            for a in render_apps(APP_FILES, [gen])
+        ]
+        for gen in market.GENERATION_NAMES
+    }
     return market.build_catalog(apps)
 
 
@@ -74,8 +80,11 @@ def guarded_server(market_dir: Path, log: Path, **limits: Any) -> Iterator[str]:
     """The server with small connection limits, in a subprocess on a free loopback port."""
     port = free_port()
     with log.open("ab") as sink:
-        proc = subprocess.Popen([sys.executable, "-c", GUARDED, str(market_dir), HOST, str(port),
-                                 json.dumps(limits)], stdout=subprocess.DEVNULL, stderr=sink)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GUARDED, str(market_dir), HOST, str(port), json.dumps(limits)],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
     base = f"http://{HOST}:{port}"
     try:
         assert wait_for(lambda: _up(base) or proc.poll() is not None, 20) and proc.poll() is None, log.read_text()
@@ -150,19 +159,21 @@ def log_text(path: Path, marker: str) -> str:
 def test_versioned_answers_equal_the_serialized_dicts(catalog: dict[str, Any]) -> None:
     for generation in awkward(catalog, "1" * 32)["generations"].values():
         for version in ("1.12.5", "1.12.6", "1.13.0-rc.1"):
-            assert market.hash_template(generation).render(version) == \
-                market.served_json(market.hash_answer(generation, version))
-            assert market.info_template(generation).render(version) == \
-                market.served_json(market.info_answer(generation, version))
-    assert market.VersionedAnswer.of({}).render("1.12.6") == b'{"version":"1.12.6"}'
+            assert v1.hash_template(generation).render(version) == market.served_json(
+                v1.hash_answer(generation, version)
+            )
+            assert v1.info_template(generation).render(version) == market.served_json(
+                v1.info_answer(generation, version)
+            )
+    assert v1.VersionedAnswer.of({}).render("1.12.6") == b'{"version":"1.12.6"}'
     with pytest.raises(ValueError):
-        market.VersionedAnswer.of({"version": "x"})
+        v1.VersionedAnswer.of({"version": "x"})
 
 
 def test_a_description_equal_to_the_sentinel_loads_and_serves(catalog: dict[str, Any], tmp_path: Path) -> None:
     bad = awkward(catalog, "feedface" * 4)
     market_dir = write_market(tmp_path / "market", bad)
-    static = market.static_files(bad)
+    static = v1.static_files(bad)
     with running_server(market_dir, tmp_path / "serve.log") as base:  # main refused to start here
         for gen in market.GENERATION_NAMES:
             expected = bad["generations"][gen]
@@ -178,10 +189,14 @@ def test_a_description_equal_to_the_sentinel_loads_and_serves(catalog: dict[str,
             assert info["data"]["apps"] == expected["apps"]
             assert {a["description"] for a in info["data"]["apps"].values()} <= set(AWKWARD)
             ident = next(iter(expected["details"]))
-            status, _, body = request(base, "POST", DETAILS, json.dumps({"app_ids": [ident], "version": version})
-                                      .encode())
-            assert json.loads(body) == {"apps": {ident: expected["details"][ident]}, "version": version,
-                                        "not_found": []}
+            status, _, body = request(
+                base, "POST", DETAILS, json.dumps({"app_ids": [ident], "version": version}).encode()
+            )
+            assert json.loads(body) == {
+                "apps": {ident: expected["details"][ident]},
+                "version": version,
+                "not_found": [],
+            }
 
 
 def test_a_running_server_takes_a_sentinel_catalog(catalog: dict[str, Any], tmp_path: Path) -> None:
@@ -189,8 +204,7 @@ def test_a_running_server_takes_a_sentinel_catalog(catalog: dict[str, Any], tmp_
     with running_server(market_dir, tmp_path / "serve.log", "--poll-seconds", "0.1") as base:
         replace(market_dir / market.CATALOG_FILE, market.catalog_bytes(awkward(catalog, "feedface" * 4)))
         # main kept the old catalog for ever here, while /health said ok
-        assert wait_for(lambda: json.loads(request(base, "GET", "/api/v1/appstore/hash")[2])["hash"]
-                        == "feedface" * 4)
+        assert wait_for(lambda: json.loads(request(base, "GET", "/api/v1/appstore/hash")[2])["hash"] == "feedface" * 4)
         status, _, body = request(base, "GET", "/health")
         assert status == 200 and json.loads(body)["status"] == "ok"
 
@@ -198,14 +212,16 @@ def test_a_running_server_takes_a_sentinel_catalog(catalog: dict[str, Any], tmp_
 # --------------------------------------------------------------------------- a stale catalog is reported
 
 
-def test_a_broken_catalog_makes_health_stale_until_a_good_one_appears(catalog: dict[str, Any],
-                                                                     tmp_path: Path) -> None:
+def test_a_broken_catalog_makes_health_stale_until_a_good_one_appears(catalog: dict[str, Any], tmp_path: Path) -> None:
     market_dir = write_market(tmp_path / "market", catalog)
     catalog_file = market_dir / market.CATALOG_FILE
     served = {g: v["hash"] for g, v in catalog["generations"].items()}
     with running_server(market_dir, tmp_path / "serve.log", "--poll-seconds", "0.1") as base:
-        for broken in (b"{ half a catal", b"[" * 100_000, market.catalog_bytes({"format": market.FORMAT,
-                                                                               "generations": {"x": {}}})):
+        for broken in (
+            b"{ half a catal",
+            b"[" * 100_000,
+            market.catalog_bytes({"format": market.FORMAT, "generations": {"x": {}}}),
+        ):
             replace(catalog_file, broken)
             assert wait_for(lambda: request(base, "GET", "/health")[0] == 503)
             status, headers, body = request(base, "GET", "/health")
@@ -237,13 +253,20 @@ def test_load_state_is_the_check_publish_can_run(catalog: dict[str, Any], tmp_pa
     with pytest.raises(MissingCatalogError):
         load_state(tmp_path / "nowhere")
     state = load_state(write_market(tmp_path / "good", catalog))
-    assert {g: v.hash for g, v in state.generations.items()} == \
-        {g: v["hash"] for g, v in catalog["generations"].items()}
-    broken = [b"", b"\xff\xfe", b"[" * 100_000, b"[]", b'{"format": "other"}',
-              json.dumps({"format": market.FORMAT}).encode(),
-              json.dumps({"format": market.FORMAT, "generations": {}}).encode(),
-              json.dumps({"format": market.FORMAT, "generations": {"current": []}}).encode(),
-              json.dumps({"format": market.FORMAT, "generations": {"x": catalog["generations"]["current"]}}).encode()]
+    assert {g: v.hash for g, v in state.generations.items()} == {
+        g: v["hash"] for g, v in catalog["generations"].items()
+    }
+    broken = [
+        b"",
+        b"\xff\xfe",
+        b"[" * 100_000,
+        b"[]",
+        b'{"format": "other"}',
+        json.dumps({"format": market.FORMAT}).encode(),
+        json.dumps({"format": market.FORMAT, "generations": {}}).encode(),
+        json.dumps({"format": market.FORMAT, "generations": {"current": []}}).encode(),
+        json.dumps({"format": market.FORMAT, "generations": {"x": catalog["generations"]["current"]}}).encode(),
+    ]
     for number, data in enumerate(broken):
         folder = tmp_path / f"bad{number}"
         folder.mkdir()
@@ -287,8 +310,7 @@ def test_when_every_connection_is_busy_a_new_one_gets_503_at_once(catalog: dict[
         busy = []
         for number in range(3):  # requests in flight: the app is waiting for the rest of their bodies
             sock = connect(base)
-            sock.sendall(f"POST {DETAILS}?slow={number} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{"
-                         .encode())
+            sock.sendall(f"POST {DETAILS}?slow={number} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{".encode())
             busy.append(sock)
         time.sleep(0.3)
         status, body = quick_get(base, "/health")
@@ -307,8 +329,13 @@ def test_when_every_connection_is_busy_a_new_one_gets_503_at_once(catalog: dict[
 def short_limits(catalog: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A server with a 1.5 s request deadline and a 1 s keep-alive."""
     root = tmp_path_factory.mktemp("short")
-    with guarded_server(write_market(root / "market", catalog), root / "serve.log", max_connections=50,
-                        request_seconds=1.5, keep_alive_seconds=1) as base:
+    with guarded_server(
+        write_market(root / "market", catalog),
+        root / "serve.log",
+        max_connections=50,
+        request_seconds=1.5,
+        keep_alive_seconds=1,
+    ) as base:
         yield base, root / "serve.log"
 
 
@@ -397,8 +424,10 @@ def cli_server(catalog: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 def test_a_mid_body_disconnect_logs_one_line_and_no_traceback(cli_server: tuple[str, Path]) -> None:
     base, log = cli_server
     sock = connect(base)
-    sock.sendall(f"POST {DETAILS}?probe=midbody HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: 1000\r\n\r\n{{\"app_ids\": [".encode())
+    sock.sendall(
+        f"POST {DETAILS}?probe=midbody HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f'Content-Length: 1000\r\n\r\n{{"app_ids": ['.encode()
+    )
     time.sleep(0.2)
     sock.close()
     text = log_text(log, "probe=midbody")
@@ -408,13 +437,16 @@ def test_a_mid_body_disconnect_logs_one_line_and_no_traceback(cli_server: tuple[
     assert "Traceback" not in text and " 500 " not in text
 
 
-@pytest.mark.parametrize(("raw", "status"), [
-    (b"GARBAGE\r\n\r\n", 400),
-    (b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\nbad header\r\n\r\n", 400),
-    (f"POST {DETAILS}?probe=x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode(), 400),
-    (b"GET /health?probe=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n", 200),
-    (b"GET /health?probe=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: h2c\r\n\r\n", 200),
-])
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\nbad header\r\n\r\n", 400),
+        (f"POST {DETAILS}?probe=x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode(), 400),
+        (b"GET /health?probe=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n", 200),
+        (b"GET /health?probe=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: h2c\r\n\r\n", 200),
+    ],
+)
 def test_malformed_requests_log_one_line(cli_server: tuple[str, Path], raw: bytes, status: int) -> None:
     base, log = cli_server
     before = log.read_text().count("\n")

@@ -128,7 +128,7 @@ def test_a_chart_that_lays_out_its_workers_boots_with_its_own_layout(tmp_path: P
         load_spec(spec_file).engine, [*argv, *given], env, runtime, tiny_files(tmp_path, True), 9123, tmp_path
     )
     at = booting.argv.index(given[0])
-    assert booting.argv[at:at + 2] == given and booting.argv.count(given[0]) == 1
+    assert booting.argv[at : at + 2] == given and booting.argv.count(given[0]) == 1
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in booting.env
     assert "--distributed-executor-backend" not in {c.item for c in booting.changes}
 

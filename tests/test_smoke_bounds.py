@@ -39,19 +39,28 @@ def capped(code: str) -> subprocess.CompletedProcess[str]:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
 
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                          preexec_fn=cap, env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=cap,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+    )
 
 
 def test_a_projector_with_a_million_strings_is_read_within_a_memory_cap(tmp_path: Path) -> None:
     path = projector(tmp_path / "mmproj.gguf", kv("junk", ARRAY, *strings(1_000_000)))
-    done = capped("from olarespack.engines.llamacpp.smoke import projector_takes as p; "
-                  f"print(sorted(p({str(path)!r})))")
+    done = capped(
+        f"from olarespack.engines.llamacpp.smoke import projector_takes as p; print(sorted(p({str(path)!r})))"
+    )
     assert done.returncode == 0 and done.stdout.strip() == "['audio']", done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("entry", [kv("junk", ARRAY, *strings(1 << 40)),
-                                   kv("junk", STRING, struct.pack("<Q", 1 << 50))])
+@pytest.mark.parametrize(
+    "entry", [kv("junk", ARRAY, *strings(1 << 40)), kv("junk", STRING, struct.pack("<Q", 1 << 50))]
+)
 def test_a_projector_past_a_bound_is_refused_naming_the_file(tmp_path: Path, entry: list[bytes | int]) -> None:
     path = projector(tmp_path / "mmproj.gguf", entry)
     with pytest.raises(SmokeError, match=f"projector {path}: "):
@@ -65,11 +74,14 @@ def test_a_projector_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         projector_takes(path)
 
 
-@pytest.mark.parametrize("config", [
-    "[" * 100_000 + "]" * 100_000,  # nesting that exhausts the decoder's stack
-    '{"layer_types": ["sliding_attention", "full_attention"], "n": ' + "9" * 5000 + "}",  # int() refuses it
-    None,  # 240 MB (sparse): read no further than the bound
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "[" * 100_000 + "]" * 100_000,  # nesting that exhausts the decoder's stack
+        '{"layer_types": ["sliding_attention", "full_attention"], "n": ' + "9" * 5000 + "}",  # int() refuses it
+        None,  # 240 MB (sparse): read no further than the bound
+    ],
+)
 def test_a_drafts_hostile_config_is_read_bounded(tmp_path: Path, config: str | None) -> None:
     draft = tmp_path / "draft"
     draft.mkdir()
@@ -83,8 +95,9 @@ def test_a_drafts_hostile_config_is_read_bounded(tmp_path: Path, config: str | N
 
 
 def test_a_drafts_config_still_says_its_layers(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text('{"text_config": {"layer_types": ["sliding_attention", '
-                                          '"full_attention"]}}', encoding="utf-8")
+    (tmp_path / "config.json").write_text(
+        '{"text_config": {"layer_types": ["sliding_attention", "full_attention"]}}', encoding="utf-8"
+    )
     assert layer_kinds(tmp_path) == ["sliding_attention", "full_attention"] and mixes_layer_kinds(tmp_path)
 
 
@@ -114,8 +127,17 @@ def test_an_answers_tool_call_is_shown_short_and_escaped() -> None:
     from olarespack.engines.smoke import tool_request
     from olarespack.smoke.run import _checked
 
-    body = {"choices": [{"message": {"tool_calls": [{"function": {"name": "\x1b]0;owned\x07" + "n" * 5000,
-                                                                  "arguments": "\r\nok: forged line"}}]}}]}
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "tool_calls": [
+                        {"function": {"name": "\x1b]0;owned\x07" + "n" * 5000, "arguments": "\r\nok: forged line"}}
+                    ]
+                }
+            }
+        ]
+    }
     said = _checked(tool_request(), Reply(2, 20, 0.1, body=body), real=False, chat_prompt=None).said
     assert "\x1b" not in said and "\r" not in said and "\n" not in said and len(said) < 300
     odd = {"choices": [{"message": {"tool_calls": [{"function": "not an object"}, 7]}}]}
@@ -136,8 +158,9 @@ def test_smoke_prints_strangers_text_escaped_and_cleans_up_after_an_error(
 
     def answered(spec_file: Path, work: Path, **_: object) -> SmokeReport:
         booting = Booting([], {}, 1, [Change("env X", "\x1b[2J", "(refused)", "why")])
-        report = SmokeReport(str(spec_file), Runtime(Path("/x"), "b1", "x"), ModelFiles({}, False), booting,
-                             work / "server.log")
+        report = SmokeReport(
+            str(spec_file), Runtime(Path("/x"), "b1", "x"), ModelFiles({}, False), booting, work / "server.log"
+        )
         report.answers.append(Answer("chat", False, "said '\x1b]8;;http://x\x07'\nok: forged"))
         return report
 

@@ -31,24 +31,65 @@ def changes_by_item(confined: object) -> dict[str, object]:
 # --- the env rules and where they come from --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH", "GLIBC_TUNABLES",
-                                  "PYTHONWARNINGS", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "BROWSER", "PATH",
-                                  "BASH_ENV", "ENV", "BASH_FUNC_ls%%", "CC", "CXX", "VLLM_PLUGINS",
-                                  "VLLM_LOGGING_CONFIG_PATH", "GGML_BACKEND_PATH", "TMPDIR"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LD_PRELOAD",
+        "LD_AUDIT",
+        "LD_LIBRARY_PATH",
+        "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "PYTHONWARNINGS",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "BROWSER",
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "BASH_FUNC_ls%%",
+        "CC",
+        "CXX",
+        "VLLM_PLUGINS",
+        "VLLM_LOGGING_CONFIG_PATH",
+        "GGML_BACKEND_PATH",
+        "TMPDIR",
+    ],
+)
 def test_env_that_loads_code_is_named_with_its_source(name: str) -> None:
     rule = code_env(name)
     assert rule is not None and rule.why and rule.source
 
 
-@pytest.mark.parametrize("name", ["HF_ENDPOINT", "GGML_CUDA_GRAPH_OPT", "VLLM_USE_V1", "CUDA_VISIBLE_DEVICES",
-                                  "SPEC_CONFIG", "OMP_NUM_THREADS", "LLAMA_ARG_THREADS"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_ENDPOINT",
+        "GGML_CUDA_GRAPH_OPT",
+        "VLLM_USE_V1",
+        "CUDA_VISIBLE_DEVICES",
+        "SPEC_CONFIG",
+        "OMP_NUM_THREADS",
+        "LLAMA_ARG_THREADS",
+    ],
+)
 def test_ordinary_env_loads_no_code(name: str) -> None:
     assert code_env(name) is None
 
 
 def test_places_are_read_from_names_and_values() -> None:
-    assert all(names_a_place(n) for n in ("HF_HOME", "TRITON_CACHE_DIR", "HF_TOKEN_PATH", "LLAMA_CACHE",
-                                          "VLLM_CACHE_ROOT", "XDG_CONFIG_HOME", "NCCL_DEBUG_FILE"))
+    assert all(
+        names_a_place(n)
+        for n in (
+            "HF_HOME",
+            "TRITON_CACHE_DIR",
+            "HF_TOKEN_PATH",
+            "LLAMA_CACHE",
+            "VLLM_CACHE_ROOT",
+            "XDG_CONFIG_HOME",
+            "NCCL_DEBUG_FILE",
+        )
+    )
     assert not any(names_a_place(n) for n in ("HF_ENDPOINT", "VLLM_KV_CACHE_LAYOUT", "GGML_CUDA_GRAPH_OPT"))
     assert path_words("https://huggingface.co") == []  # a URL is no path
     assert path_words("a=/etc/x,b") == ["/etc/x"]
@@ -67,20 +108,63 @@ def test_a_llama_charts_hostile_env_and_options_are_refused_or_moved(tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     files = ModelFiles({"model": work / "m.gguf", "projector": work / "p.gguf"}, real=False)
-    hostile_argv = [*argv, "--log-file", "/tmp/overwritten", "--grammar-file=/etc/passwd", "--tools", "all",
-                    "--lora", "../../x.gguf", "--hf-repo", "someone/model", "--chat-template-file", "~/.bashrc",
-                    "--mcp-servers-json", "{}", "--media-path", "/", "--slot-save-path", "/root"]
-    hostile_env = {**env, "LD_PRELOAD": "/tmp/evil.so", "PYTHONWARNINGS": "ignore::antigravity.X",
-                   "BROWSER": "/tmp/run-me", "LLAMA_ARG_MODEL": "/etc/shadow", "HF_TOKEN": "hf_x",
-                   "TRITON_CACHE_DIR": "../../../tmp", "GGML_BACKEND_PATH": "/tmp/evil.so"}
-    confined = confine(hostile_argv, hostile_env, LLAMA_SMOKE.policy(engine), LLAMA_SMOKE.swapped(engine, files),
-                       [work], work, LLAMA_SMOKE.chart_head)
+    hostile_argv = [
+        *argv,
+        "--log-file",
+        "/tmp/overwritten",
+        "--grammar-file=/etc/passwd",
+        "--tools",
+        "all",
+        "--lora",
+        "../../x.gguf",
+        "--hf-repo",
+        "someone/model",
+        "--chat-template-file",
+        "~/.bashrc",
+        "--mcp-servers-json",
+        "{}",
+        "--media-path",
+        "/",
+        "--slot-save-path",
+        "/root",
+    ]
+    hostile_env = {
+        **env,
+        "LD_PRELOAD": "/tmp/evil.so",
+        "PYTHONWARNINGS": "ignore::antigravity.X",
+        "BROWSER": "/tmp/run-me",
+        "LLAMA_ARG_MODEL": "/etc/shadow",
+        "HF_TOKEN": "hf_x",
+        "TRITON_CACHE_DIR": "../../../tmp",
+        "GGML_BACKEND_PATH": "/tmp/evil.so",
+    }
+    confined = confine(
+        hostile_argv,
+        hostile_env,
+        LLAMA_SMOKE.policy(engine),
+        LLAMA_SMOKE.swapped(engine, files),
+        [work],
+        work,
+        LLAMA_SMOKE.chart_head,
+    )
     items = changes_by_item(confined)
     refused = {item for item, c in items.items() if c.booted == REFUSED}  # type: ignore[attr-defined]
-    assert refused == {"--grammar-file", "--tools", "--lora", "--hf-repo", "--chat-template-file",
-                       "--mcp-servers-json", "--media-path", "env LD_PRELOAD", "env PYTHONWARNINGS", "env BROWSER",
-                       "env LLAMA_ARG_MODEL (--model)", "env HF_TOKEN (--hf-token)", "env TRITON_CACHE_DIR",
-                       "env GGML_BACKEND_PATH"}
+    assert refused == {
+        "--grammar-file",
+        "--tools",
+        "--lora",
+        "--hf-repo",
+        "--chat-template-file",
+        "--mcp-servers-json",
+        "--media-path",
+        "env LD_PRELOAD",
+        "env PYTHONWARNINGS",
+        "env BROWSER",
+        "env LLAMA_ARG_MODEL (--model)",
+        "env HF_TOKEN (--hf-token)",
+        "env TRITON_CACHE_DIR",
+        "env GGML_BACKEND_PATH",
+    }
     # a file the server writes goes into the boot's folder; the chart's own model and address are the boot's
     assert confined.argv[confined.argv.index("--log-file") + 1] == str(work.resolve() / "llama-server-log.txt")
     assert confined.argv[confined.argv.index("--slot-save-path") + 1] == str(work.resolve() / "slots")
@@ -121,19 +205,58 @@ def test_a_vllm_charts_hostile_env_and_options_are_refused(tmp_path: Path) -> No
     work = tmp_path / "work"
     work.mkdir()
     files = ModelFiles({"model": work / "target", "draft": work / "draft"}, real=False)
-    hostile_argv = [*argv, "--middleware", "os.system", "--compilation-config", '{"cache_dir": "/root/.ssh"}',
-                    "--chat-template", "/etc/passwd", "-cc.debug_dump_path=/tmp/x", "--config", "args.yaml",
-                    "--kv-transfer-config.kv_connector_module_path=antigravity", "--lora-modules", "a=/etc/x",
-                    "--tool_parser_plugin", "plugin.py", "--uds", "/tmp/sock"]
-    hostile_env = {**env, "PYTHONWARNINGS": "ignore::antigravity.X", "BROWSER": "/tmp/run-me",
-                   "VLLM_LOGGING_CONFIG_PATH": "logging.json", "VLLM_CACHE_ROOT": "/root"}
-    confined = confine(hostile_argv, hostile_env, VLLM_SMOKE.policy(engine), VLLM_SMOKE.swapped(engine, files),
-                       [work], work, VLLM_SMOKE.chart_head)
+    hostile_argv = [
+        *argv,
+        "--middleware",
+        "os.system",
+        "--compilation-config",
+        '{"cache_dir": "/root/.ssh"}',
+        "--chat-template",
+        "/etc/passwd",
+        "-cc.debug_dump_path=/tmp/x",
+        "--config",
+        "args.yaml",
+        "--kv-transfer-config.kv_connector_module_path=antigravity",
+        "--lora-modules",
+        "a=/etc/x",
+        "--tool_parser_plugin",
+        "plugin.py",
+        "--uds",
+        "/tmp/sock",
+    ]
+    hostile_env = {
+        **env,
+        "PYTHONWARNINGS": "ignore::antigravity.X",
+        "BROWSER": "/tmp/run-me",
+        "VLLM_LOGGING_CONFIG_PATH": "logging.json",
+        "VLLM_CACHE_ROOT": "/root",
+    }
+    confined = confine(
+        hostile_argv,
+        hostile_env,
+        VLLM_SMOKE.policy(engine),
+        VLLM_SMOKE.swapped(engine, files),
+        [work],
+        work,
+        VLLM_SMOKE.chart_head,
+    )
     items = changes_by_item(confined)
-    assert set(items) == {"--middleware", "--compilation-config", "--chat-template", "-cc.debug_dump_path",
-                          "--config", "--kv-transfer-config.kv_connector_module_path", "--lora-modules",
-                          "--tool_parser_plugin", "--uds", "env PYTHONWARNINGS", "env BROWSER",
-                          "env VLLM_LOGGING_CONFIG_PATH", "env VLLM_CACHE_ROOT", "env HF_TOKEN_PATH"}
+    assert set(items) == {
+        "--middleware",
+        "--compilation-config",
+        "--chat-template",
+        "-cc.debug_dump_path",
+        "--config",
+        "--kv-transfer-config.kv_connector_module_path",
+        "--lora-modules",
+        "--tool_parser_plugin",
+        "--uds",
+        "env PYTHONWARNINGS",
+        "env BROWSER",
+        "env VLLM_LOGGING_CONFIG_PATH",
+        "env VLLM_CACHE_ROOT",
+        "env HF_TOKEN_PATH",
+    }
     assert all(c.booted == REFUSED and c.why for c in items.values())  # type: ignore[attr-defined]
     # the chart's own command line passes whole: the model id, the drafter's id and the address are the boot's
     assert confined.argv == argv
@@ -141,7 +264,7 @@ def test_a_vllm_charts_hostile_env_and_options_are_refused(tmp_path: Path) -> No
     # a drafter path outside is refused when no local drafter replaces it
     no_draft = ModelFiles({"model": work / "target"}, real=False)
     at = argv.index("--speculative-config") + 1
-    away = [*argv[:at], json.dumps({"method": "mtp", "model": "/etc"}), *argv[at + 1:]]
+    away = [*argv[:at], json.dumps({"method": "mtp", "model": "/etc"}), *argv[at + 1 :]]
     judged = confine(away, {}, VLLM_SMOKE.policy(engine), VLLM_SMOKE.swapped(engine, no_draft), [work], work, 3)
     assert "--speculative-config" not in judged.argv and judged.changes[0].item == "--speculative-config"
 
@@ -150,10 +273,15 @@ def test_a_vllm_charts_hostile_env_and_options_are_refused(tmp_path: Path) -> No
 def test_what_boots_is_checked_again_after_the_engines_changes(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    verify(["/bin/llama-server", "--model", str(work / "m.gguf"), "--port", "1"], {"HF_HOME": str(work)}, [work],
-           work, 1)
-    for argv, env in ((["/bin/x", "--model", "/etc/passwd"], {}), (["/bin/x", "--a=../../y"], {}),
-                      (["/bin/x"], {"LD_PRELOAD": "x.so"}), (["/bin/x"], {"TRITON_CACHE_DIR": "/tmp"})):
+    verify(
+        ["/bin/llama-server", "--model", str(work / "m.gguf"), "--port", "1"], {"HF_HOME": str(work)}, [work], work, 1
+    )
+    for argv, env in (
+        (["/bin/x", "--model", "/etc/passwd"], {}),
+        (["/bin/x", "--a=../../y"], {}),
+        (["/bin/x"], {"LD_PRELOAD": "x.so"}),
+        (["/bin/x"], {"TRITON_CACHE_DIR": "/tmp"}),
+    ):
         with pytest.raises(SmokeError, match="outside its folder"):
             verify(argv, env, [work], work, 1)
     assert Swapped().options == frozenset()
@@ -193,9 +321,11 @@ def marker_library(folder: Path, marker: Path) -> Path:
     if compiler is None:
         pytest.skip("no C compiler here to build the library an LD_PRELOAD would load")
     source = folder / "marker.c"
-    source.write_text('#include <stdio.h>\n__attribute__((constructor)) static void loaded(void) {\n'
-                      f'  FILE *f = fopen("{marker}", "w"); if (f) {{ fputs("loaded", f); fclose(f); }}\n}}\n',
-                      encoding="utf-8")
+    source.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void loaded(void) {\n"
+        f'  FILE *f = fopen("{marker}", "w"); if (f) {{ fputs("loaded", f); fclose(f); }}\n}}\n',
+        encoding="utf-8",
+    )
     library = folder / "marker.so"
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True, timeout=120)
     return library
@@ -241,8 +371,12 @@ def test_a_hostile_vllm_spec_runs_no_program_through_pythonwarnings(
     marker = outside / "ran"
     browser = marker_browser(outside, marker)
     # the unknown flag ends the boot once vLLM parses its command line, after the interpreter read its env
-    spec = hostile_spec("gemma4-vision", tmp_path, {"PYTHONWARNINGS": "ignore::antigravity.Nothing",
-                                                   "BROWSER": str(browser)}, ["--no-such-flag"])
+    spec = hostile_spec(
+        "gemma4-vision",
+        tmp_path,
+        {"PYTHONWARNINGS": "ignore::antigravity.Nothing", "BROWSER": str(browser)},
+        ["--no-such-flag"],
+    )
     code, out, _ = smoke_cli(capfd, "--tiny", "--engine", str(engine), "--keep", str(tmp_path / "smoke"), str(spec))
     assert code == 1 and "--no-such-flag" in out, out
     assert not marker.exists(), "the chart's PYTHONWARNINGS and BROWSER ran a program"
@@ -260,10 +394,26 @@ def test_the_sweep_boots_a_hostile_spec_confined_too(tmp_path: Path, capfd: pyte
     outside.mkdir()
     marker, kept = outside / "loaded", outside / "precious.txt"
     kept.write_text("keep me\n", encoding="utf-8")
-    spec = hostile_spec("gemma4-audio", tmp_path, {"LD_PRELOAD": str(marker_library(outside, marker))},
-                        ["--log-file", str(kept)])
-    code, out = bench_cli(capfd, ROOT, "sweep", str(spec), "engine.threads=1,2", "--tiny", "--engine", str(engine),
-                          "--runs", "1", "--warmups", "0", "--max-tokens", "8", "--no-stream")
+    spec = hostile_spec(
+        "gemma4-audio", tmp_path, {"LD_PRELOAD": str(marker_library(outside, marker))}, ["--log-file", str(kept)]
+    )
+    code, out = bench_cli(
+        capfd,
+        ROOT,
+        "sweep",
+        str(spec),
+        "engine.threads=1,2",
+        "--tiny",
+        "--engine",
+        str(engine),
+        "--runs",
+        "1",
+        "--warmups",
+        "0",
+        "--max-tokens",
+        "8",
+        "--no-stream",
+    )
     assert code == 0, out
     assert not marker.exists() and kept.read_text(encoding="utf-8") == "keep me\n"
 
@@ -273,8 +423,15 @@ def test_json_nested_past_its_bounds_is_refused_not_a_recursion_error(tmp_path: 
     from olarespack.engines.vllm.boot_policy import flag_policy
 
     deep = "[" * 2000 + "]" * 2000
-    confined = confine(["vllm", "serve", "m", "--hf-overrides", deep, "--seed", "1"], {"SOME_JSON": deep},
-                       flag_policy(), Swapped(), [tmp_path], tmp_path, 3)
+    confined = confine(
+        ["vllm", "serve", "m", "--hf-overrides", deep, "--seed", "1"],
+        {"SOME_JSON": deep},
+        flag_policy(),
+        Swapped(),
+        [tmp_path],
+        tmp_path,
+        3,
+    )
     assert confined.argv == ["vllm", "serve", "m", "--seed", "1"] and confined.env == {}
     assert all("past what a chart writes" in c.why and c.booted == REFUSED for c in confined.changes)
     assert [c.item for c in confined.changes] == ["--hf-overrides", "env SOME_JSON"]
@@ -285,5 +442,11 @@ def test_json_nested_past_its_bounds_is_refused_not_a_recursion_error(tmp_path: 
 def test_a_negative_number_is_a_value_not_an_option() -> None:
     from olarespack.engines.releases import is_option
 
-    assert [is_option(w) for w in ("-1", "-.5", "-m", "--seed", "-", "value")] == [False, False, True, True, False,
-                                                                                      False]
+    assert [is_option(w) for w in ("-1", "-.5", "-m", "--seed", "-", "value")] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]

@@ -78,7 +78,9 @@ def test_out_of_range(tmp_path: Path) -> None:
     data["engine"]["gpu_memory_utilization"] = 1.2
     data["engine"]["speculative"]["num_speculative_tokens"] = 0
     assert paths(problems_for(tmp_path, data)) == [
-        "engine.gpu_memory_utilization", "engine.speculative.num_speculative_tokens"]
+        "engine.gpu_memory_utilization",
+        "engine.speculative.num_speculative_tokens",
+    ]
 
 
 def test_missing_field(tmp_path: Path) -> None:

@@ -37,8 +37,16 @@ def assert_line_ends(data: bytes, newline: str) -> None:
 @pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
 def test_calibrate_and_plan_write_keep_the_files_line_endings(project: Path, newline: str) -> None:
     audio = project / AUDIO
-    audio.write_text(re.sub(r"^  gpu_memory: .*\n", "  gpu_memory: {request: 8Gi, limit: 8Gi}\n",
-                            audio.read_text(encoding="utf-8"), count=1, flags=re.M), encoding="utf-8")
+    audio.write_text(
+        re.sub(
+            r"^  gpu_memory: .*\n",
+            "  gpu_memory: {request: 8Gi, limit: 8Gi}\n",
+            audio.read_text(encoding="utf-8"),
+            count=1,
+            flags=re.M,
+        ),
+        encoding="utf-8",
+    )
     with_newlines(audio, newline)
     (project / "boot.log").write_text(LLAMA_LOG, encoding="utf-8")
     code, out = run_cli(project, "calibrate", AUDIO, "--log", "boot.log")
@@ -76,7 +84,11 @@ def test_bump_and_bump_image_keep_the_files_line_endings(repo: Path, newline: st
 
 def test_the_shared_path_keeps_line_endings_and_a_bom(tmp_path: Path) -> None:
     assert (newline_of(b"a\r\nb\r\n"), newline_of(b"a\rb\r"), newline_of(b"a\nb\n"), newline_of(b"")) == (
-        "\r\n", "\r", "\n", "\n")
+        "\r\n",
+        "\r",
+        "\n",
+        "\n",
+    )
     spec = tmp_path / "s.yaml"
     spec.write_bytes(b"\xef\xbb\xbfname: x\r\nversion: 1.0.0\r\n")
     with editing(spec):
@@ -103,11 +115,25 @@ def test_a_second_editor_waits_with_a_bound_then_says_why(tmp_path: Path) -> Non
 
 def olarespack(cwd: Path, *args: str) -> subprocess.Popen[str]:
     """The real command in its own process, as two terminals (or a CI job and a person) would run it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parents[1] / "src"),
-                                                                    os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen([sys.executable, "-c", "import sys; from olarespack.cli import main; "
-                             "sys.argv[0] = 'olarespack'; main()", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from olarespack.cli import main; sys.argv[0] = 'olarespack'; main()",
+            *args,
+        ],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def test_an_editor_waits_for_the_one_holding_the_spec(project: Path) -> None:
@@ -132,8 +158,16 @@ def test_an_editor_waits_for_the_one_holding_the_spec(project: Path) -> None:
 @pytest.mark.parametrize("trial", range(3))
 def test_calibrate_and_plan_write_at_once_both_land(project: Path, trial: int) -> None:
     audio = project / AUDIO
-    audio.write_text(re.sub(r"^  gpu_memory: .*\n", "  gpu_memory: {request: 8Gi, limit: 8Gi}\n",
-                            audio.read_text(encoding="utf-8"), count=1, flags=re.M), encoding="utf-8")
+    audio.write_text(
+        re.sub(
+            r"^  gpu_memory: .*\n",
+            "  gpu_memory: {request: 8Gi, limit: 8Gi}\n",
+            audio.read_text(encoding="utf-8"),
+            count=1,
+            flags=re.M,
+        ),
+        encoding="utf-8",
+    )
     (project / "boot.log").write_text(LLAMA_LOG, encoding="utf-8")
     (project / "boxes").mkdir()
     (project / "boxes" / "box.yaml").write_text(BOX, encoding="utf-8")

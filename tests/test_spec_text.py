@@ -27,8 +27,17 @@ def rules_at(output: str) -> set[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("text", [f"fixed in {LINK}", "[% for x in name %]x[% endfor %]", "[# not a comment #]",
-                                  "a[0] and [b[1]] and [x]", "ends ]]", "[]"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"fixed in {LINK}",
+        "[% for x in name %]x[% endfor %]",
+        "[# not a comment #]",
+        "a[0] and [b[1]] and [x]",
+        "ends ]]",
+        "[]",
+    ],
+)
 def test_brackets_are_text_in_a_citing_field(text: str) -> None:
     assert citations.render(f"{text} at [[ name ]]", {"name": "x"}) == f"{text} at x"
 
@@ -52,7 +61,7 @@ def test_a_markdown_link_builds_and_lints(tmp_path: Path) -> None:
     assert code == 0, output
     manifest = (tmp_path / "charts" / "vllmgemma426ba4bvisionone" / "OlaresManifest.yaml").read_text()
     assert LINK in manifest and "[% kept %] and [# kept #]" in manifest
-    french = (tmp_path / "charts" / "vllmgemma426ba4bvisionone" / "i18n" / "fr-FR" / "OlaresManifest.yaml")
+    french = tmp_path / "charts" / "vllmgemma426ba4bvisionone" / "i18n" / "fr-FR" / "OlaresManifest.yaml"
     assert f"Voir {LINK}" in french.read_text()
     code, output = run_cli(tmp_path, "lint", str(spec))  # every layer, the real helm included
     assert code == 0, output
@@ -64,17 +73,21 @@ def test_the_link_reaches_the_upgrade_description(tmp_path: Path) -> None:
     assert LINK in manifest["spec"]["upgradeDescription"]
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    (("changelog", 0, "note"), "see {{ .Values.os.appSecret }}"),
-    (("metadata", "description"), "{{ .Values.domain }}"),
-    (("engine", "env"), {"X": "{{ .Release.Name }}"}),
-    (("changelog", 0, "note"), "cites [[ name ]]"),
-    (("changelog", 0, "note"), "[[ open"),
-    (("metadata", "developer"), "[[ name ]]"),
-    (("engine", "env"), {"X": "[[ name ]]"}),
-])
-def test_go_templates_and_citations_outside_descriptions_stay_refused(tmp_path: Path, field: tuple[object, ...],
-                                                                       value: object) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (("changelog", 0, "note"), "see {{ .Values.os.appSecret }}"),
+        (("metadata", "description"), "{{ .Values.domain }}"),
+        (("engine", "env"), {"X": "{{ .Release.Name }}"}),
+        (("changelog", 0, "note"), "cites [[ name ]]"),
+        (("changelog", 0, "note"), "[[ open"),
+        (("metadata", "developer"), "[[ name ]]"),
+        (("engine", "env"), {"X": "[[ name ]]"}),
+    ],
+)
+def test_go_templates_and_citations_outside_descriptions_stay_refused(
+    tmp_path: Path, field: tuple[object, ...], value: object
+) -> None:
     data = app_data()
     target = data
     for key in field[:-1]:

@@ -29,8 +29,10 @@ SETTINGS = Settings(model="m", prompt="p", prompt_name="space-invaders", max_tok
 
 
 def result(rates: list[float], drafts: list[tuple[int, int]] | None = None) -> Result:
-    runs = [Run(i, False, 100, rate, "server", 1.0, None, *(drafts[i - 1] if drafts else (None, None)))
-            for i, rate in enumerate(rates, start=1)]
+    runs = [
+        Run(i, False, 100, rate, "server", 1.0, None, *(drafts[i - 1] if drafts else (None, None)))
+        for i, rate in enumerate(rates, start=1)
+    ]
     return Result("http://127.0.0.1:1", SETTINGS, runs)
 
 
@@ -42,16 +44,19 @@ def test_sweep_values_are_read_as_yaml_scalars() -> None:
     assert parse_sweep("engine.gpu_memory_utilization=0.9,0.94").values == (0.9, 0.94)
 
 
-@pytest.mark.parametrize("given, said", [
-    ("engine.threads", "FIELD=V1,V2"),
-    ("Engine.threads=1,2", "FIELD=V1,V2"),
-    ("engine.threads=1", "2 to 20"),
-    ("engine.threads=1,,2", "non-empty"),
-    ("engine.threads=" + ",".join(map(str, range(21))), "2 to 20"),
-    ("engine.threads=1,1", "twice"),
-    ("engine.threads=[1],2", "not one value"),
-    ("engine.threads={a: 1},2", "not one value"),
-])
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("engine.threads", "FIELD=V1,V2"),
+        ("Engine.threads=1,2", "FIELD=V1,V2"),
+        ("engine.threads=1", "2 to 20"),
+        ("engine.threads=1,,2", "non-empty"),
+        ("engine.threads=" + ",".join(map(str, range(21))), "2 to 20"),
+        ("engine.threads=1,1", "twice"),
+        ("engine.threads=[1],2", "not one value"),
+        ("engine.threads={a: 1},2", "not one value"),
+    ],
+)
 def test_a_sweep_that_cannot_be_run_is_refused_before_anything_boots(given: str, said: str) -> None:
     with pytest.raises(UsageError, match=said):
         parse_sweep(given)
@@ -109,16 +114,19 @@ def test_the_record_says_each_value_and_the_chosen_one() -> None:
     SweepRecord.model_validate(values)
 
 
-@pytest.mark.parametrize("args, said", [
-    (["sweep", "engine.threads=1,2", "--url", "http://127.0.0.1:1", "--tiny"], "No such option '--url'"),
-    (["sweep", "engine.threads=1,2"], "give one of --tiny"),
-    (["sweep", "engine.threads=1,2", "--tiny", "--exec"], "not --tiny and --exec"),
-    (["sweep", "engine.threads=1,2", "--exec", "--user", "a", "--write"], "--write go with --responses DIR"),
-    (["sweep", "engine.threads=1,2", "--tiny", "--user", "a"], "--user: not with --tiny"),
-    (["run", "--tiny", "--url", "http://127.0.0.1:1"], "No such option '--tiny'"),
-    (["run", "--write", "--url", "http://127.0.0.1:1"], "No such option '--write'"),
-    (["sweep", "engine.nothing=1,2", "--tiny", "--write"], "engine.nothing is not in the spec"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["sweep", "engine.threads=1,2", "--url", "http://127.0.0.1:1", "--tiny"], "No such option '--url'"),
+        (["sweep", "engine.threads=1,2"], "give one of --tiny"),
+        (["sweep", "engine.threads=1,2", "--tiny", "--exec"], "not --tiny and --exec"),
+        (["sweep", "engine.threads=1,2", "--exec", "--user", "a", "--write"], "--write go with --responses DIR"),
+        (["sweep", "engine.threads=1,2", "--tiny", "--user", "a"], "--user: not with --tiny"),
+        (["run", "--tiny", "--url", "http://127.0.0.1:1"], "No such option '--tiny'"),
+        (["run", "--write", "--url", "http://127.0.0.1:1"], "No such option '--write'"),
+        (["sweep", "engine.nothing=1,2", "--tiny", "--write"], "engine.nothing is not in the spec"),
+    ],
+)
 def test_sweep_options_out_of_place_are_usage_errors(args: list[str], said: str, tmp_path: Path) -> None:
     spec = tmp_path / "gemma4-audio.yaml"
     shutil.copy(APPS / "gemma4-audio.yaml", spec)
@@ -136,29 +144,55 @@ def bench_cli(capfd: pytest.CaptureFixture[str], cwd: Path, *args: str) -> tuple
     started = time.monotonic()
     with capfd.disabled():
         print(f"\n$ olarespack bench {' '.join(args)}", file=sys.stderr, flush=True)
-        done = subprocess.run([sys.executable, "-c", "from olarespack.cli import main; main()", "bench", *args],
-                              cwd=cwd, stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", "from olarespack.cli import main; main()", "bench", *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
         print(done.stdout, f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     return done.returncode, done.stdout
 
 
 @pytest.mark.boot
 @pytest.mark.helm
-@pytest.mark.parametrize("stem, field, values", [
-    ("gemma4-audio", "engine.threads", "1,2"),
-    ("gemma4-vision", "engine.speculative.num_speculative_tokens", "1,2"),
-])
+@pytest.mark.parametrize(
+    "stem, field, values",
+    [
+        ("gemma4-audio", "engine.threads", "1,2"),
+        ("gemma4-vision", "engine.speculative.num_speculative_tokens", "1,2"),
+    ],
+)
 def test_a_sweep_over_the_real_engine_writes_its_table_plot_and_chosen_value(
     stem: str, field: str, values: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     engine = engine_for_app(stem)
     spec = tmp_path / f"{stem}.yaml"
     shutil.copy(APPS / f"{stem}.yaml", spec)
-    code, out = bench_cli(capfd, ROOT, "sweep", str(spec), f"{field}={values}", "--tiny", "--engine", str(engine),
-                          "--runs", "2", "--warmups", "0", "--max-tokens", "16", "--plot", str(tmp_path / "sweep.png"),
-                          # random weights may stop after a few tokens, all in one streamed event (no decode
-                          # time): whole requests are timed, which any token count allows
-                          "--no-stream", "--write")
+    code, out = bench_cli(
+        capfd,
+        ROOT,
+        "sweep",
+        str(spec),
+        f"{field}={values}",
+        "--tiny",
+        "--engine",
+        str(engine),
+        "--runs",
+        "2",
+        "--warmups",
+        "0",
+        "--max-tokens",
+        "16",
+        "--plot",
+        str(tmp_path / "sweep.png"),
+        # random weights may stop after a few tokens, all in one streamed event (no decode
+        # time): whole requests are timed, which any token count allows
+        "--no-stream",
+        "--write",
+    )
     assert code == 0, out
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])]
     assert [row[0] for row in rows] == ["1", "2"] and all(float(row[1]) > 0 for row in rows), out
@@ -178,13 +212,16 @@ def test_a_sweep_over_the_real_engine_writes_its_table_plot_and_chosen_value(
     assert load_spec(spec).changelog[0].sweep is not None  # the written spec loads as a spec
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--concurrency", "1,2"], "Missing option '--url'"),
-    (["--url", "http://127.0.0.1:1", "--depth", "0,8192", "--record"], "No such option '--record'"),
-    (["--url", "http://127.0.0.1:1", "--concurrency", "0,2"], "each from 1 to 64"),
-    (["--url", "http://127.0.0.1:1", "--depth", "0,a"], "whole numbers"),
-    (["--url", "http://127.0.0.1:1", "--depth", "0,0"], "twice"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--concurrency", "1,2"], "Missing option '--url'"),
+        (["--url", "http://127.0.0.1:1", "--depth", "0,8192", "--record"], "No such option '--record'"),
+        (["--url", "http://127.0.0.1:1", "--concurrency", "0,2"], "each from 1 to 64"),
+        (["--url", "http://127.0.0.1:1", "--depth", "0,a"], "whole numbers"),
+        (["--url", "http://127.0.0.1:1", "--depth", "0,0"], "twice"),
+    ],
+)
 def test_grid_options_out_of_place_are_usage_errors(args: list[str], said: str) -> None:
     code, out = run_cli(None, "bench", "grid", str(APPS / "gemma4-audio.yaml"), *args)
     assert code == 2 and said in out, out
@@ -221,8 +258,9 @@ def test_a_refusal_kept_in_the_spec_is_printable_text_without_template_markers()
     assert "{{" not in reason and "[[" not in reason and "\x1b" not in reason and "/tmp/" not in reason
 
 
-def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OLARESPACK_API_KEY", "secret-key")
     code, out = run_cli(None, "bench", "sweep", str(APPS / "gemma4-audio.yaml"), "engine.nothing=1,2", "--tiny")
     assert code != 0 and "engine.nothing is not in the spec" in out and "--api-key" not in out, out
@@ -231,14 +269,20 @@ def test_a_sweep_is_not_blocked_by_an_api_key_in_the_environment(tmp_path: Path,
 def test_the_write_changes_the_field_and_adds_the_sweep_keeping_line_endings(tmp_path: Path) -> None:
     import datetime as dt
 
-    from olarespack.cli.bench_modes import _write_sweep
+    from olarespack.cli.bench_sweep import _write_sweep
 
     spec = tmp_path / "gemma4-audio.yaml"
     original = (APPS / "gemma4-audio.yaml").read_text(encoding="utf-8")
     spec.write_bytes(original.replace("\n", "\r\n").encode("utf-8"))
     sweep = Sweep("engine.threads", (1, 2))
-    values = record(sweep, [Point(1, result([10.0, 12.0])), Point(2, result([20.0, 22.0]))], "average", SETTINGS,
-                    "llama-server b9101 (CPU build)", dt.date(2026, 12, 2))
+    values = record(
+        sweep,
+        [Point(1, result([10.0, 12.0])), Point(2, result([20.0, 22.0]))],
+        "average",
+        SETTINGS,
+        "llama-server b9101 (CPU build)",
+        dt.date(2026, 12, 2),
+    )
     _write_sweep(spec, sweep, 2, values)
     data = spec.read_bytes()
     assert b"\n" not in data.replace(b"\r\n", b"")  # every line still ends CRLF

@@ -33,8 +33,10 @@ pytestmark = pytest.mark.helm
 VISION = APPS / "gemma4-vision.yaml"
 APP = "vllmgemma426ba4bvisionone"
 FIELD = "engine.speculative.num_speculative_tokens"
-needs_sh = pytest.mark.skipif(shutil.which("curl") is None or shutil.which("sh") is None,
-                              reason="the steps run under sh, the bench loop with curl; this machine lacks one")
+needs_sh = pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("sh") is None,
+    reason="the steps run under sh, the bench loop with curl; this machine lacks one",
+)
 
 # The stand-in for kubectl: the Deployment lives in $FAKE_DEPLOYMENT; `patch --type=json` applies the ops with
 # jsonpatch (a failed `test` changes nothing and exits 1, as the API server refuses the patch); `exec` runs the
@@ -90,23 +92,46 @@ def pods() -> Iterator[dict[str, FakeServer]]:
     made = {}
     for value, pause in (("2", 0.004), ("3", 0.003), ("4", 0.001)):
         counts = {"drafted": 0, "accepted": 0}
-        made[value] = FakeServer({"GET /v1/models": models(), "POST /v1/chat/completions": vllm_like(counts, 3, pause),
-                                  "GET /metrics": metrics(counts)})
+        made[value] = FakeServer(
+            {
+                "GET /v1/models": models(),
+                "POST /v1/chat/completions": vllm_like(counts, 3, pause),
+                "GET /metrics": metrics(counts),
+            }
+        )
     yield made
     for server in made.values():
         server.stop()
 
 
 def steps(spec: Path, values: str = "2,4", *more: str) -> str:
-    code, out = run_cli(None, "bench", "sweep", str(spec), f"{FIELD}={values}", "--exec", "--user", "alice",
-                        "--runs", "2", "--warmups", "0", "--max-tokens", "30", *more)
+    code, out = run_cli(
+        None,
+        "bench",
+        "sweep",
+        str(spec),
+        f"{FIELD}={values}",
+        "--exec",
+        "--user",
+        "alice",
+        "--runs",
+        "2",
+        "--warmups",
+        "0",
+        "--max-tokens",
+        "30",
+        *more,
+    )
     assert code == 0, out
-    return out[:out.index("# run it in the box")]
+    return out[: out.index("# run it in the box")]
 
 
 def patches(script: str) -> list[list[dict[str, Any]]]:
-    return [json.loads(shlex.split(line)[-1]) for line in script.splitlines()
-            if line.lstrip().startswith("kubectl") and " patch deployment " in line and "--dry-run" not in line]
+    return [
+        json.loads(shlex.split(line)[-1])
+        for line in script.splitlines()
+        if line.lstrip().startswith("kubectl") and " patch deployment " in line and "--dry-run" not in line
+    ]
 
 
 def spec_copy(tmp_path: Path) -> Path:
@@ -147,13 +172,13 @@ def test_the_steps_pass_shellcheck(tmp_path: Path) -> None:
         pytest.skip("shellcheck is not installed (the dev extras carry it)")
     script = tmp_path / "sweep.sh"
     script.write_text(steps(VISION), encoding="utf-8")
-    done = subprocess.run([checker, "--shell=sh", str(script)], capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run([checker, "--shell=sh", str(script)], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout
 
 
-def steps_env(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer],
-              **fail: str) -> dict[str, str]:
+def steps_env(
+    tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer], **fail: str
+) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     kubectl = bin_dir / "kubectl"
@@ -162,23 +187,31 @@ def steps_env(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict
     (tmp_path / "deployment.json").write_text(json.dumps(installed), encoding="utf-8")
     urls = {value: server.url for value, server in pods.items()}
     (tmp_path / "sweep.sh").write_text(script, encoding="utf-8")
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_DEPLOYMENT": str(tmp_path / "deployment.json"),
-           "CUDA_DEVICE_GPU_MODE_0": "0",  # what HAMi gives the engine's container on an exclusive card
-           "FAKE_CALLS": str(tmp_path / "calls.txt"), "FAKE_URLS": json.dumps(urls), "HOME": str(tmp_path),
-           **{f"FAKE_{name.upper()}": value for name, value in fail.items()}}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "FAKE_DEPLOYMENT": str(tmp_path / "deployment.json"),
+        "CUDA_DEVICE_GPU_MODE_0": "0",  # what HAMi gives the engine's container on an exclusive card
+        "FAKE_CALLS": str(tmp_path / "calls.txt"),
+        "FAKE_URLS": json.dumps(urls),
+        "HOME": str(tmp_path),
+        **{f"FAKE_{name.upper()}": value for name, value in fail.items()},
+    }
     return {**os.environ, **env}
 
 
-def run_steps(tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer],
-              **fail: str) -> subprocess.CompletedProcess[str]:
+def run_steps(
+    tmp_path: Path, script: str, installed: dict[str, Any], pods: dict[str, FakeServer], **fail: str
+) -> subprocess.CompletedProcess[str]:
     env = steps_env(tmp_path, script, installed, pods, **fail)
-    return subprocess.run(["sh", "sweep.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(
+        ["sh", "sweep.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @needs_sh
 def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
-        tmp_path: Path, pods: dict[str, FakeServer]) -> None:
+    tmp_path: Path, pods: dict[str, FakeServer]
+) -> None:
     base = rendered(tmp_path, None)
     done = run_steps(tmp_path, steps(VISION), base, pods)
     assert done.returncode == 0, done.stderr
@@ -186,8 +219,18 @@ def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
     for log in ("sweep-1.log", "sweep-2.log"):
         assert (tmp_path / log).read_text(encoding="utf-8").splitlines()[-1] == "### end"
     spec = spec_copy(tmp_path)
-    code, out = run_cli(None, "bench", "sweep", str(spec), f"{FIELD}=2,4", "--responses", str(tmp_path),
-                        "--write", "--plot", str(tmp_path / "sweep.png"))
+    code, out = run_cli(
+        None,
+        "bench",
+        "sweep",
+        str(spec),
+        f"{FIELD}=2,4",
+        "--responses",
+        str(tmp_path),
+        "--write",
+        "--plot",
+        str(tmp_path / "sweep.png"),
+    )
     assert code == 0, out
     assert f"best: {FIELD} = 4" in out
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
@@ -202,7 +245,8 @@ def test_the_steps_sweep_the_box_and_the_logs_choose_and_write_the_value(
 
 @needs_sh
 def test_another_app_installed_is_refused_before_anything_is_patched(
-        tmp_path: Path, pods: dict[str, FakeServer]) -> None:
+    tmp_path: Path, pods: dict[str, FakeServer]
+) -> None:
     installed = rendered(tmp_path, None)
     installed["spec"]["template"]["spec"]["containers"][0]["args"][0] = "another/model"
     done = run_steps(tmp_path, steps(VISION), installed, pods)
@@ -214,21 +258,24 @@ def test_another_app_installed_is_refused_before_anything_is_patched(
 
 @needs_sh
 def test_a_value_whose_pod_never_gets_ready_is_a_refused_row_and_the_sweep_goes_on(
-        tmp_path: Path, pods: dict[str, FakeServer]) -> None:
+    tmp_path: Path, pods: dict[str, FakeServer]
+) -> None:
     base = rendered(tmp_path, None)
     done = run_steps(tmp_path, steps(VISION), base, pods, crashing="2")
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "deployment.json").read_text(encoding="utf-8")) == base
     code, out = run_cli(None, "bench", "sweep", str(VISION), f"{FIELD}=2,4", "--responses", str(tmp_path))
     assert code == 0, out
-    assert "2 refused: the pod did not become ready (the rollout timed out): ValueError: num_speculative_tokens" \
-        in out, out
+    assert (
+        "2 refused: the pod did not become ready (the rollout timed out): ValueError: num_speculative_tokens" in out
+    ), out
     assert f"best: {FIELD} = 4" in out
 
 
 @needs_sh
 def test_a_failing_step_ends_the_sweep_and_puts_the_spec_value_back(
-        tmp_path: Path, pods: dict[str, FakeServer]) -> None:
+    tmp_path: Path, pods: dict[str, FakeServer]
+) -> None:
     base = rendered(tmp_path, None)
     done = run_steps(tmp_path, steps(VISION), base, pods, denied="4")
     assert done.returncode != 0 and "admission webhook denied" in done.stderr
@@ -237,18 +284,29 @@ def test_a_failing_step_ends_the_sweep_and_puts_the_spec_value_back(
 
 
 def test_a_value_that_changes_more_than_the_engine_args_and_env_is_refused() -> None:
-    code, out = run_cli(None, "bench", "sweep", str(VISION), "engine.image=vllm/vllm-openai:v0.21.0-cu129,"
-                        "vllm/vllm-openai:v0.21.0", "--exec", "--user", "alice")
+    code, out = run_cli(
+        None,
+        "bench",
+        "sweep",
+        str(VISION),
+        "engine.image=vllm/vllm-openai:v0.21.0-cu129,vllm/vllm-openai:v0.21.0",
+        "--exec",
+        "--user",
+        "alice",
+    )
     assert code == 1, out
     assert "engine.image" in out and "image" in out and "beyond the vllm container's args and env" in out
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--exec"], "give --user NAME (namespace APP-NAME) or --namespace"),
-    (["--exec", "--user", "alice", "--write"], "--write go with --responses DIR"),
-    (["--tiny", "--exec", "--user", "alice"], "not --tiny and --exec"),
-    (["--responses", str(VISION)], "is a file"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--exec"], "give --user NAME (namespace APP-NAME) or --namespace"),
+        (["--exec", "--user", "alice", "--write"], "--write go with --responses DIR"),
+        (["--tiny", "--exec", "--user", "alice"], "not --tiny and --exec"),
+        (["--responses", str(VISION)], "is a file"),
+    ],
+)
 def test_in_box_sweep_options_out_of_place_are_usage_errors(args: list[str], said: str) -> None:
     code, out = run_cli(None, "bench", "sweep", str(VISION), f"{FIELD}=2,4", *args)
     assert code == 2 and said in out, out
@@ -265,13 +323,37 @@ def test_a_value_with_quotes_or_a_newline_stays_text_in_the_script(tmp_path: Pat
     from olarespack.bench.inbox_sweep import Rendered, script
 
     def deployment(value: str) -> dict[str, Any]:
-        return {"kind": "Deployment", "metadata": {"name": "app"}, "spec": {"template": {"spec": {"containers": [
-            {"name": "engine", "image": "i:1", "args": ["--x", value], "env": [{"name": "A", "value": value}]}]}}}}
+        return {
+            "kind": "Deployment",
+            "metadata": {"name": "app"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "engine",
+                                "image": "i:1",
+                                "args": ["--x", value],
+                                "env": [{"name": "A", "value": value}],
+                            }
+                        ]
+                    }
+                }
+            },
+        }
 
-    hostile = ["a';touch pwned;'", "b\ntouch pwned2", '$(touch pwned3)']
+    hostile = ["a';touch pwned;'", "b\ntouch pwned2", "$(touch pwned3)"]
     renders = [Rendered(value, deployment(value), {}) for value in hostile]
-    text = script("app", "ns", "engine", "engine.x", renders, Rendered("0", deployment("0"), {}),
-                  ["kubectl", "exec", "sh", "-c", "true"], "1.0.0")
+    text = script(
+        "app",
+        "ns",
+        "engine",
+        "engine.x",
+        renders,
+        Rendered("0", deployment("0"), {}),
+        ["kubectl", "exec", "sh", "-c", "true"],
+        "1.0.0",
+    )
     assert subprocess.run(["sh", "-n"], input=text, text=True, check=False).returncode == 0
     again = next(line for line in text.splitlines() if line.startswith("#   olarespack bench"))
     assert "pwned2" in again and "pwned3" in again  # the whole value stays on its comment line
@@ -291,8 +373,14 @@ def test_an_interrupted_sweep_puts_the_spec_value_back(tmp_path: Path, pods: dic
 
     base = rendered(tmp_path, None)
     env = steps_env(tmp_path, steps(VISION), base, pods, slow="4")
-    sweep = subprocess.Popen(["sh", "sweep.sh"], cwd=tmp_path, env=env, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sweep = subprocess.Popen(
+        ["sh", "sweep.sh"],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline, first = time.monotonic() + 120, tmp_path / "sweep-1.log"
     while not (first.exists() and first.read_text(encoding="utf-8").endswith("### end\n")):
         assert time.monotonic() < deadline and sweep.poll() is None

@@ -62,10 +62,9 @@ def sync(base: str, box: Box, charts: bool = True) -> bool:
     box.summaries = {key: info["data"]["apps"][key] for key in ids}
     assert ids and info["data"]["tops"]
     for start in range(0, len(ids), 10):
-        batch = ids[start:start + 10]
+        batch = ids[start : start + 10]
         box.requests.append(f"details {len(batch)}")
-        status, _, body = post_json(base, "/api/v1/applications/info",
-                                    {"app_ids": batch, "version": context_version})
+        status, _, body = post_json(base, "/api/v1/applications/info", {"app_ids": batch, "version": context_version})
         assert status == 200, body
         answer = json.loads(body)
         assert answer["not_found"] == [] and sorted(answer["apps"]) == sorted(batch)
@@ -109,8 +108,7 @@ def test_a_box_syncs_and_installs_the_seed_apps(server: str, project: Path, tmp_
     box = Box(olares)
     assert sync(server, box)
     assert box.requests[:3] == ["hash", "info", "details 3"] and len(box.charts) == 3
-    assert sorted(d["name"] for d in box.details.values()) == \
-        ["llamacppgemma4audione", VISION, "vllmgemma4dflashone"]
+    assert sorted(d["name"] for d in box.details.values()) == ["llamacppgemma4audione", VISION, "vllmgemma4dflashone"]
     helm = HelmBinary()  # 3.19: the line Olares' app-service is built on
     for detail in box.details.values():
         data = box.charts[detail["chartName"]]
@@ -164,8 +162,11 @@ def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
         vision = market.app_id(VISION)
         for olares, box in boxes.items():
             stale = old[olares][0]
-            assert wait_for(lambda box=box, stale=stale: get_json(
-                base, f"/api/v1/appstore/hash?version={box.version}")["hash"] != stale)
+            assert wait_for(
+                lambda box=box, stale=stale: (
+                    get_json(base, f"/api/v1/appstore/hash?version={box.version}")["hash"] != stale
+                )
+            )
             assert sync(base, box)
             assert box.details[vision]["version"] == "9.0.0" and f"{VISION}-9.0.0.tgz" in box.charts
             assert box.details[vision]["versionHistory"][0]["mergedAt"] == "2027-06-01T00:00:00.000000000Z"
@@ -174,8 +175,9 @@ def test_a_bump_changes_the_hash_and_only_that_app(tmp_path: Path) -> None:
                     assert detail == old[olares][1][ident]
                     assert box.summaries[ident] == old[olares][2][ident]
             # the old archive stays downloadable, from its own generation
-            status, _, archive = request(base, "GET", f"/api/v1/applications/{VISION}/chart"
-                                       f"?fileName={VISION}-{before}.tgz&version={olares}")
+            status, _, archive = request(
+                base, "GET", f"/api/v1/applications/{VISION}/chart?fileName={VISION}-{before}.tgz&version={olares}"
+            )
             generation = BOXES[olares][0]
             assert status == 200
             assert archive == (tmp_path / "market" / "charts" / generation / f"{VISION}-{before}.tgz").read_bytes()
@@ -187,10 +189,16 @@ def test_details_come_in_batches_of_ten(tmp_path: Path) -> None:
     apps: dict[GenerationName, list[market.MarketApp]] = {}
     for gen in gens:
         (seed,) = render_apps([APPS / "gemma4-audio.yaml"], [gen])
-        apps[gen] = [market.MarketApp(seed.file, seed.spec.model_copy(update={"name": f"copy{i:02d}"}),
-                                      Chart(f"copy{i:02d}", {p: t.replace(seed.spec.name, f"copy{i:02d}")
-                                                             for p, t in seed.chart.items()}),
-                                      "0" * 64, seed.spec.metadata.icon) for i in range(23)]
+        apps[gen] = [
+            market.MarketApp(
+                seed.file,
+                seed.spec.model_copy(update={"name": f"copy{i:02d}"}),
+                Chart(f"copy{i:02d}", {p: t.replace(seed.spec.name, f"copy{i:02d}") for p, t in seed.chart.items()}),
+                "0" * 64,
+                seed.spec.metadata.icon,
+            )
+            for i in range(23)
+        ]
     market_dir = tmp_path / "market"
     market_dir.mkdir()
     (market_dir / market.CATALOG_FILE).write_bytes(market.catalog_bytes(market.build_catalog(apps)))

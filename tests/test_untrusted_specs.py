@@ -24,8 +24,13 @@ def run(*args: str, cwd: Path | None = None) -> tuple[int, str]:
     return run_cli(cwd, *args)
 
 
-def build(project: Path, data: dict[str, Any] | None = None, *, text: str | bytes | None = None,
-          name: str = "gemma4-vision.yaml") -> tuple[int, str]:
+def build(
+    project: Path,
+    data: dict[str, Any] | None = None,
+    *,
+    text: str | bytes | None = None,
+    name: str = "gemma4-vision.yaml",
+) -> tuple[int, str]:
     """Replace one spec of the project, build it, and check charts/ is untouched when the build fails."""
     spec = project / "apps" / name
     if text is not None:
@@ -53,15 +58,18 @@ def rules_at(output: str) -> set[tuple[str, str]]:
 # --------------------------------------------------------------------------- citations are data
 
 
-@pytest.mark.parametrize("attack", [
-    "cycler.__init__.__globals__.os.popen('touch {marker}').read()",
-    "lipsum.__globals__['os'].popen('touch {marker}').read()",
-    "'x' * (10**10)",
-    "range(10**12) | list",
-    "config.items()",
-    "self._TemplateReference__context",
-    "name.__class__.__mro__",
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "cycler.__init__.__globals__.os.popen('touch {marker}').read()",
+        "lipsum.__globals__['os'].popen('touch {marker}').read()",
+        "'x' * (10**10)",
+        "range(10**12) | list",
+        "config.items()",
+        "self._TemplateReference__context",
+        "name.__class__.__mro__",
+    ],
+)
 def test_a_description_cannot_run_code(project: Path, tmp_path: Path, attack: str) -> None:
     marker = tmp_path / "ran"
     data = app_data()
@@ -81,31 +89,37 @@ def test_a_description_cannot_read_the_environment(project: Path, monkeypatch: p
     assert CANARY_TOKEN not in "".join(t.decode() for t in tree_bytes(project / "charts").values())
 
 
-@pytest.mark.parametrize(("source", "value"), [
-    ("engine.max_model_len // 1024", "128"),
-    ("(engine.max_model_len + 1024) / 2048", "64.5"),
-    ("-engine.speculative.num_speculative_tokens % 2", "1"),
-    ("metadata.categories[0]", "AI"),
-    ("engine.trust_remote_code", "true"),
-    ("  name  ", "vllmgemma426ba4bvisionone"),
-])
+@pytest.mark.parametrize(
+    ("source", "value"),
+    [
+        ("engine.max_model_len // 1024", "128"),
+        ("(engine.max_model_len + 1024) / 2048", "64.5"),
+        ("-engine.speculative.num_speculative_tokens % 2", "1"),
+        ("metadata.categories[0]", "AI"),
+        ("engine.trust_remote_code", "true"),
+        ("  name  ", "vllmgemma426ba4bvisionone"),
+    ],
+)
 def test_citations_compute_what_they_say(source: str, value: str) -> None:
     spec = load_spec(APPS / "gemma4-vision.yaml")
     assert citations.evaluate(source, spec.model_dump(mode="json")) == value
 
 
-@pytest.mark.parametrize(("source", "message"), [
-    ("engine.max_model_len * 4294967296 * 4294967296", "2**63"),
-    ("engine.max_model_len // 0", "division by zero"),
-    ("engine.speculative.model", "engine.speculative is not set"),
-    ("engine.nope", "engine.nope is not a field"),
-    ("metadata.categories[3]", "has 1 item"),
-    ("metadata.categories", "cites a list"),
-    ("name * 2", "not a number"),
-    ("engine.max_model_len ** 2", "unexpected"),
-    ("x" * 201, "at most 200"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("engine.max_model_len * 4294967296 * 4294967296", "2**63"),
+        ("engine.max_model_len // 0", "division by zero"),
+        ("engine.speculative.model", "engine.speculative is not set"),
+        ("engine.nope", "engine.nope is not a field"),
+        ("metadata.categories[3]", "has 1 item"),
+        ("metadata.categories", "cites a list"),
+        ("name * 2", "not a number"),
+        ("engine.max_model_len ** 2", "unexpected"),
+        ("x" * 201, "at most 200"),
+        ("", "empty"),
+    ],
+)
 def test_citations_refuse_what_they_cannot_do(source: str, message: str) -> None:
     context = load_spec(APPS / "gemma4-vision.yaml").model_dump(mode="json")
     context["engine"]["speculative"] = None
@@ -113,10 +127,13 @@ def test_citations_refuse_what_they_cannot_do(source: str, message: str) -> None
         citations.evaluate(source, context)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a [[ name", "without a closing"),
-    ("[[ " * 201 + "]]", "nest"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a [[ name", "without a closing"),
+        ("[[ " * 201 + "]]", "nest"),
+    ],
+)
 def test_citation_texts_refuse_markers(text: str, message: str) -> None:
     with pytest.raises(citations.CitationError, match=message):
         citations.render(text, {"name": "x"})
@@ -138,25 +155,28 @@ def test_a_missing_cited_section_names_the_field_path(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- strings are guarded
 
 
-@pytest.mark.parametrize(("field", "value", "rule"), [
-    (("metadata", "description"), "one\x00olarespack-version\x00two", "control-character"),
-    (("metadata", "title"), "Gemma\x1b[31m", "control-character"),
-    (("engine", "extra_args"), ["--x=\x00"], "control-character"),
-    (("engine", "served_model_name"), "gemma\nname", "control-character"),
-    (("metadata", "full_description"), "rtl \u202e text", "control-character"),
-    (("metadata", "icon"), "https://x.example/{{ .Values.x }}.png", "template-marker"),
-    (("metadata", "website"), "https://x.example/{{.Values.os.appSecret}}", "template-marker"),
-    (("engine", "revision"), "{{ .Values }}", "template-marker"),
-    (("engine", "extra_args"), ["--chat-template={{ messages }}"], "template-marker"),
-    (("metadata", "description"), "[[ '{' ]]{ .Values.os.appSecret }}", "render"),
-    (("engine", "env"), {"AUTH": f"Bearer {CANARY_TOKEN}"}, "secret-in-clear"),
-    (("engine", "extra_args"), [f"--header=Authorization: Bearer {CANARY_TOKEN}"], "secret-in-clear"),
-    (("metadata", "full_description"), f"token {CANARY_TOKEN}", "secret-in-clear"),
-    (("engine", "env"), {"GH": "ghp_" + "a" * 36}, "secret-in-clear"),
-    (("metadata", "developer"), "sk-proj-" + "b" * 30, "secret-in-clear"),
-    (("metadata", "description"), "x" * 2001, "spec-format"),
-    (("engine", "extra_args"), ["--x"] * 65, "spec-format"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "rule"),
+    [
+        (("metadata", "description"), "one\x00olarespack-version\x00two", "control-character"),
+        (("metadata", "title"), "Gemma\x1b[31m", "control-character"),
+        (("engine", "extra_args"), ["--x=\x00"], "control-character"),
+        (("engine", "served_model_name"), "gemma\nname", "control-character"),
+        (("metadata", "full_description"), "rtl \u202e text", "control-character"),
+        (("metadata", "icon"), "https://x.example/{{ .Values.x }}.png", "template-marker"),
+        (("metadata", "website"), "https://x.example/{{.Values.os.appSecret}}", "template-marker"),
+        (("engine", "revision"), "{{ .Values }}", "template-marker"),
+        (("engine", "extra_args"), ["--chat-template={{ messages }}"], "template-marker"),
+        (("metadata", "description"), "[[ '{' ]]{ .Values.os.appSecret }}", "render"),
+        (("engine", "env"), {"AUTH": f"Bearer {CANARY_TOKEN}"}, "secret-in-clear"),
+        (("engine", "extra_args"), [f"--header=Authorization: Bearer {CANARY_TOKEN}"], "secret-in-clear"),
+        (("metadata", "full_description"), f"token {CANARY_TOKEN}", "secret-in-clear"),
+        (("engine", "env"), {"GH": "ghp_" + "a" * 36}, "secret-in-clear"),
+        (("metadata", "developer"), "sk-proj-" + "b" * 30, "secret-in-clear"),
+        (("metadata", "description"), "x" * 2001, "spec-format"),
+        (("engine", "extra_args"), ["--x"] * 65, "spec-format"),
+    ],
+)
 def test_guards_name_the_field(project: Path, field: tuple[str, ...], value: Any, rule: str) -> None:
     data = app_data()
     data[field[0]][field[1]] = value
@@ -173,8 +193,10 @@ def test_license_url_and_locale_texts_are_guarded(project: Path) -> None:
     data["metadata"]["locales"]["fr-FR"]["description"] = "a\x07b"
     code, output = build(project, data)
     assert code == 1
-    assert {("metadata.license[0].url", "template-marker"),
-            ("metadata.locales.fr-FR.description", "control-character")} <= rules_at(output)
+    assert {
+        ("metadata.license[0].url", "template-marker"),
+        ("metadata.locales.fr-FR.description", "control-character"),
+    } <= rules_at(output)
 
 
 def test_env_values_are_literal_for_kubernetes(tmp_path: Path) -> None:
@@ -198,15 +220,24 @@ def nested(depth: int) -> str:
     return "metadata:\n  categories: " + "[" * depth + "]" * depth + "\n"
 
 
-@pytest.mark.parametrize(("mutate", "where", "rule"), [
-    (lambda d: d["engine"]["calibration"].update(available_kv_cache_gib=float("inf")),
-     "engine.calibration.available_kv_cache_gib", "spec-type"),
-    (lambda d: d["engine"].update(max_num_seqs=2**63), "engine.max_num_seqs", "spec-range"),
-    (lambda d: d["engine"].update(max_model_len=2**63), "engine.max_model_len", "spec-range"),
-    (lambda d: d["engine"]["speculative"].update(num_speculative_tokens=10**30),
-     "engine.speculative.num_speculative_tokens", "spec-range"),
-    (lambda d: d["resources"]["memory"].update(limit="9" * 40 + "Ti"), "resources.memory.limit", "quantity"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "where", "rule"),
+    [
+        (
+            lambda d: d["engine"]["calibration"].update(available_kv_cache_gib=float("inf")),
+            "engine.calibration.available_kv_cache_gib",
+            "spec-type",
+        ),
+        (lambda d: d["engine"].update(max_num_seqs=2**63), "engine.max_num_seqs", "spec-range"),
+        (lambda d: d["engine"].update(max_model_len=2**63), "engine.max_model_len", "spec-range"),
+        (
+            lambda d: d["engine"]["speculative"].update(num_speculative_tokens=10**30),
+            "engine.speculative.num_speculative_tokens",
+            "spec-range",
+        ),
+        (lambda d: d["resources"]["memory"].update(limit="9" * 40 + "Ti"), "resources.memory.limit", "quantity"),
+    ],
+)
 def test_numbers_out_of_range_are_messages(project: Path, mutate: Any, where: str, rule: str) -> None:
     data = app_data()
     mutate(data)
@@ -215,17 +246,20 @@ def test_numbers_out_of_range_are_messages(project: Path, mutate: Any, where: st
     assert (where, rule) in rules_at(output), output
 
 
-@pytest.mark.parametrize(("text", "rule"), [
-    ("version: 1.0.0\nchangelog:\n  - version: 1.0.0\n    date: 2026-02-30\n    note: x\n", "yaml"),
-    (nested(3000), "yaml"),
-    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b]\n", "yaml"),
-    ("name: x\nname: y\n", "yaml"),
-    ("- just\n- a list\n", "yaml"),
-    ("name: [unclosed\n", "yaml"),
-    ("? [a, b]\n: c\n", "spec-type"),
-    ("--- {}\n--- {}\n", "yaml"),
-    ("x: !!python/object/apply:os.system ['touch /tmp/olarespack-pwned']\n", "yaml"),
-])
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("version: 1.0.0\nchangelog:\n  - version: 1.0.0\n    date: 2026-02-30\n    note: x\n", "yaml"),
+        (nested(3000), "yaml"),
+        ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b]\n", "yaml"),
+        ("name: x\nname: y\n", "yaml"),
+        ("- just\n- a list\n", "yaml"),
+        ("name: [unclosed\n", "yaml"),
+        ("? [a, b]\n: c\n", "spec-type"),
+        ("--- {}\n--- {}\n", "yaml"),
+        ("x: !!python/object/apply:os.system ['touch /tmp/olarespack-pwned']\n", "yaml"),
+    ],
+)
 def test_malformed_yaml_is_a_message(project: Path, text: str, rule: str) -> None:
     code, output = build(project, text=text)
     assert code == 1
@@ -264,6 +298,7 @@ def test_out_under_a_regular_file_is_a_usage_error(project: Path) -> None:
 def test_a_chart_path_that_is_a_file_is_refused_and_left(project: Path) -> None:
     folder = project / "charts" / "vllmgemma426ba4bvisionone"
     import shutil
+
     shutil.rmtree(folder)
     folder.write_text("mine")
     code, output = run("build", cwd=project)

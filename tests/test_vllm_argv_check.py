@@ -19,8 +19,11 @@ import vllm_argv_check as tool  # noqa: E402
 from olarespack.spec.load import load_spec  # noqa: E402
 
 COMMITTED = json.loads(tool.OUT.read_text())
-VLLM_APPS = {spec.name: path for path in sorted((ROOT / "apps").glob("*.yaml"))
-             if (spec := load_spec(path)).engine.kind == "vllm"}
+VLLM_APPS = {
+    spec.name: path
+    for path in sorted((ROOT / "apps").glob("*.yaml"))
+    if (spec := load_spec(path)).engine.kind == "vllm"
+}
 CASES = [(name, which) for name in sorted(VLLM_APPS) for which in ("own", "moved")]
 
 # A mini vLLM with the names the check reaches, each behaving as the real one does where the check looks.
@@ -45,7 +48,7 @@ class Platform:
 """,
     "vllm/utils/__init__.py": "",
     "vllm/utils/argparse_utils.py": "import argparse\n\nclass FlexibleArgumentParser(argparse.ArgumentParser):\n"
-                                    "    pass\n",
+    "    pass\n",
     "vllm/entrypoints/__init__.py": "",
     "vllm/entrypoints/cli/__init__.py": "",
     "vllm/entrypoints/cli/serve.py": """
@@ -116,26 +119,35 @@ def mini_cache(tmp_path: Path) -> Path:
     with zipfile.ZipFile(cache / "vllm-9.9.0.sources.zip", "w") as archive:
         for name, text in MINI_VLLM.items():
             archive.writestr(name, text)
-    (cache / "vllm-9.9.0.artifact.json").write_text(json.dumps({"file": "vllm-9.9.0.whl", "sha256": "ab" * 32,
-                                                                "size": 1, "version": "9.9.0"}))
+    (cache / "vllm-9.9.0.artifact.json").write_text(
+        json.dumps({"file": "vllm-9.9.0.whl", "sha256": "ab" * 32, "size": 1, "version": "9.9.0"})
+    )
     return cache
 
 
 def test_each_argv_gets_what_the_release_says_of_it(tmp_path: Path) -> None:
     spec = '{"method":"mtp","model":"d/m","num_speculative_tokens":3}'
-    argvs = {"ok": ["org/model", "--max-model-len", "4096", "--speculative-config", spec],
-             "removed": ["org/model", "--calculate-kv-scales"],
-             "serve": ["org/model", "--enable-auto-tool-choice"],
-             "engine": ["org/model", "--max-model-len", "0"],
-             "warned": ["org/model", "--max-model-len", "12345"],
-             **{f"control/{name}": argv for name, argv in tool.controls(["org/model", "--speculative-config",
-                                                                         spec]).items()}}
+    argvs = {
+        "ok": ["org/model", "--max-model-len", "4096", "--speculative-config", spec],
+        "removed": ["org/model", "--calculate-kv-scales"],
+        "serve": ["org/model", "--enable-auto-tool-choice"],
+        "engine": ["org/model", "--max-model-len", "0"],
+        "warned": ["org/model", "--max-model-len", "12345"],
+        **{
+            f"control/{name}": argv for name, argv in tool.controls(["org/model", "--speculative-config", spec]).items()
+        },
+    }
     found = tool.run_release("9.9.0", argvs, sys.executable, mini_cache(tmp_path))
     said = found["results"]
     assert found["artifact"]["sha256"] == "ab" * 32
     # engine args ok: the stand-in platform was in place (the mini refuses any device type but cuda)
-    assert said["ok"] == {"parser": "ok", "model": "org/model", "engine_args": "ok", "speculative_config": "ok",
-                          "warnings": []}
+    assert said["ok"] == {
+        "parser": "ok",
+        "model": "org/model",
+        "engine_args": "ok",
+        "speculative_config": "ok",
+        "warnings": [],
+    }
     assert said["removed"]["parser"] == "error"
     assert "unrecognized arguments: --calculate-kv-scales" in said["removed"]["error"]
     assert said["serve"]["error"] == "TypeError: --enable-auto-tool-choice requires --tool-call-parser"
@@ -148,8 +160,11 @@ def test_each_argv_gets_what_the_release_says_of_it(tmp_path: Path) -> None:
 
 
 def test_missing_sources_name_the_command_that_fetches_them(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=r"vllm-0\.99\.0\.sources\.zip is missing: "
-                       r"run olarespack releases refresh --engine vllm .* 0\.99"):
+    with pytest.raises(
+        SystemExit,
+        match=r"vllm-0\.99\.0\.sources\.zip is missing: "
+        r"run olarespack releases refresh --engine vllm .* 0\.99",
+    ):
         tool.run_release("0.99.0", {"x": ["m"]}, sys.executable, tmp_path)
 
 
@@ -166,8 +181,9 @@ def test_the_move_drops_what_named_the_old_release() -> None:
 
 
 def test_controls_without_a_speculative_config_only_add_the_removed_flag() -> None:
-    assert tool.controls(["m", "--max-model-len", "8"]) == {"removed_flag": ["m", "--max-model-len", "8",
-                                                                             tool.CONTROL_FLAG]}
+    assert tool.controls(["m", "--max-model-len", "8"]) == {
+        "removed_flag": ["m", "--max-model-len", "8", tool.CONTROL_FLAG]
+    }
 
 
 def test_every_vllm_app_is_checked_at_its_release_and_moved() -> None:
@@ -197,8 +213,11 @@ def test_the_check_can_fail(name: str, which: str) -> None:
     assert any(p.startswith("method: ") for p in case["controls"]["bad_speculative"]["speculative_config"])
     removed = case["controls"]["removed_flag"]
     if case["wheel"] == "0.33.0":
-        assert removed == {"parser": "error", "warnings": [],
-                           "error": f"vllm: error: unrecognized arguments: {tool.CONTROL_FLAG}"}
+        assert removed == {
+            "parser": "error",
+            "warnings": [],
+            "error": f"vllm: error: unrecognized arguments: {tool.CONTROL_FLAG}",
+        }
     else:  # still a flag before 0.33: the answer is the release's, not a list's
         assert removed["parser"] == "ok"
 
@@ -213,4 +232,5 @@ def test_the_checked_argv_is_what_the_app_runs_now(name: str, which: str) -> Non
     now = tool.rendered_case(f"apps/{path.name}", text if which == "own" else tool.moved_text(text, tool.MOVED_IMAGE))
     committed = COMMITTED["apps"][name][which]
     assert {key: committed[key] for key in now} == now, (
-        "run `.venv/bin/python tools/engine_releases/vllm_argv_check.py --python <torch venv>/bin/python`")
+        "run `.venv/bin/python tools/engine_releases/vllm_argv_check.py --python <torch venv>/bin/python`"
+    )

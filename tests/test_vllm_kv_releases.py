@@ -15,7 +15,8 @@ from olarespack.engines.fit import FitReport
 from olarespack.engines.vllm import kv as vllm_kv
 from olarespack.engines.vllm.kv import VllmKvRules, vllm_cli_settings, vllm_kv_layout, vllm_kv_rules
 from olarespack.fit.budget import fit_report, spec_calibration
-from olarespack.models.arch import KvLayer, ModelInfo, models
+from olarespack.models.arch import KvLayer, ModelInfo
+from olarespack.models.registry import models
 from olarespack.spec.load import load_spec
 from specs import app_data, write_spec
 
@@ -115,23 +116,40 @@ def test_unknown_release_reads_as_the_oldest(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the rules per release
 
 
-@pytest.mark.parametrize(("release", "batches", "null_block", "mm_ipc"), [
-    ((0, 20, 2), 1, False, 0), ((0, 24, 0), 1, False, 0), ((0, 25, 1), 1, False, 2**30),
-    ((0, 26, 0), 2, False, 2**30), ((0, 28, 0), 2, False, 2**30), ((0, 29, 0), 2, True, 2**30),
-    ((0, 33, 0), 2, True, 2**30),
-])
+@pytest.mark.parametrize(
+    ("release", "batches", "null_block", "mm_ipc"),
+    [
+        ((0, 20, 2), 1, False, 0),
+        ((0, 24, 0), 1, False, 0),
+        ((0, 25, 1), 1, False, 2**30),
+        ((0, 26, 0), 2, False, 2**30),
+        ((0, 28, 0), 2, False, 2**30),
+        ((0, 29, 0), 2, True, 2**30),
+        ((0, 33, 0), 2, True, 2**30),
+    ],
+)
 def test_release_boundaries(release: tuple[int, int, int], batches: int, null_block: bool, mm_ipc: int) -> None:
     rules = vllm_kv_rules(release, method="mtp", mm_ipc_gpu_memory_gb=1)
     assert rules == VllmKvRules(batches, null_block, mm_ipc, True)
     assert vllm_kv_rules(release, method="mtp", async_scheduling=False).in_flight_batches == 1
 
 
-@pytest.mark.parametrize(("method", "release", "on"), [
-    (None, (0, 33, 0), True), ("mtp", (0, 21, 0), True), ("gemma4_mtp", (0, 33, 0), True),
-    ("dflash", (0, 21, 0), True), ("eagle3", (0, 33, 0), True), ("ngram_gpu", (0, 33, 0), True),
-    ("ngram", (0, 33, 0), False), ("suffix", (0, 33, 0), False), ("draft_model", (0, 27, 1), False),
-    ("draft_model", (0, 28, 0), True), ("draft_model", None, False),
-])
+@pytest.mark.parametrize(
+    ("method", "release", "on"),
+    [
+        (None, (0, 33, 0), True),
+        ("mtp", (0, 21, 0), True),
+        ("gemma4_mtp", (0, 33, 0), True),
+        ("dflash", (0, 21, 0), True),
+        ("eagle3", (0, 33, 0), True),
+        ("ngram_gpu", (0, 33, 0), True),
+        ("ngram", (0, 33, 0), False),
+        ("suffix", (0, 33, 0), False),
+        ("draft_model", (0, 27, 1), False),
+        ("draft_model", (0, 28, 0), True),
+        ("draft_model", None, False),
+    ],
+)
 def test_async_default_per_method(method: str | None, release: tuple[int, int, int] | None, on: bool) -> None:
     assert vllm_kv.vllm_async_default(release, method) is on
 
@@ -157,9 +175,11 @@ def test_async_field_is_written_as_a_switch(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- against vLLM's own functions
 
 FIGURES = json.loads((Path(__file__).parent / "fixtures" / "vllm_kv_figures.json").read_text(encoding="utf-8"))
-CASE_MODELS = {"vision": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
-               "vision-bf16-mnbt2048": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
-               "dflash": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "z-lab/gemma-4-26B-A4B-it-DFlash")}
+CASE_MODELS = {
+    "vision": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
+    "vision-bf16-mnbt2048": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit",),
+    "dflash": ("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "z-lab/gemma-4-26B-A4B-it-DFlash"),
+}
 
 
 def layers_of_repo(shipped: dict[str, ModelInfo], repo: str) -> tuple[KvLayer, ...]:
@@ -186,6 +206,10 @@ def test_fit_matches_vllms_functions(version: str) -> None:
             assert layout.concurrency(length, in_flight, case["available"]) == pytest.approx(case["concurrency"])
             assert layout.num_blocks(case["available"]) == case["num_blocks"]
         else:
-            found = largest_fitting(length, lambda n, lay=layout, tokens=in_flight, cap=room:  # type: ignore[misc]
-                                    lay.needed(n, tokens) <= cap)
+            found = largest_fitting(
+                length,
+                lambda n, lay=layout, tokens=in_flight, cap=room: (  # type: ignore[misc]
+                    lay.needed(n, tokens) <= cap
+                ),
+            )
             assert found == case["estimated_max_model_len"], case

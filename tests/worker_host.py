@@ -31,8 +31,10 @@ def wrangler_binary() -> Path:
     elif LOCAL_WRANGLER.is_file():
         found = LOCAL_WRANGLER
     else:
-        pytest.skip(f"wrangler is not installed: `make unit` installs the pinned one into {LOCAL_WRANGLER.parent}"
-                    f" (or set {ENV_VAR})")
+        pytest.skip(
+            f"wrangler is not installed: `make unit` installs the pinned one into {LOCAL_WRANGLER.parent}"
+            f" (or set {ENV_VAR})"
+        )
     if shutil.which("node") is None:
         pytest.skip("node is not on PATH: wrangler runs on Node.js 20 or later")
     return found
@@ -42,14 +44,26 @@ def offline_env(scratch: Path) -> dict[str, str]:
     """wrangler with no account, no metrics and no user config: what runs here runs the same in CI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOUDFLARE_", "CF_", "WRANGLER_"))}
     scratch.mkdir(parents=True, exist_ok=True)
-    env.update(WRANGLER_SEND_METRICS="false", XDG_CONFIG_HOME=str(scratch), WRANGLER_LOG_PATH=str(scratch),
-               CI="1", NO_COLOR="1")
+    env.update(
+        WRANGLER_SEND_METRICS="false",
+        XDG_CONFIG_HOME=str(scratch),
+        WRANGLER_LOG_PATH=str(scratch),
+        CI="1",
+        NO_COLOR="1",
+    )
     return env
 
 
 def run_wrangler(worker_dir: Path, scratch: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(wrangler_binary()), *args], cwd=worker_dir, env=offline_env(scratch),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [str(wrangler_binary()), *args],
+        cwd=worker_dir,
+        env=offline_env(scratch),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @contextmanager
@@ -61,10 +75,25 @@ def running_worker(worker_dir: Path, log: Path) -> Iterator[str]:
         port = free_port()
         with log.open("ab") as sink:
             proc = subprocess.Popen(
-                [str(wrangler), "dev", "--local", "--ip", HOST, "--port", str(port),
-                 "--inspector-port", str(free_port()), "--show-interactive-dev-session=false"],
-                cwd=worker_dir, env=offline_env(log.parent / "wrangler-home"), stdin=subprocess.DEVNULL,
-                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    str(wrangler),
+                    "dev",
+                    "--local",
+                    "--ip",
+                    HOST,
+                    "--port",
+                    str(port),
+                    "--inspector-port",
+                    str(free_port()),
+                    "--show-interactive-dev-session=false",
+                ],
+                cwd=worker_dir,
+                env=offline_env(log.parent / "wrangler-home"),
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         base = f"http://{HOST}:{port}"
         try:
             if _wait_ready(base, proc):

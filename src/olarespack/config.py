@@ -32,11 +32,13 @@ class SourceSettings(StrictModel):
     """How Olares 1.12.7 and later name this market: its add-source dialog and source list read these from the
     market's answers (the v2 taxonomy's `source`)."""
 
-    id: SourceId = Field(description="The source's id, e.g. market.example (lowercase letters, digits, dots, "
-                         "dashes, underscores).")
+    id: SourceId = Field(
+        description="The source's id, e.g. market.example (lowercase letters, digits, dots, dashes, underscores)."
+    )
     label: Label = Field(description="The short label a box shows for the source.")
-    name: dict[LocaleName, DisplayName] = Field(min_length=1, max_length=32, description="The source's name, by "
-                                                "locale, e.g. {en-US: Example market}.")
+    name: dict[LocaleName, DisplayName] = Field(
+        min_length=1, max_length=32, description="The source's name, by locale, e.g. {en-US: Example market}."
+    )
     icon: Url | None = Field(None, description="The source's icon URL.")
 
 
@@ -47,16 +49,26 @@ class ProjectConfig(StrictModel):
     charts_dir: Folder = Field("charts", description="Where the rendered charts are (committed).")
     market_dir: Folder = Field("market", description="Where publish writes the market.")
     hardware: HardwareName = Field("rtx5090-laptop", description="The GPU profile imported apps target.")
-    market_url: Url | None = Field(None, description="The market's public URL: publish's --base-url, and the "
-                                   "source URL serve tells you to add in Olares.")
-    icon_base_url: Url | None = Field(None, description="Where the icons are served (default <market_url>/icons/); "
-                                      "init's specs and import use it for icon URLs.")
-    source: SourceSettings | None = Field(None, description="The market's identity, as Olares 1.12.7 and later "
-                                          "show it (publish's --source-* options).")
+    market_url: Url | None = Field(
+        None,
+        description="The market's public URL: publish's --base-url, and the "
+        "source URL serve tells you to add in Olares.",
+    )
+    icon_base_url: Url | None = Field(
+        None,
+        description="Where the icons are served (default <market_url>/icons/); "
+        "init's specs and import use it for icon URLs.",
+    )
+    source: SourceSettings | None = Field(
+        None, description="The market's identity, as Olares 1.12.7 and later show it (publish's --source-* options)."
+    )
     other_sources: list[Annotated[str, StringConstraints(min_length=1, max_length=2048)]] = Field(
-        default_factory=list, max_length=32, description="Other market sources boxes sync beside this one (URLs, "
+        default_factory=list,
+        max_length=32,
+        description="Other market sources boxes sync beside this one (URLs, "
         "or files of their saved answers): publish warns of an app of the same name offered there at another "
-        "version.")
+        "version.",
+    )
 
 
 @dataclass(frozen=True)
@@ -87,10 +99,17 @@ def load_project(start: Path, environ: Mapping[str, str]) -> Project | None:
         return None
     root = start if environ.get(CONFIG_ENV) else path.parent
     config = load_config(path)
-    problems = [Problem(str(path), name, problem, "use a folder inside the repository, reached without symbolic "
-                        "links", rule="spec-format")
-                for name in ("apps_dir", "charts_dir", "market_dir")
-                if (problem := _outside(root, getattr(config, name)))]
+    problems = [
+        Problem(
+            str(path),
+            name,
+            problem,
+            "use a folder inside the repository, reached without symbolic links",
+            rule="spec-format",
+        )
+        for name in ("apps_dir", "charts_dir", "market_dir")
+        if (problem := _outside(root, getattr(config, name)))
+    ]
     if problems:
         raise SpecError(problems)
     return Project(config, root, path)
@@ -130,8 +149,11 @@ def option_defaults(project: Project, cwd: Path) -> dict[str, Any]:
     def folder(name: str) -> Path:
         return Path(name) if project.root.resolve() == cwd.resolve() else project.root / name
 
-    folders = {"apps_dir": folder(config.apps_dir), "charts_dir": folder(config.charts_dir),
-               "market_dir": folder(config.market_dir)}
+    folders = {
+        "apps_dir": folder(config.apps_dir),
+        "charts_dir": folder(config.charts_dir),
+        "market_dir": folder(config.market_dir),
+    }
     commands = ("build", "lint", "fit", "bump", "diff", "package", "publish", "serve", "import")
     defaults: dict[str, Any] = {name: dict(folders) for name in commands}
     if config.market_url:
@@ -141,9 +163,12 @@ def option_defaults(project: Project, cwd: Path) -> dict[str, Any]:
     if config.other_sources:
         defaults["publish"]["other_sources"] = list(config.other_sources)
     if config.source:
-        defaults["publish"] |= {"source_id": config.source.id, "source_label": config.source.label,
-                                "source_name": [f"{locale}={text}" for locale, text in config.source.name.items()],
-                                "source_icon": config.source.icon}
+        defaults["publish"] |= {
+            "source_id": config.source.id,
+            "source_label": config.source.label,
+            "source_name": [f"{locale}={text}" for locale, text in config.source.name.items()],
+            "source_icon": config.source.icon,
+        }
     # commands of a group read their defaults one level down
     defaults["export"] = {"cloudflare": {"market_dir": folders["market_dir"]}}
     defaults["model"] = {"add": {"models_dir": folders["apps_dir"].parent / "models"}}

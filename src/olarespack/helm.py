@@ -65,8 +65,15 @@ class HelmBinary:
     """The real helm: `name` (helm = 3.19, helm4 = 4.1) next to the running interpreter (the project venv),
     or on PATH, or an explicit path."""
 
-    def __init__(self, path: str | None = None, name: str = "helm", *, timeout: float = TIMEOUT_SECONDS,
-                 output_limit: int = OUTPUT_LIMIT, memory_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        name: str = "helm",
+        *,
+        timeout: float = TIMEOUT_SECONDS,
+        output_limit: int = OUTPUT_LIMIT,
+        memory_limit: int | None = None,
+    ) -> None:
         found = path or find_binary(name)
         if not found:
             raise ToolMissingError(f"{name} not found: run `make build` (it installs the pinned helm into .venv/bin)")
@@ -91,11 +98,16 @@ class HelmBinary:
         return out.stdout.strip()
 
     def _run(self, *args: str) -> HelmResult:
-        env = {**os.environ, "HELM_CACHE_HOME": _scratch("cache"), "HELM_CONFIG_HOME": _scratch("config"),
-               "HELM_DATA_HOME": _scratch("data")}
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": _scratch("cache"),
+            "HELM_CONFIG_HOME": _scratch("config"),
+            "HELM_DATA_HOME": _scratch("data"),
+        }
         # its own process group, so a kill also reaches anything it started (a plugin) that holds its output
-        with subprocess.Popen([self.path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                              start_new_session=True) as proc:
+        with subprocess.Popen(
+            [self.path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+        ) as proc:
             # Set once exec has succeeded (Popen returns only then), long before helm reads a chart; the
             # processes helm starts inherit it. A preexec_fn would cost a fork of this process per run.
             resource.prlimit(proc.pid, resource.RLIMIT_DATA, (self.memory_limit, self.memory_limit))
@@ -128,12 +140,12 @@ class HelmBinary:
             for reader in readers:
                 reader.join()
         if over.is_set():
-            return HelmResult(False, "", f"helm {command} printed more than {self.output_limit // 2**20} MiB",
-                              "output")
+            return HelmResult(False, "", f"helm {command} printed more than {self.output_limit // 2**20} MiB", "output")
         stderr = streams["stderr"].decode("utf-8", "replace")
         if proc.returncode == 2 and _GO_OUT_OF_MEMORY.search(stderr):  # 2: Go's exit status for a crash
-            return HelmResult(False, "", f"helm {command} needed more than {self.memory_limit // 2**20} MiB of "
-                              "memory", "memory")
+            return HelmResult(
+                False, "", f"helm {command} needed more than {self.memory_limit // 2**20} MiB of memory", "memory"
+            )
         if proc.returncode == 2 and (crash := _GO_CRASH.search(stderr)):
             # the goroutine dump says nothing to a chart's author and can run to megabytes
             return HelmResult(False, "", f"helm {command} crashed: {crash.group(0)[:300]}")

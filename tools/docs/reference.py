@@ -8,8 +8,9 @@ import click
 from olarespack.cli import main
 
 
-def _commands(group: click.Group, ctx: click.Context, path: list[str]) -> list[tuple[list[str], click.Command,
-                                                                                        click.Context]]:
+def _commands(
+    group: click.Group, ctx: click.Context, path: list[str]
+) -> list[tuple[list[str], click.Command, click.Context]]:
     found = []
     for name in sorted(group.list_commands(ctx)):
         command = group.get_command(ctx, name)
@@ -25,9 +26,17 @@ def _commands(group: click.Group, ctx: click.Context, path: list[str]) -> list[t
 def commands_markdown() -> str:
     """Every command's `--help`, in order, each under its own heading."""
     root = click.Context(main, info_name="olarespack")
-    lines = ["# Command reference", "",
-             "Every command's `--help`, as the installed olarespack prints it (written from the CLI at each build "
-             "of this site).", "", "```text", main.get_help(root), "```", ""]
+    lines = [
+        "# Command reference",
+        "",
+        "Every command's `--help`, as the installed olarespack prints it (written from the CLI at each build "
+        "of this site).",
+        "",
+        "```text",
+        main.get_help(root),
+        "```",
+        "",
+    ]
     for path, command, ctx in _commands(main, root, []):
         lines += [f"## olarespack {' '.join(path)}", "", "```text", command.get_help(ctx), "```", ""]
     return "\n".join(lines)

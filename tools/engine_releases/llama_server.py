@@ -130,8 +130,11 @@ def build_server(build: int, cache: Path) -> Path:
         # the sdist has no git history, so without this the binary reports "build 0"
         number = f"-DLLAMA_BUILD_NUMBER={build}"
         label = f"llama-server b{build}"
-        print(f"{label}: building from {sdist.filename} with {JOBS} jobs (first run only; log: {log})",
-              file=sys.stderr, flush=True)
+        print(
+            f"{label}: building from {sdist.filename} with {JOBS} jobs (first run only; log: {log})",
+            file=sys.stderr,
+            flush=True,
+        )
         _run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_FLAGS, number], log, label + " configure")
         _run(["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", JOBS], log, label)
         built = work / "build" / "bin" / "llama-server"

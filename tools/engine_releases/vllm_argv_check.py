@@ -53,6 +53,7 @@ CHILD_TIMEOUT = 600
 
 # ---- parent: render each app, as it is and moved, and read the command line its pod runs ----
 
+
 def moved_text(text: str, image: str) -> str:
     """The spec moved to `image`: engine.version (the release of a tag that names none) and a calibration
     measured on the old image no longer apply, so both go."""
@@ -103,8 +104,14 @@ def rendered_case(label: str, text: str) -> dict[str, Any]:
     if kind != "vllm" or argv[:2] != ["vllm", "serve"] or unresolved:
         raise SystemExit(f"{label}: not a `vllm serve` command line: {argv[:3]} {unresolved}")
     asked, release, wheel = release_of(spec)
-    return {"image": spec.engine.image, "release": asked, "table": release, "wheel": wheel, "argv": argv[2:],
-            "olarespack_refuses": [f"{p.path}: {p.message}" for p in refused]}
+    return {
+        "image": spec.engine.image,
+        "release": asked,
+        "table": release,
+        "wheel": wheel,
+        "argv": argv[2:],
+        "olarespack_refuses": [f"{p.path}: {p.message}" for p in refused],
+    }
 
 
 def app_cases(apps_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -118,8 +125,10 @@ def app_cases(apps_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
             continue
         label = f"apps/{path.name}"
         text = path.read_text(encoding="utf-8")
-        cases[spec.name] = {"own": dict(rendered_case(label, text), spec=label),
-                            "moved": dict(rendered_case(label, moved_text(text, MOVED_IMAGE)), spec=label)}
+        cases[spec.name] = {
+            "own": dict(rendered_case(label, text), spec=label),
+            "moved": dict(rendered_case(label, moved_text(text, MOVED_IMAGE)), spec=label),
+        }
     return cases
 
 
@@ -129,19 +138,34 @@ def run_release(wheel: str, argvs: dict[str, list[str]], python: str, cache: Pat
 
     zipped, meta = cache / f"vllm-{wheel}.sources.zip", cache / f"vllm-{wheel}.artifact.json"
     if not zipped.is_file():
-        raise SystemExit(f"{zipped} is missing: run olarespack releases refresh --engine vllm --out /tmp/x "
-                         f"{'.'.join(wheel.split('.')[:2])} first")
+        raise SystemExit(
+            f"{zipped} is missing: run olarespack releases refresh --engine vllm --out /tmp/x "
+            f"{'.'.join(wheel.split('.')[:2])} first"
+        )
     with tempfile.TemporaryDirectory(prefix="vllm-src-") as tmp:
         with zipfile.ZipFile(zipped) as archive:
             archive.extractall(tmp)
         answer = Path(tmp) / "answer.json"
         # HOME in the scratch folder, so nothing is cached; Hugging Face at a closed loopback port, so nothing
         # is fetched (not HF_HUB_OFFLINE: with it, EngineArgs swaps the model id for a local snapshot's path)
-        env = {"PYTHONPATH": tmp, "PATH": "/usr/bin:/bin", "HOME": tmp, "HF_ENDPOINT": "http://127.0.0.1:9",
-               "VLLM_NO_USAGE_STATS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-        done = subprocess.run([python, __file__, "--child", str(answer)], input=json.dumps(argvs),
-                              capture_output=True, text=True, env=env, cwd=tmp, check=False,
-                              timeout=CHILD_TIMEOUT)
+        env = {
+            "PYTHONPATH": tmp,
+            "PATH": "/usr/bin:/bin",
+            "HOME": tmp,
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+            "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_LOGGING_LEVEL": "WARNING",
+        }
+        done = subprocess.run(
+            [python, __file__, "--child", str(answer)],
+            input=json.dumps(argvs),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
+            check=False,
+            timeout=CHILD_TIMEOUT,
+        )
         if done.returncode or not answer.is_file():
             raise SystemExit(f"vLLM {wheel}: the child failed: {done.stderr.strip()[-3000:]}")
         results: dict[str, Any] = json.loads(answer.read_text())
@@ -155,7 +179,7 @@ def controls(argv: list[str]) -> dict[str, list[str]]:
     if "--speculative-config" in argv:
         at = argv.index("--speculative-config") + 1
         broken = dict(json.loads(argv[at]), method=BAD_METHOD, **{BAD_KEY: 1})
-        found["bad_speculative"] = [*argv[:at], json.dumps(broken), *argv[at + 1:]]
+        found["bad_speculative"] = [*argv[:at], json.dumps(broken), *argv[at + 1 :]]
     return found
 
 
@@ -173,13 +197,21 @@ def check(apps_dir: Path, python: str, cache: Path) -> dict[str, Any]:
         apps[name] = {}
         for which, case in pair.items():
             said = releases[case["wheel"]]["results"]
-            apps[name][which] = dict(case, **said[f"{name}/{which}"], controls={
-                control: said[f"{name}/{which}/{control}"] for control in controls(case["argv"])})
-    return {"moved_image": MOVED_IMAGE, "control_flag": CONTROL_FLAG,
-            "artifacts": {wheel: found["artifact"] for wheel, found in releases.items()}, "apps": apps}
+            apps[name][which] = dict(
+                case,
+                **said[f"{name}/{which}"],
+                controls={control: said[f"{name}/{which}/{control}"] for control in controls(case["argv"])},
+            )
+    return {
+        "moved_image": MOVED_IMAGE,
+        "control_flag": CONTROL_FLAG,
+        "artifacts": {wheel: found["artifact"] for wheel, found in releases.items()},
+        "apps": apps,
+    }
 
 
 # ---- child: one release's parser, from its own sources ----
+
 
 def install_stand_in_platform() -> None:
     """A CUDA platform that loads nothing: vLLM's parser and EngineArgs ask the platform for the device
@@ -305,11 +337,15 @@ def main() -> int:
     args.out.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     for name, pair in found["apps"].items():
         for which, case in pair.items():
-            refused = ", ".join(f"{control} {said['parser']}/{said.get('speculative_config', '-')}"
-                                for control, said in case["controls"].items())
-            print(f"{name} {which} (vLLM {case['wheel']}): parser {case['parser']}, engine args "
-                  f"{case.get('engine_args', '-')}, speculative {case.get('speculative_config', '-')}; "
-                  f"controls: {refused}")
+            refused = ", ".join(
+                f"{control} {said['parser']}/{said.get('speculative_config', '-')}"
+                for control, said in case["controls"].items()
+            )
+            print(
+                f"{name} {which} (vLLM {case['wheel']}): parser {case['parser']}, engine args "
+                f"{case.get('engine_args', '-')}, speculative {case.get('speculative_config', '-')}; "
+                f"controls: {refused}"
+            )
     return 0
 
 

@@ -22,8 +22,10 @@ MAX_LEVELS = 8
 MAX_CONCURRENCY = 64
 MAX_DEPTH = 262_144  # tokens: 1 MiB of filler text at most
 CHARS_PER_TOKEN = 4  # the filler's estimate; the server's prompt_tokens say what it was
-FILLER = ("The archive keeps a record of every ship that entered the harbour, its cargo, its crew and the weather "
-          "on the day it arrived. ")
+FILLER = (
+    "The archive keeps a record of every ship that entered the harbour, its cargo, its crew and the weather "
+    "on the day it arrived. "
+)
 
 
 def _body(settings: Settings, depth: int) -> dict[str, Any]:
@@ -65,16 +67,28 @@ class Cell:
 
     def summary(self) -> dict[str, Any]:
         ttfts = [run.ttft_ms for run in self.runs if run.ttft_ms is not None]
-        return {"depth": self.depth, "concurrency": self.concurrency, "requests": len(self.runs),
-                "prompt_tokens": round(statistics.fmean(self.prompt_tokens)) if self.prompt_tokens else None,
-                "ttft_ms": statistics.fmean(ttfts) if ttfts else None,
-                "tps_per_request": statistics.fmean(run.tps for run in self.runs),
-                "tps_total": statistics.fmean(self.round_rates), "tps_source": self.runs[0].source}
+        return {
+            "depth": self.depth,
+            "concurrency": self.concurrency,
+            "requests": len(self.runs),
+            "prompt_tokens": round(statistics.fmean(self.prompt_tokens)) if self.prompt_tokens else None,
+            "ttft_ms": statistics.fmean(ttfts) if ttfts else None,
+            "tps_per_request": statistics.fmean(run.tps for run in self.runs),
+            "tps_total": statistics.fmean(self.round_rates),
+            "tps_source": self.runs[0].source,
+        }
 
 
-def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, engine: EngineBench,
-             concurrencies: tuple[int, ...], depths: tuple[int, ...],
-             say: Callable[[str], None] = lambda _: None) -> tuple[list[Cell], str | None]:
+def run_grid(
+    url: str,
+    api_key: str | None,
+    limits: Limits,
+    settings: Settings,
+    engine: EngineBench,
+    concurrencies: tuple[int, ...],
+    depths: tuple[int, ...],
+    say: Callable[[str], None] = lambda _: None,
+) -> tuple[list[Cell], str | None]:
     """Every cell measured in turn (depths outer, concurrency inner): the cells, and why the grid stopped at the
     first cell that failed (None when all were measured). BenchError from the warm-ups."""
     servers = [Server(url, api_key, limits) for _ in range(max(concurrencies))]
@@ -98,9 +112,14 @@ def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, 
                         wall = time.monotonic() - started
                         for number, reply in enumerate(replies, start=1):
                             try:
-                                run = measure(reply, engine, len(cell.runs) + 1, False,
-                                              f"{shown} depth {depth}, concurrency {concurrency}, round "
-                                              f"{round_index}, request {number}")
+                                run = measure(
+                                    reply,
+                                    engine,
+                                    len(cell.runs) + 1,
+                                    False,
+                                    f"{shown} depth {depth}, concurrency {concurrency}, round "
+                                    f"{round_index}, request {number}",
+                                )
                             except BenchError as exc:
                                 return cells, str(exc)
                             cell.runs.append(run)
@@ -108,8 +127,10 @@ def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, 
                                 cell.prompt_tokens.append(reply.prompt_tokens)
                         cell.round_rates.append(sum(r.completion_tokens for r in replies) / wall)
                     summary = cell.summary()
-                    say(f"depth {depth}, concurrency {concurrency}: {summary['tps_per_request']:.2f} t/s a request, "
-                        f"{summary['tps_total']:.2f} t/s in all")
+                    say(
+                        f"depth {depth}, concurrency {concurrency}: {summary['tps_per_request']:.2f} t/s a request, "
+                        f"{summary['tps_total']:.2f} t/s in all"
+                    )
                     cells.append(cell)
         return cells, None
     finally:
@@ -118,15 +139,23 @@ def run_grid(url: str, api_key: str | None, limits: Limits, settings: Settings, 
 
 
 def grid_table(shown: str, settings: Settings, cells: list[Cell]) -> list[str]:
-    lines = [f"bench {shown}: model {settings.model}, prompt {settings.prompt_name} after DEPTH tokens of filler, "
-             f"max_tokens {settings.max_tokens}, {settings.runs} round(s) a cell",
-             f"{'depth':>7} {'conc':>5} {'prompt tok':>10} {'ttft ms':>9} {'t/s each':>9} {'t/s total':>10}"]
+    lines = [
+        f"bench {shown}: model {settings.model}, prompt {settings.prompt_name} after DEPTH tokens of filler, "
+        f"max_tokens {settings.max_tokens}, {settings.runs} round(s) a cell",
+        f"{'depth':>7} {'conc':>5} {'prompt tok':>10} {'ttft ms':>9} {'t/s each':>9} {'t/s total':>10}",
+    ]
     for cell in cells:
         s = cell.summary()
         ttft = f"{s['ttft_ms']:.0f}" if s["ttft_ms"] is not None else "-"
         prompt = str(s["prompt_tokens"]) if s["prompt_tokens"] is not None else "-"
-        lines.append(f"{cell.depth:>7} {cell.concurrency:>5} {prompt:>10} {ttft:>9} {s['tps_per_request']:>9.2f} "
-                     f"{s['tps_total']:>10.2f}")
-    lines.append(f"t/s each: a request's decode rate ({cells[0].runs[0].source}, as bench defines it); t/s total: "
-                 "all tokens of a round over its time; ttft: to the first event with text" if cells else "no cell")
+        lines.append(
+            f"{cell.depth:>7} {cell.concurrency:>5} {prompt:>10} {ttft:>9} {s['tps_per_request']:>9.2f} "
+            f"{s['tps_total']:>10.2f}"
+        )
+    lines.append(
+        f"t/s each: a request's decode rate ({cells[0].runs[0].source}, as bench defines it); t/s total: "
+        "all tokens of a round over its time; ttft: to the first event with text"
+        if cells
+        else "no cell"
+    )
     return lines

@@ -66,26 +66,52 @@ printf '### end\\n'
 
 def _env(url: str, settings: Settings, engine: EngineBench, limits: Limits) -> dict[str, str]:
     body = replace(settings, stream=False).body()
-    header = {"model": settings.model, "prompt": settings.prompt_name, "max_tokens": settings.max_tokens,
-              "temperature": settings.temperature, "top_p": settings.top_p, "warmups": settings.warmups,
-              "runs": settings.runs}
-    return {"BENCH_URL": url, "BENCH_METRICS": engine.metrics_path or "",
-            "BENCH_TOTAL": str(settings.warmups + settings.runs), "BENCH_WARMUPS": str(settings.warmups),
-            "BENCH_RUN_S": f"{limits.run_s:g}", "BENCH_HEADER": json.dumps(header, separators=(",", ":")),
-            "BENCH_REQUEST": json.dumps(body, separators=(",", ":"), ensure_ascii=False)}
+    header = {
+        "model": settings.model,
+        "prompt": settings.prompt_name,
+        "max_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "warmups": settings.warmups,
+        "runs": settings.runs,
+    }
+    return {
+        "BENCH_URL": url,
+        "BENCH_METRICS": engine.metrics_path or "",
+        "BENCH_TOTAL": str(settings.warmups + settings.runs),
+        "BENCH_WARMUPS": str(settings.warmups),
+        "BENCH_RUN_S": f"{limits.run_s:g}",
+        "BENCH_HEADER": json.dumps(header, separators=(",", ":")),
+        "BENCH_REQUEST": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+    }
 
 
-def exec_argv(app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench,
-              limits: Limits) -> list[str]:
+def exec_argv(
+    app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench, limits: Limits
+) -> list[str]:
     """The `kubectl exec` command that runs the loop (its last item) in the engine's container, against the server
     on loopback."""
     env = _env(f"http://127.0.0.1:{port}", settings, engine, limits)
-    return ["kubectl", "exec", "-n", namespace, f"deploy/{app}", "-c", container, "--", "env",
-            *(f"{k}={v}" for k, v in env.items()), "sh", "-c", SCRIPT]
+    return [
+        "kubectl",
+        "exec",
+        "-n",
+        namespace,
+        f"deploy/{app}",
+        "-c",
+        container,
+        "--",
+        "env",
+        *(f"{k}={v}" for k, v in env.items()),
+        "sh",
+        "-c",
+        SCRIPT,
+    ]
 
 
-def exec_command(app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench,
-                 limits: Limits) -> str:
+def exec_command(
+    app: str, namespace: str, container: str, port: int, settings: Settings, engine: EngineBench, limits: Limits
+) -> str:
     """The `kubectl exec` line, its log written to bench.log."""
     argv = exec_argv(app, namespace, container, port, settings, engine, limits)
     return " ".join(shlex.quote(item) for item in argv) + " > bench.log"
@@ -96,26 +122,45 @@ def job(app: str, namespace: str, port: int, settings: Settings, engine: EngineB
     env = _env(f"http://{app}:{port}", settings, engine, limits)
     total = settings.warmups + settings.runs
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": f"{app}-bench", "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "olarespack", "app.kubernetes.io/component": "bench"}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{app}-bench",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "olarespack", "app.kubernetes.io/component": "bench"},
+        },
         "spec": {
             "backoffLimit": 0,  # a failed bench is read, not retried into a second set of runs
             "activeDeadlineSeconds": int(total * limits.run_s + 300),
             "ttlSecondsAfterFinished": 86_400,
-            "template": {"spec": {
-                "restartPolicy": "Never", "automountServiceAccountToken": False,
-                "securityContext": {"runAsNonRoot": True, "runAsUser": CURL_USER,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "bench", "image": CURL_IMAGE, "command": ["sh", "-c", SCRIPT],
-                    "env": [{"name": k, "value": v} for k, v in env.items()],
-                    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
-                                  "limits": {"cpu": "500m", "memory": "128Mi"}},
-                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
-                }],
-            }},
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": CURL_USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "bench",
+                            "image": CURL_IMAGE,
+                            "command": ["sh", "-c", SCRIPT],
+                            "env": [{"name": k, "value": v} for k, v in env.items()],
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "32Mi"},
+                                "limits": {"cpu": "500m", "memory": "128Mi"},
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                }
+            },
         },
     }
 
@@ -124,8 +169,10 @@ class _Literal(yaml.SafeDumper):
     """Multi-line strings (the script) as literal blocks, so the printed Job reads like the script it runs."""
 
 
-_Literal.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+_Literal.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
+)
 
 
 def job_yaml(document: dict[str, Any]) -> str:
@@ -139,25 +186,35 @@ def _sections(text: str, where: str) -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
     for line in text.split("\n"):  # not splitlines: U+2028 and friends may sit inside a JSON answer
         if line.startswith(MARK):
-            found.append((line[len(MARK):].strip(), []))
+            found.append((line[len(MARK) :].strip(), []))
         elif found:
             found[-1][1].append(line)
     if not found or not found[0][0].startswith(HEADER + " "):
-        raise BenchError(f"{where}: not a bench log (it starts with no `### {HEADER}` line): give the output of "
-                         "the Job or the kubectl exec line that `olarespack bench box --job/--exec` prints")
+        raise BenchError(
+            f"{where}: not a bench log (it starts with no `### {HEADER}` line): give the output of "
+            "the Job or the kubectl exec line that `olarespack bench box --job/--exec` prints"
+        )
     return found
 
 
 def _header(line: str, where: str) -> Settings:
     try:
-        header = boundedjson.loads(line[len(HEADER):])
-        settings = Settings(model=str(header["model"]), prompt="", prompt_name=str(header["prompt"]),
-                            max_tokens=int(header["max_tokens"]), temperature=float(header["temperature"]),
-                            top_p=float(header["top_p"]), warmups=int(header["warmups"]), runs=int(header["runs"]),
-                            stream=False)
+        header = boundedjson.loads(line[len(HEADER) :])
+        settings = Settings(
+            model=str(header["model"]),
+            prompt="",
+            prompt_name=str(header["prompt"]),
+            max_tokens=int(header["max_tokens"]),
+            temperature=float(header["temperature"]),
+            top_p=float(header["top_p"]),
+            warmups=int(header["warmups"]),
+            runs=int(header["runs"]),
+            stream=False,
+        )
     except (KeyError, TypeError, ValueError):
-        raise BenchError(f"{where}: the `### {HEADER}` line does not say the method (model, prompt, max_tokens, "
-                         "...)") from None
+        raise BenchError(
+            f"{where}: the `### {HEADER}` line does not say the method (model, prompt, max_tokens, ...)"
+        ) from None
     if not (0 < settings.max_tokens <= 1_000_000 and 0 <= settings.warmups <= 100 and 0 < settings.runs <= 1_000):
         raise BenchError(f"{where}: the `### {HEADER}` line asks for an impossible bench")
     return settings
@@ -170,8 +227,10 @@ def _gpu_mode(sections: list[tuple[str, list[str]]], given: str | None, where: s
         raise BenchError(f"{where}: `### gpu-mode {logged[:20]}` is not a share mode Olares gives (0, 1 or 2)")
     found = GPU_MODES.get(logged)
     if found and given and found != given:
-        raise BenchError(f"{where}: the pod ran with its GPU in {found} mode (CUDA_DEVICE_GPU_MODE_0={logged}), "
-                         f"not {given} as --gpu-mode says: leave --gpu-mode out, the log says it")
+        raise BenchError(
+            f"{where}: the pod ran with its GPU in {found} mode (CUDA_DEVICE_GPU_MODE_0={logged}), "
+            f"not {given} as --gpu-mode says: leave --gpu-mode out, the log says it"
+        )
     return found or given
 
 
@@ -182,8 +241,10 @@ def read_log(text: str, name: str, engine: EngineBench, gpu_mode: str | None = N
     settings = replace(_header(sections[0][0], name), gpu_mode=_gpu_mode(sections, gpu_mode, name))
     total = settings.warmups + settings.runs
     if sections[-1][0] != "end":
-        raise BenchError(f"{name}: the log has no `### end` line: the loop did not finish (see the Job's events, or "
-                         "the exec's errors)")
+        raise BenchError(
+            f"{name}: the log has no `### end` line: the loop did not finish (see the Job's events, or "
+            "the exec's errors)"
+        )
     metrics: dict[str, str] = {}
     runs = []
     for index, (title, lines) in enumerate(sections[1:-1], 1):
@@ -194,11 +255,13 @@ def read_log(text: str, name: str, engine: EngineBench, gpu_mode: str | None = N
             seconds_title = sections[index + 1][0]
             runs.append(_run(int(arg), "\n".join(lines), seconds_title, settings, engine, f"{name}: response {arg}"))
     if [run_number for run_number, _ in runs] != list(range(1, total + 1)):
-        raise BenchError(f"{name}: {len(runs)} timed response(s), numbered {[n for n, _ in runs][:12]}, for the "
-                         f"{total} requests the header announces")
+        raise BenchError(
+            f"{name}: {len(runs)} timed response(s), numbered {[n for n, _ in runs][:12]}, for the "
+            f"{total} requests the header announces"
+        )
     measured = [run for _, run in runs]
     one_definition(measured, name)
-    warmups, kept = measured[:settings.warmups], measured[settings.warmups:]
+    warmups, kept = measured[: settings.warmups], measured[settings.warmups :]
     counts: DraftCounts | None
     notes: list[str] = []
     if engine.metrics_path:
@@ -207,8 +270,10 @@ def read_log(text: str, name: str, engine: EngineBench, gpu_mode: str | None = N
             counts = drafts_between(before, after, name)
         except TruncatedMetrics as exc:
             counts = None
-            notes.append(f"the log's {engine.metrics_path}: {exc}, read only in part: no speculative acceptance (a "
-                         "sum of part of the counters is not the acceptance)")
+            notes.append(
+                f"the log's {engine.metrics_path}: {exc}, read only in part: no speculative acceptance (a "
+                "sum of part of the counters is not the acceptance)"
+            )
         if counts is None and not notes:
             notes.append(f"no drafting counters at {engine.metrics_path} in the log")
     else:
@@ -216,8 +281,9 @@ def read_log(text: str, name: str, engine: EngineBench, gpu_mode: str | None = N
     return Result(name, settings, kept, warmups, counts, engine.counter_source if counts else "", notes)
 
 
-def _run(number: int, body: str, seconds_title: str, settings: Settings, engine: EngineBench,
-         where: str) -> tuple[int, Any]:
+def _run(
+    number: int, body: str, seconds_title: str, settings: Settings, engine: EngineBench, where: str
+) -> tuple[int, Any]:
     kind, _, value = seconds_title.partition(" ")
     try:
         seconds = float(value) if kind == "seconds" else -1.0

@@ -78,16 +78,27 @@ def check_patchable(file: str, field: str, base: Rendered, variant: Rendered, co
     at, _ = _engine_container(base.deployment, container)
     refuse = None
     if variant.others != base.others:
-        changed = next(name for name in sorted(set(base.others) | set(variant.others))
-                       if base.others.get(name) != variant.others.get(name))
+        changed = next(
+            name
+            for name in sorted(set(base.others) | set(variant.others))
+            if base.others.get(name) != variant.others.get(name)
+        )
         refuse = f"it changes {changed}"
     elif (before := _without(base.deployment, at)) != (after := _without(variant.deployment, at)):
         refuse = f"it changes the Deployment's {_first_difference(before, after)}"
     if refuse:
-        raise ProblemsError([Problem(file, field, f"sweep {field}={variant.value} in the box: {refuse}, beyond the "
-                                     f"{container} container's args and env values that a patch changes",
-                                     "sweep it locally (--tiny or --models), or install the chart once per value",
-                                     rule="bump")])
+        raise ProblemsError(
+            [
+                Problem(
+                    file,
+                    field,
+                    f"sweep {field}={variant.value} in the box: {refuse}, beyond the "
+                    f"{container} container's args and env values that a patch changes",
+                    "sweep it locally (--tiny or --models), or install the chart once per value",
+                    rule="bump",
+                )
+            ]
+        )
 
 
 def _base(at: int) -> str:
@@ -100,13 +111,17 @@ def patch(base: Rendered, target: Rendered, container: str) -> list[dict[str, An
     at, engine = _engine_container(base.deployment, container)
     _, wanted = _engine_container(target.deployment, container)
     root = _base(at)
-    ops: list[dict[str, Any]] = [{"op": "test", "path": f"{root}/name", "value": container},
-                                 {"op": "test", "path": f"{root}/image", "value": engine.get("image")}]
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": f"{root}/name", "value": container},
+        {"op": "test", "path": f"{root}/image", "value": engine.get("image")},
+    ]
     if "args" in wanted:  # `add` sets a member whether or not it is there (RFC 6902 4.1)
         ops.append({"op": "add", "path": f"{root}/args", "value": wanted["args"]})
     for index, entry in enumerate(wanted.get("env") or []):
-        ops += [{"op": "test", "path": f"{root}/env/{index}/name", "value": entry.get("name")},
-                {"op": "replace", "path": f"{root}/env/{index}", "value": entry}]
+        ops += [
+            {"op": "test", "path": f"{root}/env/{index}/name", "value": entry.get("name")},
+            {"op": "replace", "path": f"{root}/env/{index}", "value": entry},
+        ]
     return ops
 
 
@@ -131,8 +146,10 @@ def installed_check(base: Rendered, container: str, env_indexes: list[int]) -> l
     """A patch of `test`s alone: the installed Deployment runs the spec's render (image, args, the swept env)."""
     at, engine = _engine_container(base.deployment, container)
     root = _base(at)
-    ops: list[dict[str, Any]] = [{"op": "test", "path": f"{root}/name", "value": container},
-                                 {"op": "test", "path": f"{root}/image", "value": engine.get("image")}]
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": f"{root}/name", "value": container},
+        {"op": "test", "path": f"{root}/image", "value": engine.get("image")},
+    ]
     if "args" in engine:
         ops.append({"op": "test", "path": f"{root}/args", "value": engine["args"]})
     env = engine.get("env") or []
@@ -144,59 +161,76 @@ def rollout_seconds(deployment: dict[str, Any], container: str) -> int:
     """How long a rollout may take: the startup probe's whole budget, plus a margin."""
     _, engine = _engine_container(deployment, container)
     probe = engine.get("startupProbe") or {}
-    budget = int(probe.get("periodSeconds", 10)) * int(probe.get("failureThreshold", 3)) + \
-        int(probe.get("initialDelaySeconds", 0))
+    budget = int(probe.get("periodSeconds", 10)) * int(probe.get("failureThreshold", 3)) + int(
+        probe.get("initialDelaySeconds", 0)
+    )
     return budget + ROLLOUT_MARGIN_S
 
 
-def script(app: str, namespace: str, container: str, field: str, renders: list[Rendered], base: Rendered,
-           bench_argv: list[str], version: str) -> str:
+def script(
+    app: str,
+    namespace: str,
+    container: str,
+    field: str,
+    renders: list[Rendered],
+    base: Rendered,
+    bench_argv: list[str],
+    version: str,
+) -> str:
     """The shell script that runs the sweep in the box (kubectl on the box or with its kubeconfig); bench_argv is
     the in-box bench's `kubectl exec` command, the loop's script its last item."""
     indexes = swept_env([base, *renders], container)
     timeout = rollout_seconds(base.deployment, container)
 
     def kubectl_patch(ops: list[dict[str, Any]]) -> str:
-        return (f"kubectl -n {shlex.quote(namespace)} patch deployment {shlex.quote(app)} --type=json -p "
-                f"{shlex.quote(json.dumps(ops, separators=(',', ':'), ensure_ascii=False))}")
+        return (
+            f"kubectl -n {shlex.quote(namespace)} patch deployment {shlex.quote(app)} --type=json -p "
+            f"{shlex.quote(json.dumps(ops, separators=(',', ':'), ensure_ascii=False))}"
+        )
 
     rollout = f"kubectl -n {shlex.quote(namespace)} rollout status deployment/{shlex.quote(app)} --timeout={timeout}s"
     values = _comment(", ".join(str(r.value) for r in renders))
     again = shlex.quote(f"{field}={','.join(str(r.value) for r in renders)}")
-    lines = ["#!/bin/sh",
-             "# $(VAR) in the patches is Kubernetes' reference, $VAR in the loop the pod's: single quotes on purpose",
-             "# shellcheck disable=SC2016",
-             f"# olarespack: the in-box sweep of {app} {version}, {field} = {values}",
-             "# Each value: the Deployment patched, its rollout awaited, the bench run in the new pod; then the",
-             "# spec's value put back (also when a step fails). The logs are read back here with",
-             f"#   olarespack bench sweep SPEC {_comment(again)} --responses .",
-             "set -eu",
-             "# the installed app must be the spec's render (its image, args and swept env), so putting it back",
-             "# restores what was installed",
-             kubectl_patch(installed_check(base, container, indexes)) + " --dry-run=server > /dev/null",
-             "restore() {",
-             f"  {kubectl_patch(narrowed(patch(base, base, container), indexes))}",
-             f"  {rollout}",
-             "}",
-             "trap restore EXIT",
-             "trap 'exit 130' INT TERM  # an interrupted sweep puts the value back too (exit runs the EXIT trap)",
-             "# the bench loop, run by the pod's sh",
-             f"LOOP={shlex.quote(bench_argv[-1])}",
-             "bench() {",
-             f"  {' '.join(shlex.quote(item) for item in bench_argv[:-1])} \"$LOOP\" > \"$1\"",
-             "}"]
-    pod_log = (f"kubectl -n {shlex.quote(namespace)} logs deployment/{shlex.quote(app)} -c {shlex.quote(container)} "
-               f"--tail={POD_LOG_LINES}")
+    lines = [
+        "#!/bin/sh",
+        "# $(VAR) in the patches is Kubernetes' reference, $VAR in the loop the pod's: single quotes on purpose",
+        "# shellcheck disable=SC2016",
+        f"# olarespack: the in-box sweep of {app} {version}, {field} = {values}",
+        "# Each value: the Deployment patched, its rollout awaited, the bench run in the new pod; then the",
+        "# spec's value put back (also when a step fails). The logs are read back here with",
+        f"#   olarespack bench sweep SPEC {_comment(again)} --responses .",
+        "set -eu",
+        "# the installed app must be the spec's render (its image, args and swept env), so putting it back",
+        "# restores what was installed",
+        kubectl_patch(installed_check(base, container, indexes)) + " --dry-run=server > /dev/null",
+        "restore() {",
+        f"  {kubectl_patch(narrowed(patch(base, base, container), indexes))}",
+        f"  {rollout}",
+        "}",
+        "trap restore EXIT",
+        "trap 'exit 130' INT TERM  # an interrupted sweep puts the value back too (exit runs the EXIT trap)",
+        "# the bench loop, run by the pod's sh",
+        f"LOOP={shlex.quote(bench_argv[-1])}",
+        "bench() {",
+        f'  {" ".join(shlex.quote(item) for item in bench_argv[:-1])} "$LOOP" > "$1"',
+        "}",
+    ]
+    pod_log = (
+        f"kubectl -n {shlex.quote(namespace)} logs deployment/{shlex.quote(app)} -c {shlex.quote(container)} "
+        f"--tail={POD_LOG_LINES}"
+    )
     for index, render in enumerate(renders, start=1):
         log = log_name(index)
-        lines += [f"echo {shlex.quote(f'--- {field} = {render.value} ({index}/{len(renders)})')} >&2",
-                  kubectl_patch(narrowed(patch(base, render, container), indexes)),
-                  f"if {rollout}; then",
-                  f"  bench {log}",
-                  "else  # the value's pod did not become ready: its engine's last words, and on to the next value",
-                  f"  printf '{ROLLOUT_FAILED}\\n' > {log}",
-                  f"  {pod_log} >> {log} 2>&1 || true",
-                  "fi"]
+        lines += [
+            f"echo {shlex.quote(f'--- {field} = {render.value} ({index}/{len(renders)})')} >&2",
+            kubectl_patch(narrowed(patch(base, render, container), indexes)),
+            f"if {rollout}; then",
+            f"  bench {log}",
+            "else  # the value's pod did not become ready: its engine's last words, and on to the next value",
+            f"  printf '{ROLLOUT_FAILED}\\n' > {log}",
+            f"  {pod_log} >> {log} 2>&1 || true",
+            "fi",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -232,8 +266,9 @@ def _comment(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]", "?", printable(text))
 
 
-def read_logs(folder: Path, count: int, read: Callable[[str, str], Result], refusal: Callable[[str], str | None],
-              field: str) -> list[Result | str]:
+def read_logs(
+    folder: Path, count: int, read: Callable[[str, str], Result], refusal: Callable[[str], str | None], field: str
+) -> list[Result | str]:
     """Each value's log from the folder (sweep-1.log ...), read by `read(text, name)`, or why that value was not
     measured (its pod never became ready, with the engine's words by `refusal`; a log that is not a finished
     bench); BenchError naming a missing log."""
@@ -243,15 +278,17 @@ def read_logs(folder: Path, count: int, read: Callable[[str, str], Result], refu
     for index in range(1, count + 1):
         path = folder / log_name(index)
         if not path.is_file():
-            raise BenchError(f"{path}: no log of value {index} of {field} (the in-box sweep writes "
-                             f"{log_name(1)} to {log_name(count)} in the folder it runs in)")
+            raise BenchError(
+                f"{path}: no log of value {index} of {field} (the in-box sweep writes "
+                f"{log_name(1)} to {log_name(count)} in the folder it runs in)"
+            )
         with path.open("rb") as handle:
             data = handle.read(MAX_LOG + 1)
         if len(data) > MAX_LOG:
             raise BenchError(f"{path}: larger than {MAX_LOG >> 20} MiB, not a bench log")
         text = data.decode("utf-8", errors="replace")
         if text.startswith(ROLLOUT_FAILED):
-            said = refusal(text[len(ROLLOUT_FAILED):])
+            said = refusal(text[len(ROLLOUT_FAILED) :])
             found.append(f"the pod did not become ready (the rollout timed out){': ' + said if said else ''}")
             continue
         try:

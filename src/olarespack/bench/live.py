@@ -33,8 +33,9 @@ def pick_model(listed: list[str], wanted: str | None, served: str | None, where:
     if len(listed) == 1:
         notes = [f"the server serves {_names(listed)}, not the spec's {served}"] if served else []
         return listed[0], notes
-    raise BenchError(f"{where}: serves {_names(listed[:10])}, none of them the spec's {served or 'model'}: say "
-                     "which with --model")
+    raise BenchError(
+        f"{where}: serves {_names(listed[:10])}, none of them the spec's {served or 'model'}: say which with --model"
+    )
 
 
 def _names(listed: list[str]) -> str:
@@ -60,8 +61,10 @@ def _counters(server: Server, engine: EngineBench, notes: list[str]) -> DraftCou
             raise TruncatedMetrics(f"over {MAX_METRICS >> 20} MiB")
         return engine.draft_counts(text)
     except TruncatedMetrics as exc:
-        note = (f"GET {engine.metrics_path}: {exc}, read only in part: no speculative acceptance (a sum of part of "
-                "the counters is not the acceptance)")
+        note = (
+            f"GET {engine.metrics_path}: {exc}, read only in part: no speculative acceptance (a sum of part of "
+            "the counters is not the acceptance)"
+        )
         if note not in notes:
             notes.append(note)
         raise _Partial from None

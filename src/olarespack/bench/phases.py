@@ -26,8 +26,7 @@ class SlowPhase:
 
     @property
     def fell_back(self) -> bool:
-        return self.acceptance is not None and bool(self.others) and \
-            self.acceptance < FELL_BACK * (self.others or 0)
+        return self.acceptance is not None and bool(self.others) and self.acceptance < FELL_BACK * (self.others or 0)
 
     @property
     def runs(self) -> list[int]:
@@ -43,8 +42,14 @@ class SlowPhase:
         return f"{said}: a slow phase (another app on the GPU, time slicing, a lower clock)"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "share_of_median": round(self.share, 3), "acceptance": self.acceptance,
-                "acceptance_others": self.others, "fell_back": self.fell_back, "said": self.describe()}
+        return {
+            "runs": self.runs,
+            "share_of_median": round(self.share, 3),
+            "acceptance": self.acceptance,
+            "acceptance_others": self.others,
+            "fell_back": self.fell_back,
+            "said": self.describe(),
+        }
 
 
 def _percent(drafted: int, accepted: int) -> float | None:
@@ -69,11 +74,11 @@ def slow_phase(rates: Sequence[float], drafts: Sequence[tuple[int, int] | None])
     if best is None:
         return None
     first, last = best
-    inside = [d for d in drafts[first:last + 1] if d is not None]
+    inside = [d for d in drafts[first : last + 1] if d is not None]
     outside = [d for i, d in enumerate(drafts) if d is not None and not first <= i <= last]
     acceptance = others = None
     if inside and outside and len(inside) == last - first + 1:
         acceptance = _percent(sum(d[0] for d in inside), sum(d[1] for d in inside))
         others = _percent(sum(d[0] for d in outside), sum(d[1] for d in outside))
-    share = statistics.median(rates[first:last + 1]) / median
+    share = statistics.median(rates[first : last + 1]) / median
     return SlowPhase(first + 1, last + 1, share, acceptance, others)

@@ -29,7 +29,7 @@ PROMPT = "space-invaders"  # the shipped prompt of the seed posts
 MAX_RATE = 1_000_000.0
 DEFINITIONS = {
     "server": "the server's own decode rate (timings.predicted_per_second: tokens decoded, or decode steps in newer "
-              "llama.cpp builds, over the decode time)",
+    "llama.cpp builds, over the decode time)",
     "stream": "(completion tokens - 1) / first to last streamed token, the client's clock (vLLM bench's 1/TPOT)",
     "request": "completion tokens / the whole request, the client's clock (prompt processing included)",
 }
@@ -55,9 +55,14 @@ class Settings:
     gpu_mode: str | None = None  # the GPU mode the app ran in (bench/phases.py GPU_MODES), where known
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": self.prompt}],
-                                "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                                "stream": self.stream}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": self.prompt}],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "stream": self.stream,
+        }
         if self.stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -97,8 +102,10 @@ def measure(reply: Reply, engine: EngineBench, index: int, warmup: bool, where: 
     elif reply.first_token_s is not None and reply.last_token_s is not None:
         span = reply.last_token_s - reply.first_token_s
         if tokens < 2 or span <= 0:
-            raise BenchError(f"{label}: {tokens} token(s) in one streamed event: no decode time to measure "
-                             "(raise --max-tokens, or measure with --no-stream)")
+            raise BenchError(
+                f"{label}: {tokens} token(s) in one streamed event: no decode time to measure "
+                "(raise --max-tokens, or measure with --no-stream)"
+            )
         tps, source = (tokens - 1) / span, "stream"
     else:
         if reply.seconds <= 0:
@@ -151,44 +158,67 @@ class Result:
 
     def summary(self) -> dict[str, Any]:
         rates = self.rates
-        return {"tps_avg": statistics.fmean(rates), "tps_peak": max(rates), "tps_min": min(rates),
-                "tps_sigma": self.sigma, "tps_source": self.source, "runs": len(rates),
-                "ttft_ms": self.ttft_ms, "acceptance": self.acceptance,
-                "drafted": self.counts.drafted if self.counts else None,
-                "accepted": self.counts.accepted if self.counts else None}
+        return {
+            "tps_avg": statistics.fmean(rates),
+            "tps_peak": max(rates),
+            "tps_min": min(rates),
+            "tps_sigma": self.sigma,
+            "tps_source": self.source,
+            "runs": len(rates),
+            "ttft_ms": self.ttft_ms,
+            "acceptance": self.acceptance,
+            "drafted": self.counts.drafted if self.counts else None,
+            "accepted": self.counts.accepted if self.counts else None,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         settings = asdict(self.settings)
         settings.pop("prompt")
-        return {"url": self.url, "settings": settings, "definition": DEFINITIONS[self.source],
-                "summary": self.summary(), "runs": [asdict(run) for run in self.runs],
-                "warmups": [asdict(run) for run in self.warmups], "acceptance_source": self.counter_source or None,
-                "slow_phase": self.slow.as_dict() if self.slow else None, "notes": self.notes}
+        return {
+            "url": self.url,
+            "settings": settings,
+            "definition": DEFINITIONS[self.source],
+            "summary": self.summary(),
+            "runs": [asdict(run) for run in self.runs],
+            "warmups": [asdict(run) for run in self.warmups],
+            "acceptance_source": self.counter_source or None,
+            "slow_phase": self.slow.as_dict() if self.slow else None,
+            "notes": self.notes,
+        }
 
     def table(self) -> list[str]:
         s = self.settings
-        lines = [f"bench {self.url}: model {s.model}, prompt {s.prompt_name}, max_tokens {s.max_tokens}, temperature "
-                 f"{s.temperature:g}, top_p {s.top_p:g}, {len(self.warmups)} warm-up(s), {len(self.runs)} run(s)"
-                 + ("" if s.stream else ", not streamed") + (f", GPU {s.gpu_mode}" if s.gpu_mode else ""),
-                 f"{'run':>4} {'tokens':>7} {'t/s':>9} {'ttft ms':>8} {'seconds':>8}"]
+        lines = [
+            f"bench {self.url}: model {s.model}, prompt {s.prompt_name}, max_tokens {s.max_tokens}, temperature "
+            f"{s.temperature:g}, top_p {s.top_p:g}, {len(self.warmups)} warm-up(s), {len(self.runs)} run(s)"
+            + ("" if s.stream else ", not streamed")
+            + (f", GPU {s.gpu_mode}" if s.gpu_mode else ""),
+            f"{'run':>4} {'tokens':>7} {'t/s':>9} {'ttft ms':>8} {'seconds':>8}",
+        ]
         for run in self.runs:
             ttft = f"{run.ttft_ms:.0f}" if run.ttft_ms is not None else "-"
             lines.append(f"{run.index:>4} {run.tokens:>7} {run.tps:>9.2f} {ttft:>8} {run.seconds:>8.2f}")
         summary = self.summary()
-        lines.append(f"average {summary['tps_avg']:.2f} t/s, peak {summary['tps_peak']:.2f}, min "
-                     f"{summary['tps_min']:.2f}, sigma {summary['tps_sigma']:.2f} (sample), range "
-                     f"{summary['tps_peak'] - summary['tps_min']:.2f}")
+        lines.append(
+            f"average {summary['tps_avg']:.2f} t/s, peak {summary['tps_peak']:.2f}, min "
+            f"{summary['tps_min']:.2f}, sigma {summary['tps_sigma']:.2f} (sample), range "
+            f"{summary['tps_peak'] - summary['tps_min']:.2f}"
+        )
         if summary["ttft_ms"] is not None:
             lines.append(f"time to first token {summary['ttft_ms']:.0f} ms on average (to the first event with text)")
         if self.counts is not None and self.counts.drafted:
-            lines.append(f"speculative acceptance {summary['acceptance']:.1f}% ({self.counts.accepted} accepted of "
-                         f"{self.counts.drafted} drafted, from {self.counter_source})")
+            lines.append(
+                f"speculative acceptance {summary['acceptance']:.1f}% ({self.counts.accepted} accepted of "
+                f"{self.counts.drafted} drafted, from {self.counter_source})"
+            )
         lines.append(f"t/s: {DEFINITIONS[self.source]}")
         if self.slow is not None:
             lines.append(f"warning: slow phase: {self.slow.describe()}")
         if s.gpu_mode == "time-slicing":
-            lines.append("warning: measured under GPU time slicing, which cuts speculative decoding's speed "
-                         "(beclab/Olares #3213): exclusive mode measures the app alone")
+            lines.append(
+                "warning: measured under GPU time slicing, which cuts speculative decoding's speed "
+                "(beclab/Olares #3213): exclusive mode measures the app alone"
+            )
         return lines + [note if note.startswith("warning: ") else f"note: {note}" for note in self.notes]
 
 
@@ -201,8 +231,10 @@ def one_definition(runs: list[Run], where: str) -> None:
     if len(sources) > 1:
         first = runs[0]
         other = next(run for run in runs if run.source != first.source)
-        raise BenchError(f"{where}: {'warm-up' if other.warmup else 'run'} {other.index} was timed by {other.source}, "
-                         f"the first by {first.source}: the server changed what it reports mid-bench")
+        raise BenchError(
+            f"{where}: {'warm-up' if other.warmup else 'run'} {other.index} was timed by {other.source}, "
+            f"the first by {first.source}: the server changed what it reports mid-bench"
+        )
 
 
 def summed_drafts(runs: list[Run]) -> DraftCounts | None:
@@ -219,7 +251,9 @@ def drafts_between(before: DraftCounts | None, after: DraftCounts | None, where:
         return None
     counts = after.since(before)
     if counts.drafted < 0 or counts.accepted < 0 or counts.accepted > counts.drafted:
-        raise BenchError(f"{where}: the drafting counters went from {before.accepted}/{before.drafted} to "
-                         f"{after.accepted}/{after.drafted} (accepted/drafted): the server restarted mid-bench, or "
-                         "its counters cannot be")
+        raise BenchError(
+            f"{where}: the drafting counters went from {before.accepted}/{before.drafted} to "
+            f"{after.accepted}/{after.drafted} (accepted/drafted): the server restarted mid-bench, or "
+            "its counters cannot be"
+        )
     return counts

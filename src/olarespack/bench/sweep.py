@@ -51,12 +51,16 @@ def parse_sweep(given: str) -> Sweep:
     field, sep, listed = given.partition("=")
     field = field.strip()
     if not sep or not _FIELD.match(field):
-        raise UsageError(f"sweep {given[:80]!r}: give FIELD=V1,V2,... with FIELD a dotted spec path, e.g. "
-                         "engine.speculative.num_speculative_tokens=6,8,10")
+        raise UsageError(
+            f"sweep {given[:80]!r}: give FIELD=V1,V2,... with FIELD a dotted spec path, e.g. "
+            "engine.speculative.num_speculative_tokens=6,8,10"
+        )
     texts = [text.strip() for text in listed.split(",")]
     if not 2 <= len(texts) <= MAX_VALUES or any(not text or len(text) > MAX_VALUE_CHARS for text in texts):
-        raise UsageError(f"sweep {field}: give 2 to {MAX_VALUES} non-empty values of at most {MAX_VALUE_CHARS} "
-                         "characters, separated by commas")
+        raise UsageError(
+            f"sweep {field}: give 2 to {MAX_VALUES} non-empty values of at most {MAX_VALUE_CHARS} "
+            "characters, separated by commas"
+        )
     values = []
     for text in texts:
         try:
@@ -66,8 +70,10 @@ def parse_sweep(given: str) -> Sweep:
         if not isinstance(value, bool | int | float | str) or (isinstance(value, float) and not math.isfinite(value)):
             raise UsageError(f"sweep {field}: {text[:40]!r} is not one value (a finite number, true/false or a word)")
         values.append(value)
-    same = {("number", float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else ("text", str(v))
-            for v in values}
+    same = {
+        ("number", float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else ("text", str(v))
+        for v in values
+    }
     if len(same) != len(values):
         raise UsageError(f"sweep {field}: a value is given twice (1 and 1.0 count as one)")
     return Sweep(field, tuple(values))
@@ -80,14 +86,23 @@ def variant_text(file: str, text: str, sweep: Sweep, value: Any) -> str:
     try:
         new_text = set_scalar(text, sweep.path, value)
     except ValueError as exc:
-        raise ProblemsError([Problem(file, sweep.field, f"sweep: {exc}",
-                                     "sweep a field the spec writes as `key: value` (write it there first)",
-                                     rule="bump")]) from None
+        raise ProblemsError(
+            [
+                Problem(
+                    file,
+                    sweep.field,
+                    f"sweep: {exc}",
+                    "sweep a field the spec writes as `key: value` (write it there first)",
+                    rule="bump",
+                )
+            ]
+        ) from None
     try:
         load_edited_spec(new_text, file)
     except ProblemsError as exc:
-        raise ProblemsError([replace(p, message=f"sweep {sweep.field}={value}: {p.message}")
-                             for p in exc.problems]) from None
+        raise ProblemsError(
+            [replace(p, message=f"sweep {sweep.field}={value}: {p.message}") for p in exc.problems]
+        ) from None
     return new_text
 
 
@@ -125,8 +140,10 @@ def best(points: list[Point], criterion: str) -> Point | None:
 def table(sweep: Sweep, points: list[Point], criterion: str) -> list[str]:
     chosen = best(points, criterion)
     width = max(len(sweep.field.rsplit(".", 1)[-1]), *(len(str(p.value)) for p in points))
-    lines = [f"sweep of {sweep.field}: {len(points)} values, best by {criterion}",
-             f"{'value':>{width}} {'avg t/s':>9} {'steady':>9} {'min':>9} {'peak':>9} {'accept %':>8} {'boot s':>7}"]
+    lines = [
+        f"sweep of {sweep.field}: {len(points)} values, best by {criterion}",
+        f"{'value':>{width}} {'avg t/s':>9} {'steady':>9} {'min':>9} {'peak':>9} {'accept %':>8} {'boot s':>7}",
+    ]
     for point in points:
         if point.result is None:
             lines.append(f"{point.value!s:>{width}} refused: {point.refused}")
@@ -135,19 +152,33 @@ def table(sweep: Sweep, points: list[Point], criterion: str) -> list[str]:
         accept = f"{summary['acceptance']:.1f}" if summary["acceptance"] is not None else "-"
         slow = f"  slow runs {point.result.slow.first}-{point.result.slow.last}" if point.result.slow else ""
         mark = "  <- best" if point is chosen else ""
-        lines.append(f"{point.value!s:>{width}} {summary['tps_avg']:>9.2f} {point.steady or 0:>9.2f} "
-                     f"{summary['tps_min']:>9.2f} {summary['tps_peak']:>9.2f} {accept:>8} "
-                     f"{point.boot_seconds:>7.0f}{slow}{mark}")
+        lines.append(
+            f"{point.value!s:>{width}} {summary['tps_avg']:>9.2f} {point.steady or 0:>9.2f} "
+            f"{summary['tps_min']:>9.2f} {summary['tps_peak']:>9.2f} {accept:>8} "
+            f"{point.boot_seconds:>7.0f}{slow}{mark}"
+        )
     lines.append(f"best: {sweep.field} = {chosen.value}" if chosen else "best: none (no value was measured)")
     return lines
 
 
 def as_dict(sweep: Sweep, points: list[Point], criterion: str) -> dict[str, Any]:
     chosen = best(points, criterion)
-    return {"field": sweep.field, "criterion": criterion, "best": chosen.value if chosen else None,
-            "points": [{"value": p.value, "refused": p.refused or None, "boot_seconds": round(p.boot_seconds, 1),
-                        "average": p.average, "steady": p.steady,
-                        "result": p.result.as_dict() if p.result else None} for p in points]}
+    return {
+        "field": sweep.field,
+        "criterion": criterion,
+        "best": chosen.value if chosen else None,
+        "points": [
+            {
+                "value": p.value,
+                "refused": p.refused or None,
+                "boot_seconds": round(p.boot_seconds, 1),
+                "average": p.average,
+                "steady": p.steady,
+                "result": p.result.as_dict() if p.result else None,
+            }
+            for p in points
+        ],
+    }
 
 
 def recorded_reason(refused: str) -> str:
@@ -157,8 +188,9 @@ def recorded_reason(refused: str) -> str:
     return text.replace("{%", "{ %")[:200] or "refused"
 
 
-def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings, where: str,
-           today: dt.date) -> dict[str, Any]:
+def record(
+    sweep: Sweep, points: list[Point], criterion: str, settings: Settings, where: str, today: dt.date
+) -> dict[str, Any]:
     """The sweep as the changelog entry keeps it (SweepRecord), rounded for reading."""
     from olarespack.spec.models import SweepRecord
 
@@ -176,21 +208,35 @@ def record(sweep: Sweep, points: list[Point], criterion: str, settings: Settings
             row["refused"] = recorded_reason(point.refused)
         else:
             summary = point.result.summary()
-            row.update(tps_avg=rate(summary["tps_avg"]), tps_min=rate(summary["tps_min"]),
-                       tps_peak=rate(summary["tps_peak"]), steady_avg=rate(point.steady),
-                       acceptance=round(summary["acceptance"], 1) if summary["acceptance"] is not None else None,
-                       slow_runs=point.result.slow.runs if point.result.slow else None)
+            row.update(
+                tps_avg=rate(summary["tps_avg"]),
+                tps_min=rate(summary["tps_min"]),
+                tps_peak=rate(summary["tps_peak"]),
+                steady_avg=rate(point.steady),
+                acceptance=round(summary["acceptance"], 1) if summary["acceptance"] is not None else None,
+                slow_runs=point.result.slow.runs if point.result.slow else None,
+            )
         rows.append({key: value for key, value in row.items() if value is not None})
-    values = {"field": sweep.field, "criterion": criterion, "chosen": chosen.value, "points": rows,
-              "runs": settings.runs, "tokens": settings.max_tokens, "prompt": settings.prompt_name,
-              "where": where[:200], "gpu_mode": settings.gpu_mode, "date": today}
+    values = {
+        "field": sweep.field,
+        "criterion": criterion,
+        "chosen": chosen.value,
+        "points": rows,
+        "runs": settings.runs,
+        "tokens": settings.max_tokens,
+        "prompt": settings.prompt_name,
+        "where": where[:200],
+        "gpu_mode": settings.gpu_mode,
+        "date": today,
+    }
     values = {key: value for key, value in values.items() if value is not None}
     try:
         SweepRecord.model_validate(values)
     except ValidationError as exc:  # the values are bounded before; this guards what the spec would refuse
         said = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-        raise BenchError(f"sweep of {sweep.field}: the figures do not make a record the spec accepts "
-                         f"({said})") from None
+        raise BenchError(
+            f"sweep of {sweep.field}: the figures do not make a record the spec accepts ({said})"
+        ) from None
     return values
 
 
@@ -206,9 +252,20 @@ def spec_copy(spec_file: Path, text: str, folder: Path) -> Path:
     return copy
 
 
-def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits, work: Path, *,
-              models: Path | None, engine_path: Path | None, cache: Path, say: Callable[[str], None],
-              boot_timeout: float, progress: Progress | None = None) -> tuple[list[Point], str]:
+def run_sweep(
+    spec_file: Path,
+    sweep: Sweep,
+    settings: Settings,
+    limits: Limits,
+    work: Path,
+    *,
+    models: Path | None,
+    engine_path: Path | None,
+    cache: Path,
+    say: Callable[[str], None],
+    boot_timeout: float,
+    progress: Progress | None = None,
+) -> tuple[list[Point], str]:
     """Each value booted and benched in turn, one server at a time; the points and the engine build's label.
     A value the engine refuses at boot is a point with its reason (the sweep goes on)."""
     from olarespack.smoke.run import booted
@@ -227,8 +284,9 @@ def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits,
         say(f"sweep {index}/{len(sweep.values)}: {sweep.field} = {value}")
         point = Point(value)
         try:
-            with booted(copy, folder, models=models, engine_path=engine_path, cache=cache, say=say,
-                        boot_timeout=boot_timeout) as serving:
+            with booted(
+                copy, folder, models=models, engine_path=engine_path, cache=cache, say=say, boot_timeout=boot_timeout
+            ) as serving:
                 where = serving.report.runtime.label
                 point.boot_seconds = serving.report.boot_seconds
                 if serving.report.refused:
@@ -236,13 +294,16 @@ def run_sweep(spec_file: Path, sweep: Sweep, settings: Settings, limits: Limits,
                 else:
                     with Server(serving.url, None, limits) as server:
                         try:
-                            point.result = bench_live(server, serving.bench,
-                                                      replace(settings, model=serving.served), progress)
+                            point.result = bench_live(
+                                server, serving.bench, replace(settings, model=serving.served), progress
+                            )
                         except BenchError as exc:
                             point.refused = f"bench: {exc}"
         except SmokeError as exc:  # this value cannot start here; the others may
             point.refused = f"not started: {exc}"
-        say(f"sweep {index}/{len(sweep.values)}: " + (f"refused: {point.refused}" if point.result is None else
-                                                      f"{point.average:.2f} t/s on average"))
+        say(
+            f"sweep {index}/{len(sweep.values)}: "
+            + (f"refused: {point.refused}" if point.result is None else f"{point.average:.2f} t/s on average")
+        )
         points.append(point)
     return points, where

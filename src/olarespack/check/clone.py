@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from olarespack.check.inputs import Target
-from olarespack.check.lint import render_values
+from olarespack.check.render import render_values
 from olarespack.core import quantity
 from olarespack.core.errors import Problem, UsageError
 from olarespack.core.hardware import profiles
@@ -49,9 +49,15 @@ def check_clone(target: Target, helm: Helm, env: dict[str, str], hardware: str) 
     report = CloneReport()
     declared = _declared(chart.manifest)
     if ENGINE_ARGS not in declared:
-        report.problems.append(Problem(label, "envs", f"declares no {ENGINE_ARGS}: not an engine-base app a clone "
-                                       "configures", "check an app cloned with --env ENGINE_ARGS=...",
-                                       rule="clone-env"))
+        report.problems.append(
+            Problem(
+                label,
+                "envs",
+                f"declares no {ENGINE_ARGS}: not an engine-base app a clone configures",
+                "check an app cloned with --env ENGINE_ARGS=...",
+                rule="clone-env",
+            )
+        )
         return report
     for name, value in env.items():
         report.problems += _env_problems(label, name, value, declared.get(name))
@@ -59,14 +65,28 @@ def check_clone(target: Target, helm: Helm, env: dict[str, str], hardware: str) 
     values.update(env)
     arguments = values.get(ENGINE_ARGS, "")
     if len(arguments) > MAX_ARGS:
-        report.problems.append(Problem(label, f"olaresEnv.{ENGINE_ARGS}", f"{len(arguments)} characters (at most "
-                                       f"{MAX_ARGS})", "give the engine's flags only", rule="clone-env"))
+        report.problems.append(
+            Problem(
+                label,
+                f"olaresEnv.{ENGINE_ARGS}",
+                f"{len(arguments)} characters (at most {MAX_ARGS})",
+                "give the engine's flags only",
+                rule="clone-env",
+            )
+        )
         return report
     try:
         tokens = shlex.split(arguments)
     except ValueError as exc:
-        report.problems.append(Problem(label, f"olaresEnv.{ENGINE_ARGS}", f"cannot be split into words ({exc})",
-                                       "close the quote", rule="clone-env"))
+        report.problems.append(
+            Problem(
+                label,
+                f"olaresEnv.{ENGINE_ARGS}",
+                f"cannot be split into words ({exc})",
+                "close the quote",
+                rule="clone-env",
+            )
+        )
         return report
     # llama.cpp's wrapper exports LLAMA_ARG_*=value words as env and drops other NAME=value words
     report.arguments = [token for token in tokens if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", token)]
@@ -74,8 +94,15 @@ def check_clone(target: Target, helm: Helm, env: dict[str, str], hardware: str) 
     if images is None:
         return report
     if not images:
-        report.problems.append(Problem(label, "templates", "no vLLM or llama.cpp container among what it renders",
-                                       "check an engine-base app", rule="clone-env"))
+        report.problems.append(
+            Problem(
+                label,
+                "templates",
+                "no vLLM or llama.cpp container among what it renders",
+                "check an engine-base app",
+                rule="clone-env",
+            )
+        )
         return report
     kind, image = images[0]
     report.engine = f"{kind} {image}"
@@ -87,8 +114,15 @@ def check_clone(target: Target, helm: Helm, env: dict[str, str], hardware: str) 
 def _env_problems(label: str, name: str, value: str, entry: dict[str, Any] | None) -> list[Problem]:
     where = f"olaresEnv.{name}"
     if entry is None:
-        return [Problem(label, where, "is not an env the app declares: the clone ignores it", "use one of the "
-                        "manifest's envs[].envName", rule="clone-env")]
+        return [
+            Problem(
+                label,
+                where,
+                "is not an env the app declares: the clone ignores it",
+                "use one of the manifest's envs[].envName",
+                rule="clone-env",
+            )
+        ]
     problems = []
     pattern = entry.get("regex")
     if isinstance(pattern, str) and pattern:
@@ -97,19 +131,35 @@ def _env_problems(label: str, name: str, value: str, entry: dict[str, Any] | Non
         except re.error:
             matched = True  # a pattern Go reads and Python does not: Olares judges it
         if not matched:
-            problems.append(Problem(label, where, f"{value[:120]!r} does not match the app's pattern {pattern!r}",
-                                    "give a value of that form", rule="clone-env"))
+            problems.append(
+                Problem(
+                    label,
+                    where,
+                    f"{value[:120]!r} does not match the app's pattern {pattern!r}",
+                    "give a value of that form",
+                    rule="clone-env",
+                )
+            )
     choices = [str(o.get("value")) for o in entry.get("options") or [] if isinstance(o, dict)]
     if choices:
-        given = [part.strip() for part in value.split(str(entry.get("splitter") or ","))] \
-            if entry.get("multiSelect") else [value]
-        problems += [Problem(label, where, f"{part[:60]!r} is not one of its options", f"use {', '.join(choices)}",
-                             rule="clone-env") for part in given if part not in choices]
+        given = (
+            [part.strip() for part in value.split(str(entry.get("splitter") or ","))]
+            if entry.get("multiSelect")
+            else [value]
+        )
+        problems += [
+            Problem(
+                label, where, f"{part[:60]!r} is not one of its options", f"use {', '.join(choices)}", rule="clone-env"
+            )
+            for part in given
+            if part not in choices
+        ]
     return problems
 
 
-def _engine_images(target: Target, helm: Helm, values: dict[str, str],
-                   report: CloneReport) -> list[tuple[str, str]] | None:
+def _engine_images(
+    target: Target, helm: Helm, values: dict[str, str], report: CloneReport
+) -> list[tuple[str, str]] | None:
     """(kind, image) of every engine container the chart renders with the clone's envs; None when it does not
     render (the problem is in the report)."""
     chart = target.chart
@@ -118,15 +168,22 @@ def _engine_images(target: Target, helm: Helm, values: dict[str, str],
     with values_file(rendered) as path:
         out = helm.template(target.folder, chart.name, f"{chart.name}-alice", path)
     if not out.ok:
-        report.problems.append(Problem(chart.label, "", f"helm {helm.version} template with the clone's envs: "
-                                       f"{out.stderr.strip()[:2000]}", "fix the envs the template reads",
-                                       rule="clone-env"))
+        report.problems.append(
+            Problem(
+                chart.label,
+                "",
+                f"helm {helm.version} template with the clone's envs: {out.stderr.strip()[:2000]}",
+                "fix the envs the template reads",
+                rule="clone-env",
+            )
+        )
         return None
     try:
         documents = [document for _, document, _ in split_rendered(out.stdout)]
     except yaml.YAMLError as exc:
-        report.problems.append(Problem(chart.label, "", f"what it renders is not YAML ({exc})", "fix the envs",
-                                       rule="clone-env"))
+        report.problems.append(
+            Problem(chart.label, "", f"what it renders is not YAML ({exc})", "fix the envs", rule="clone-env")
+        )
         return None
     found = []
     for document in documents:
@@ -153,11 +210,25 @@ def _gpu_memory_problems(label: str, values: dict[str, str], hardware: str) -> l
         try:
             booked = quantity.parse_bytes(text if text and not text.isdigit() else f"{text}Mi")
         except ValueError:
-            problems.append(Problem(label, f"olaresEnv.{name}", f"{value[:40]!r} is not a GPU memory size",
-                                    "write e.g. 20Gi or 20480Mi", rule="clone-env"))
+            problems.append(
+                Problem(
+                    label,
+                    f"olaresEnv.{name}",
+                    f"{value[:40]!r} is not a GPU memory size",
+                    "write e.g. 20Gi or 20480Mi",
+                    rule="clone-env",
+                )
+            )
             continue
         if booked > card:
-            problems.append(Problem(label, f"olaresEnv.{name}", f"books {booked / 2**30:.1f} GiB of GPU memory; the "
-                                    f"{hardware} card has {card / 2**30:.1f} GiB: the clone never schedules",
-                                    f"book at most {card // 2**20}Mi", rule="clone-env"))
+            problems.append(
+                Problem(
+                    label,
+                    f"olaresEnv.{name}",
+                    f"books {booked / 2**30:.1f} GiB of GPU memory; the "
+                    f"{hardware} card has {card / 2**30:.1f} GiB: the clone never schedules",
+                    f"book at most {card // 2**20}Mi",
+                    rule="clone-env",
+                )
+            )
     return problems

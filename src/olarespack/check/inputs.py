@@ -37,8 +37,13 @@ class ChartInputError(Exception):
 
     def __init__(self, label: str, message: str) -> None:
         super().__init__(message)
-        self.problem = Problem(label, "", message, "lint the chart as Helm would load it: regular files, within "
-                               "Helm's size limits", rule="chart-input")
+        self.problem = Problem(
+            label,
+            "",
+            message,
+            "lint the chart as Helm would load it: regular files, within Helm's size limits",
+            rule="chart-input",
+        )
 
 
 def read_chart(folder: Path, label: str) -> Chart:
@@ -55,8 +60,11 @@ def read_chart(folder: Path, label: str) -> Chart:
         size = path.stat().st_size
         total += size
         if len(files) >= MAX_CHART_FILES or size > MAX_FILE_BYTES or total > MAX_CHART_BYTES:
-            raise ChartInputError(label, f"larger than a chart may be ({MAX_CHART_FILES} files, "
-                                 f"{MAX_FILE_BYTES // 2**20} MiB a file, {MAX_CHART_BYTES // 2**20} MiB in all)")
+            raise ChartInputError(
+                label,
+                f"larger than a chart may be ({MAX_CHART_FILES} files, "
+                f"{MAX_FILE_BYTES // 2**20} MiB a file, {MAX_CHART_BYTES // 2**20} MiB in all)",
+            )
         files[relative] = path.read_bytes().decode("utf-8", errors="replace")
     return Chart(folder.name, files, label)
 
@@ -77,8 +85,10 @@ def classify(paths: list[str], stack: ExitStack) -> tuple[list[Path], list[Targe
         elif path.is_dir() and (path / "Chart.yaml").is_file():
             loaders = [functools.partial(_folder_target, path, raw.rstrip("/"))]
         elif path.is_dir() and _chart_folders(path):
-            loaders = [functools.partial(_folder_target, folder, f"{raw.rstrip('/')}/{folder.name}")
-                       for folder in _chart_folders(path)]
+            loaders = [
+                functools.partial(_folder_target, folder, f"{raw.rstrip('/')}/{folder.name}")
+                for folder in _chart_folders(path)
+            ]
         else:
             raise UsageError(f"{raw}: not a spec (.yaml), a chart folder, a folder of charts or a chart .tgz")
         for load in loaders:
@@ -95,8 +105,11 @@ def _folder_target(folder: Path, label: str) -> Target:
 
 def _chart_folders(folder: Path) -> list[Path]:
     """The charts in a folder of charts; hidden folders (an interrupted build's leftovers) are not charts."""
-    return [p.parent for p in sorted(folder.glob("*/Chart.yaml"))
-            if p.is_file() and not p.parent.name.startswith(".") and not is_leftover(p.parent)]
+    return [
+        p.parent
+        for p in sorted(folder.glob("*/Chart.yaml"))
+        if p.is_file() and not p.parent.name.startswith(".") and not is_leftover(p.parent)
+    ]
 
 
 def _extract(archive: Path, stack: ExitStack) -> Target:
@@ -115,9 +128,12 @@ def _extract(archive: Path, stack: ExitStack) -> Target:
                 total += member.size
                 members.append(member)
                 if len(members) > MAX_CHART_FILES or member.size > MAX_FILE_BYTES or total > MAX_CHART_BYTES:
-                    raise ChartInputError(str(archive), f"unpacks larger than a chart may be ({MAX_CHART_FILES} "
-                                         f"files, {MAX_FILE_BYTES // 2**20} MiB a file, "
-                                         f"{MAX_CHART_BYTES // 2**20} MiB in all)")
+                    raise ChartInputError(
+                        str(archive),
+                        f"unpacks larger than a chart may be ({MAX_CHART_FILES} "
+                        f"files, {MAX_FILE_BYTES // 2**20} MiB a file, "
+                        f"{MAX_CHART_BYTES // 2**20} MiB in all)",
+                    )
             tar.extractall(tmp, members=members, filter="data")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise UsageError(f"{archive}: not a readable chart archive ({exc})") from None

@@ -23,7 +23,8 @@ KUBERNETES_VERSION = "1.34.0"
 _SCHEMAS = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
 # The schemas' formats are numeric widths and encodings that jsonschema does not check either.
 _FORMATS: dict[str, Callable[[Any], bool]] = {
-    name: (lambda _: True) for name in ("byte", "date-time", "double", "int32", "int64")}
+    name: (lambda _: True) for name in ("byte", "date-time", "double", "int32", "int64")
+}
 _compile_lock = threading.Lock()
 
 
@@ -64,8 +65,10 @@ def _refs(node: Any, found: set[str]) -> None:
 
 def _local_refs(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: f"#/$defs/{v.rsplit('/', 1)[-1]}" if k == "$ref" and isinstance(v, str) else _local_refs(v)
-                for k, v in node.items()}
+        return {
+            k: f"#/$defs/{v.rsplit('/', 1)[-1]}" if k == "$ref" and isinstance(v, str) else _local_refs(v)
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_local_refs(item) for item in node]
     return node
@@ -127,12 +130,17 @@ def schema_findings(document: dict[str, Any]) -> list[SchemaError]:
         return []
     except fastjsonschema.JsonSchemaValueException as first:
         validator = _full_validator(kind, api_version)
-        errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))) \
-            if validator else []
+        errors = (
+            sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))) if validator else []
+        )
         if not errors:
             return [SchemaError("(document)", first.message, False)]
-        return [SchemaError(".".join(map(str, e.absolute_path)) or "(document)", e.message,
-                            e.validator == "additionalProperties") for e in errors]
+        return [
+            SchemaError(
+                ".".join(map(str, e.absolute_path)) or "(document)", e.message, e.validator == "additionalProperties"
+            )
+            for e in errors
+        ]
 
 
 def schema_errors(document: dict[str, Any]) -> list[str]:

@@ -23,20 +23,21 @@ import yaml
 
 from olarespack.check import kube
 from olarespack.check.inputs import Target, classify
+from olarespack.check.probe_renders import HelmCall, probe_call, scale_call
+from olarespack.check.render import SECRET_SENTINEL, DocumentCache, entrance_names, render_values
 from olarespack.core.chart import MANIFEST, Chart
 from olarespack.core.errors import Problem
-from olarespack.core.yamltext import load_yaml
-from olarespack.helm import Helm, HelmResult, split_rendered, values_file
+from olarespack.helm import Helm, HelmResult, values_file
 from olarespack.olares import legacy, probes, scale
 from olarespack.olares.chartfiles import chart_problems
 from olarespack.olares.generations import GENERATION_NAMES
-from olarespack.olares.values import OAC_ADMIN, OAC_OWNER, install_values, oac_values
+from olarespack.olares.rendered import Rendered
+from olarespack.olares.values import OAC_ADMIN, OAC_OWNER, oac_values
 from olarespack.olares.versions import api_version, render_modes
-from olarespack.olares.workloads import Rendered, rendered_problems
+from olarespack.olares.workloads import rendered_problems
 from olarespack.project import App, load_apps
 from olarespack.write import write_files
 
-SECRET_SENTINEL = "hf_olarespack_lint_sentinel_token"
 LINT_BATCH = 16
 # The helm binaries, or a function giving them: asked only when some chart reaches the helm layer, so a
 # lint whose inputs all fail the pure layers needs no helm at all.
@@ -57,29 +58,6 @@ class LintReport:
 # --------------------------------------------------------------------------- helm
 
 
-def _olares_env(manifest: dict[str, Any]) -> dict[str, str]:
-    """What Olares puts in .Values.olaresEnv: each env's default; token envs get a sentinel so a token that
-    leaks out of its Secret is caught."""
-    env: dict[str, str] = {}
-    for entry in manifest.get("envs") or []:
-        name = str(entry.get("envName", ""))
-        source = str((entry.get("valueFrom") or {}).get("envName", ""))
-        if "TOKEN" in name or "TOKEN" in source:
-            env[name] = SECRET_SENTINEL
-        elif entry.get("default") is not None:
-            env[name] = str(entry["default"])
-    return env
-
-
-def _entrance_names(manifest: dict[str, Any]) -> list[str]:
-    return [str(e.get("name")) for key in ("entrances", "sharedEntrances") for e in manifest.get(key) or []]
-
-
-def render_values(chart: Chart, mode: str, user: str = "alice") -> dict[str, Any]:
-    """The values a chart is rendered with for `mode`: what Olares injects at install, and its envs."""
-    return install_values(chart.name, _entrance_names(chart.manifest), _olares_env(chart.manifest), mode, user)
-
-
 def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[str, Any]]]:
     """Charts whose values agree (domains aside) share one helm lint process."""
     groups: dict[str, list[Target]] = {}
@@ -90,45 +68,10 @@ def _lint_batches(targets: list[Target]) -> Iterator[tuple[list[Target], dict[st
         groups.setdefault(json.dumps(values, sort_keys=True), []).append(target)
     for group in groups.values():
         for start in range(0, len(group), LINT_BATCH):
-            batch = group[start:start + LINT_BATCH]
+            batch = group[start : start + LINT_BATCH]
             values = render_values(batch[0].chart, render_modes(batch[0].chart.manifest)[0])
             values["domain"] = {k: v for t in batch for k, v in render_values(t.chart, "")["domain"].items()}
             yield batch, values
-
-
-class DocumentCache:
-    """helm's output parsed one document at a time, each distinct document once per lint: a chart's renders
-    for other modes, release names and replica counts repeat most of their documents. A repeat is rebuilt
-    from JSON (C-fast, and a fresh copy for each caller); a document JSON cannot carry exactly is parsed
-    every time."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, str] = {}
-
-    def load(self, chunk: str) -> Any:
-        known = self._known.get(chunk)
-        if known is not None:
-            return json.loads(known)
-        document = load_yaml(chunk)
-        try:
-            text = json.dumps(document)
-        except (TypeError, ValueError):  # a timestamp, a binary: YAML types JSON lacks
-            return document
-        if json.loads(text) == document:  # not when a key is a number: JSON would make it a string
-            self._known[chunk] = text
-        return document
-
-    def split(self, text: str) -> list[tuple[str, dict[str, Any], str]]:
-        return split_rendered(text, self.load)
-
-
-@dataclass(frozen=True)
-class HelmCall:
-    """One helm invocation (run) and what olarespack makes of its output (analyse), kept apart so the
-    benchmark can time the bare invocations a lint needs."""
-
-    run: Callable[[], Any]
-    analyse: Callable[[Any], list[Problem]]
 
 
 def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmCall:
@@ -137,9 +80,18 @@ def _lint_call(helm: Helm, batch: list[Target], values: dict[str, Any]) -> HelmC
             return helm.lint_many([t.folder for t in batch], path)
 
     def analyse(findings: dict[Path, list[str]]) -> list[Problem]:
-        return [Problem(target.chart.label, "", f"helm {helm.version}: {line}",
-                        "fix the template or the values it reads", rule="helm-lint", severity="warning")
-                for target in batch for line in findings[target.folder]]
+        return [
+            Problem(
+                target.chart.label,
+                "",
+                f"helm {helm.version}: {line}",
+                "fix the template or the values it reads",
+                rule="helm-lint",
+                severity="warning",
+            )
+            for target in batch
+            for line in findings[target.folder]
+        ]
 
     return HelmCall(run, analyse)
 
@@ -154,15 +106,27 @@ def _template_call(helm: Helm, target: Target, mode: str, parse: DocumentCache) 
 
     def analyse(out: HelmResult) -> list[Problem]:
         if not out.ok:
-            return [Problem(chart.label, "", f"helm {helm.version} template ({mode or 'no GPU type'}): "
-                            f"{out.stderr.strip()}",
-                            "fix the template or the values it reads", rule="helm-template")]
+            return [
+                Problem(
+                    chart.label,
+                    "",
+                    f"helm {helm.version} template ({mode or 'no GPU type'}): {out.stderr.strip()}",
+                    "fix the template or the values it reads",
+                    rule="helm-template",
+                )
+            ]
         try:
             documents = parse.split(out.stdout)
         except yaml.YAMLError as exc:
-            return [Problem(chart.label, "", f"rendered YAML does not parse ({mode or 'no GPU type'}): {exc}",
-                            "fix the template",
-                            rule="helm-template")]
+            return [
+                Problem(
+                    chart.label,
+                    "",
+                    f"rendered YAML does not parse ({mode or 'no GPU type'}): {exc}",
+                    "fix the template",
+                    rule="helm-template",
+                )
+            ]
         problems = rendered_problems(chart, Rendered(mode, namespace, documents), SECRET_SENTINEL)
         for source, document, _ in documents:
             name = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
@@ -177,7 +141,7 @@ def _oac_call(helm: Helm, target: Target) -> HelmCall:
     admin, no GPU type, the app's name as the release, namespace app-namespace (chart.go Lint). A template that
     renders for an install but not there is refused by Olares' linter, and by the Market's."""
     chart = target.chart
-    values = oac_values(_entrance_names(chart.manifest), api_version(chart.manifest))
+    values = oac_values(entrance_names(chart.manifest), api_version(chart.manifest))
 
     def run() -> HelmResult:
         with values_file(values) as path:
@@ -186,95 +150,41 @@ def _oac_call(helm: Helm, target: Target) -> HelmCall:
     def analyse(out: HelmResult) -> list[Problem]:
         if out.ok:
             return []
-        return [Problem(chart.label, "", f"helm {helm.version} template with the values `olares-cli chart lint` "
-                        f"gives (owner {OAC_OWNER!r}, admin {OAC_ADMIN!r}, no GPU type, no olaresEnv values): "
-                        f"{out.stderr.strip()[:2000]}", "make the template render with only those values (guard what "
-                        "an install alone gives with `if`, `default` or `dig`)", rule="helm-template")]
+        return [
+            Problem(
+                chart.label,
+                "",
+                f"helm {helm.version} template with the values `olares-cli chart lint` "
+                f"gives (owner {OAC_OWNER!r}, admin {OAC_ADMIN!r}, no GPU type, no olaresEnv values): "
+                f"{out.stderr.strip()[:2000]}",
+                "make the template render with only those values (guard what "
+                "an install alone gives with `if`, `default` or `dig`)",
+                rule="helm-template",
+            )
+        ]
 
     return HelmCall(run, analyse)
 
 
 def _schema_problem(file: str, name: str, error: kube.SchemaError) -> Problem:
     if error.unknown:
-        return Problem(file, f"{name}.{error.path}", f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}: "
-                       "the API server drops an unknown field with a warning (field validation Warn by default, "
-                       "KEP-2885), so it has no effect", "remove the field, or fix its name", rule="kube-schema",
-                       severity="warning")
-    return Problem(file, f"{name}.{error.path}", f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}",
-                   "fix the field's type or name", rule="kube-schema")
-
-
-def _probe_call(helm: Helm, target: Target, parse: DocumentCache) -> HelmCall:
-    """Olares' multiple-install probes: two release names, then two owners only when a cluster-scoped name
-    stayed fixed (and only the first render when it shows nothing a second one could reveal)."""
-    chart = target.chart
-    namespace = f"{chart.name}-alice"
-    values = render_values(chart, render_modes(chart.manifest)[0])
-
-    def render(release: str, owner: str | None = None) -> HelmResult:
-        with values_file({**values, "bfl": {**values["bfl"], "username": owner}} if owner else values) as path:
-            return helm.template(target.folder, release, namespace, path)
-
-    def parsed(result: HelmResult) -> probes.Documents | None:
-        try:
-            return parse.split(result.stdout) if result.ok else None
-        except yaml.YAMLError:
-            return None
-
-    def run() -> dict[str, tuple[HelmResult, probes.Documents | None]]:
-        first, second = probes.PROBE_RELEASES
-        out = {first: (result := render(first), documents := parsed(result))}
-        if documents is None or not (probes.workload_check_applies(chart.manifest) or
-                                     probes.cluster_scoped(documents)):
-            return out
-        out[second] = (result := render(second), other := parsed(result))
-        if other is not None and probes.needs_owner_probes(chart.manifest, documents, other):
-            out |= {owner: (result := render(probes.USER_PROBE_RELEASE, owner), parsed(result))
-                    for owner in probes.USER_PROBES}
-        return out
-
-    def analyse(results: dict[str, tuple[HelmResult, probes.Documents | None]]) -> list[Problem]:
-        renders: dict[str, probes.Documents] = {}
-        for name, (result, documents) in results.items():
-            if documents is None:
-                detail = result.stderr.strip() if not result.ok else "the rendered YAML does not parse"
-                return [Problem(chart.label, "", f"helm {helm.version} template (multiple-install probe {name!r}): "
-                                f"{detail}", "fix the template or the values it reads", rule="helm-template")]
-            renders[name] = documents
-        if probes.PROBE_RELEASES[1] not in renders:
-            return []  # nothing cluster-scoped and no workload gate: nothing a second render could show
-        return probes.probe_problems(chart, renders)
-
-    return HelmCall(run, analyse)
-
-
-def _scale_call(helm: Helm, target: Target, parse: DocumentCache) -> HelmCall:
-    """Olares' scale-to-zero check: the chart rendered with every declared workload's replicaCount at 0, then 1."""
-    chart = target.chart
-    names = scale.declared_workloads(chart.manifest)
-    values = render_values(chart, "")
-
-    def run() -> dict[int, HelmResult]:
-        out: dict[int, HelmResult] = {}
-        for want in scale.SCALE_PROBES:
-            with values_file(scale.scale_values(values, names, want)) as path:
-                out[want] = helm.template(target.folder, chart.name, f"{chart.name}-alice", path)
-        return out
-
-    def analyse(results: dict[int, HelmResult]) -> list[Problem]:
-        renders: dict[int, scale.Documents] = {}
-        for want, result in results.items():
-            try:
-                renders[want] = parse.split(result.stdout) if result.ok else []
-            except yaml.YAMLError:
-                result = HelmResult(False, "", "the rendered YAML does not parse")
-            if not result.ok:
-                return [Problem(chart.label, "", f"helm {helm.version} template (replicaCount={want}): "
-                                f"{result.stderr.strip()}", "fix the template or the values it reads",
-                                rule="helm-template")]
-        return scale.scale_problems(chart, renders)
-
-    return HelmCall(run, analyse)
+        return Problem(
+            file,
+            f"{name}.{error.path}",
+            f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}: "
+            "the API server drops an unknown field with a warning (field validation Warn by default, "
+            "KEP-2885), so it has no effect",
+            "remove the field, or fix its name",
+            rule="kube-schema",
+            severity="warning",
+        )
+    return Problem(
+        file,
+        f"{name}.{error.path}",
+        f"Kubernetes {kube.KUBERNETES_VERSION} schema: {error.message}",
+        "fix the field's type or name",
+        rule="kube-schema",
+    )
 
 
 def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
@@ -284,13 +194,18 @@ def helm_calls(targets: list[Target], helms: Sequence[Helm]) -> list[HelmCall]:
     calls = [_lint_call(helm, batch, values) for helm in helms for batch, values in _lint_batches(targets)]
     if helms:
         parse = DocumentCache()
-        calls += [_template_call(helms[0], target, mode, parse)
-                  for target in targets for mode in render_modes(target.chart.manifest)]
+        calls += [
+            _template_call(helms[0], target, mode, parse)
+            for target in targets
+            for mode in render_modes(target.chart.manifest)
+        ]
         calls += [_oac_call(helms[0], target) for target in targets]
-        calls += [_probe_call(helms[0], target, parse) for target in targets
-                  if probes.probes_apply(target.chart.manifest)]
-        calls += [_scale_call(helms[0], target, parse) for target in targets
-                  if scale.declared_workloads(target.chart.manifest)]
+        calls += [
+            probe_call(helms[0], target, parse) for target in targets if probes.probes_apply(target.chart.manifest)
+        ]
+        calls += [
+            scale_call(helms[0], target, parse) for target in targets if scale.declared_workloads(target.chart.manifest)
+        ]
     return calls
 
 
@@ -329,8 +244,11 @@ def _run(targets: list[Target], helms: Helms, jobs: int, report: LintReport, pur
 
 def lint_apps(apps: list[App], helms: Helms, jobs: int = 2) -> LintReport:
     """The helm layers of apps rendered and checked already (their pure problems are their warnings)."""
-    report = LintReport(problems=[w for app in apps for w in app.warnings], checked=[app.file for app in apps],
-                        spec_names=[app.spec.name for app in apps])
+    report = LintReport(
+        problems=[w for app in apps for w in app.warnings],
+        checked=[app.file for app in apps],
+        spec_names=[app.spec.name for app in apps],
+    )
     with ExitStack() as stack:
         return _run(_app_targets(apps, stack), helms, jobs, report)
 
@@ -346,15 +264,26 @@ def _legacy_manifests(target: Target, helms: Helms, stack: ExitStack) -> tuple[T
         with values_file(legacy.manifest_values(owner, admin)) as path:
             result = helm.template(folder, "chart", "default", path)
         if not result.ok:
-            return target, [chart], [Problem(chart.where(MANIFEST), "", f"does not render as a template (owner "
-                                             f"{owner}, admin {admin}): {result.stderr.strip()}",
-                                             "fix the template syntax", rule="olares-files")]
+            return (
+                target,
+                [chart],
+                [
+                    Problem(
+                        chart.where(MANIFEST),
+                        "",
+                        f"does not render as a template (owner {owner}, admin {admin}): {result.stderr.strip()}",
+                        "fix the template syntax",
+                        rule="olares-files",
+                    )
+                ],
+            )
         renders.append(legacy.with_manifest(chart, legacy.rendered_text(result.stdout)))
     return Target(renders[0], target.folder), renders, []
 
 
-def collect(paths: list[str], stack: ExitStack, report: LintReport, helms: Helms = (),
-            deferred: list[Chart] | None = None) -> list[Target]:
+def collect(
+    paths: list[str], stack: ExitStack, report: LintReport, helms: Helms = (), deferred: list[Chart] | None = None
+) -> list[Target]:
     """Every input through the pure layers (problems into the report); the charts helm can render. With
     helms, a legacy manifest written as a template is rendered first, as Olares reads it. With `deferred`,
     the charts' own files are put there to check later (lint checks them while helm starts) instead."""

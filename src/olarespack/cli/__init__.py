@@ -56,8 +56,29 @@ def main(ctx: click.Context) -> None:
         ctx.default_map = option_defaults(project, Path.cwd())
 
 
-for command in (build.build, check.lint, check.fit, release.bump, release.diff, market.package, market.publish,
-                market.serve, build.schema, importer.import_charts, model.model, calibrate.calibrate, export.export,
-                init.init, init.install_helm, build.values, plan.plan, bench.bench, releases.releases,
-                outdated.outdated, outdated.propose, smoke.smoke, market_check.market_group):
+for command in (
+    build.build,
+    check.lint,
+    check.fit,
+    release.bump,
+    release.diff,
+    market.package,
+    market.publish,
+    market.serve,
+    build.schema,
+    importer.import_charts,
+    model.model,
+    calibrate.calibrate,
+    export.export,
+    init.init,
+    init.install_helm,
+    build.values,
+    plan.plan,
+    bench.bench,
+    releases.releases,
+    outdated.outdated,
+    outdated.propose,
+    smoke.smoke,
+    market_check.market_group,
+):
     main.add_command(command)

@@ -1,7 +1,7 @@
 """`olarespack bench`, a group of verbs: `run` measures an app's speed against its OpenAI-compatible server (or
 reads an in-box bench's log), prints it as a table or JSON, draws it with --plot, and with --record writes it into
 the spec's changelog entry for its version, where descriptions cite it as [[ bench.tps_avg ]]; `box` prints how to
-run the same bench in the box; `sweep` and `grid` are in cli/bench_modes.py.
+run the same bench in the box; `sweep` is in cli/bench_sweep.py, `grid` in cli/bench_grid.py.
 
 The spec is edited as calibrate edits it: only the entry's bench lines change, the edit is checked on the data,
 the new spec must load, and it replaces the old one in one rename (write.write_file)."""
@@ -17,6 +17,7 @@ import click
 from pydantic import ValidationError
 
 from olarespack.cli import options
+from olarespack.cli.bench_grid import grid
 from olarespack.cli.bench_inputs import (
     hardware_given,
     loaded,
@@ -25,7 +26,6 @@ from olarespack.cli.bench_inputs import (
     read_given,
     spec_file,
 )
-from olarespack.cli.bench_modes import grid, sweep
 from olarespack.cli.bench_options import (
     Request,
     box_options,
@@ -36,6 +36,7 @@ from olarespack.cli.bench_options import (
     server_options,
     shown_options,
 )
+from olarespack.cli.bench_sweep import sweep
 from olarespack.core.errors import OlaresPackError, UsageError
 from olarespack.spec.models import AppSpec
 
@@ -47,9 +48,9 @@ if TYPE_CHECKING:  # bench's modules (httpx, matplotlib) load only when the comm
     from olarespack.fit.bound import Findings
 
 
-
-def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str | None = None,
-                  uneven: bool = False) -> dict[str, Any]:
+def record_values(
+    spec: AppSpec, result: Result, today: dt.date, hardware: str | None = None, uneven: bool = False
+) -> dict[str, Any]:
     """The bench record of a result, as the spec keeps it (rounded for reading; validated by BenchRecord), for
     the hardware it ran on (the spec's, unless told)."""
     from olarespack.engines import engine_for
@@ -64,19 +65,32 @@ def record_values(spec: AppSpec, result: Result, today: dt.date, hardware: str |
         return max(round(value, 2), 0.01)  # monotonic, so min <= avg <= peak still holds
 
     values: dict[str, Any] = {
-        "tps_avg": rate(summary["tps_avg"]), "tps_peak": rate(summary["tps_peak"]),
-        "tps_min": rate(summary["tps_min"]), "tps_sigma": round(summary["tps_sigma"], 2),
-        "tps_source": summary["tps_source"], "series": [rate(r) for r in result.rates], "runs": summary["runs"],
-        "warmups": len(result.warmups), "tokens": result.settings.max_tokens, "prompt": result.settings.prompt_name,
-        "temperature": result.settings.temperature, "top_p": result.settings.top_p,
+        "tps_avg": rate(summary["tps_avg"]),
+        "tps_peak": rate(summary["tps_peak"]),
+        "tps_min": rate(summary["tps_min"]),
+        "tps_sigma": round(summary["tps_sigma"], 2),
+        "tps_source": summary["tps_source"],
+        "series": [rate(r) for r in result.rates],
+        "runs": summary["runs"],
+        "warmups": len(result.warmups),
+        "tokens": result.settings.max_tokens,
+        "prompt": result.settings.prompt_name,
+        "temperature": result.settings.temperature,
+        "top_p": result.settings.top_p,
         "ttft_ms": round(summary["ttft_ms"], 1) if summary["ttft_ms"] is not None else None,
         "acceptance": round(summary["acceptance"], 1) if summary["acceptance"] is not None else None,
-        "drafted": summary["drafted"], "accepted": summary["accepted"],
+        "drafted": summary["drafted"],
+        "accepted": summary["accepted"],
         "engine_release": engine.version() or spec.engine.image.rsplit(":", 1)[-1],
-        "hardware": hardware or spec.hardware, "context": engine.context_length(),
-        "settings_hash": settings_hash(spec), "date": today, "uneven": True if uneven else None,
-        "gpu_mode": result.settings.gpu_mode, "slow_runs": result.slow.runs if result.slow else None,
-        "slow_phase": result.slow.describe() if result.slow else None}
+        "hardware": hardware or spec.hardware,
+        "context": engine.context_length(),
+        "settings_hash": settings_hash(spec),
+        "date": today,
+        "uneven": True if uneven else None,
+        "gpu_mode": result.settings.gpu_mode,
+        "slow_runs": result.slow.runs if result.slow else None,
+        "slow_phase": result.slow.describe() if result.slow else None,
+    }
     try:
         BenchRecord.model_validate(values)
     except ValidationError as exc:  # measure() bounds every figure; this guards what the spec would refuse
@@ -100,8 +114,9 @@ def _try_record(path: Path, spec: AppSpec, settings: Settings, hardware: str) ->
     not after it."""
     from olarespack.bench.run import Result, Run
 
-    stand_in = Result("", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0)
-                                     for i in range(1, settings.runs + 1)])
+    stand_in = Result(
+        "", settings, [Run(i, False, settings.max_tokens, 1.0, "request", 1.0) for i in range(1, settings.runs + 1)]
+    )
     # a trial on the text as it is now: nothing is written, so no lock is taken (the real record takes it)
     _recorded_text(path, path.read_text(encoding="utf-8"), record_values(spec, stand_in, dt.date.today(), hardware))
 
@@ -113,9 +128,14 @@ def _record(path: Path, spec: AppSpec, result: Result, hardware: str, uneven: bo
     with editing(path):  # held from the read to the write: a concurrent edit of the spec is not lost
         text, replaced = _recorded_text(path, read_spec_text(path), values)
         write_spec_text(path, text)
-    click.echo(shown.text(f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
-                          f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "
-                          "`olarespack build` renders the descriptions that cite it"), err=True)
+    click.echo(
+        shown.text(
+            f"ok {path}: changelog[0].bench {'replaced' if replaced else 'recorded'} for "
+            f"{spec.version} ({values['tps_avg']} t/s average, settings {values['settings_hash']}); "
+            "`olarespack build` renders the descriptions that cite it"
+        ),
+        err=True,
+    )
     older = next((entry for entry in spec.changelog[1:] if entry.bench is not None), None)
     if older is not None and older.bench is not None:
         from olarespack.fit.record import compared
@@ -139,17 +159,31 @@ def bench() -> None:
 @bench.command(epilog=examples("run"))
 @click.argument("app", metavar="APP_OR_SPEC")
 @click.option("--url", help="The server's address, e.g. http://127.0.0.1:8000 (a /v1 suffix is fine).")
-@click.option("--responses", "log_file", type=click.Path(exists=True, path_type=Path),
-              help="Read the log an in-box bench wrote (`bench box`) instead of sending requests.")
+@click.option(
+    "--responses",
+    "log_file",
+    type=click.Path(exists=True, path_type=Path),
+    help="Read the log an in-box bench wrote (`bench box`) instead of sending requests.",
+)
 @server_options
 @request_options
 @click.option("--hardware", help="The hardware profile the server runs on (data/hardware.yaml); --record needs it.")
 @shown_options
 @click.option("--record", is_flag=True, help="Write the result into the spec's changelog entry for its version.")
 @options.apps_dir
-def run(app: str, url: str | None, log_file: Path | None, api_key: str | None, model: str | None,
-        request: Request, hardware: str | None, as_json: bool, plot_file: Path | None, record: bool,
-        apps_dir: Path) -> None:
+def run(
+    app: str,
+    url: str | None,
+    log_file: Path | None,
+    api_key: str | None,
+    model: str | None,
+    request: Request,
+    hardware: str | None,
+    as_json: bool,
+    plot_file: Path | None,
+    record: bool,
+    apps_dir: Path,
+) -> None:
     """Measure an app's tokens per second against its server (--url), or read an in-box bench's log
     (--responses): the standard prompt, warm-ups, then N runs.
 
@@ -171,8 +205,16 @@ def run(app: str, url: str | None, log_file: Path | None, api_key: str | None, m
 @click.option("--model", help="Model name to request (default: the spec's served name).")
 @request_options
 @options.apps_dir
-def box(app: str, as_job: bool, as_exec: bool, user: str | None, namespace: str | None, model: str | None,
-        request: Request, apps_dir: Path) -> None:
+def box(
+    app: str,
+    as_job: bool,
+    as_exec: bool,
+    user: str | None,
+    namespace: str | None,
+    model: str | None,
+    request: Request,
+    apps_dir: Path,
+) -> None:
     """Print how to run the same bench in the box, next to the pod: a Kubernetes Job (--job) or a kubectl exec
     line (--exec). Its log is what `bench run APP --responses LOG` reads."""
     from olarespack.bench.inbox import exec_command, job, job_yaml
@@ -189,12 +231,24 @@ def box(app: str, as_job: bool, as_exec: bool, user: str | None, namespace: str 
         document = job(spec.name, where, engine.server_port(), settings, engine_bench, request.limits())
         click.echo(job_yaml(document), nl=False)
         name = document["metadata"]["name"]
-        click.echo(f"# then: kubectl apply -f job.yaml && kubectl wait -n {where} --for=condition=complete "
-                   f"job/{name} --timeout={document['spec']['activeDeadlineSeconds']}s && kubectl logs -n "
-                   f"{where} job/{name} > bench.log", err=True)
+        click.echo(
+            f"# then: kubectl apply -f job.yaml && kubectl wait -n {where} --for=condition=complete "
+            f"job/{name} --timeout={document['spec']['activeDeadlineSeconds']}s && kubectl logs -n "
+            f"{where} job/{name} > bench.log",
+            err=True,
+        )
     else:
-        click.echo(exec_command(spec.name, where, engine.engine.container_name, engine.server_port(), settings,
-                                engine_bench, request.limits()))
+        click.echo(
+            exec_command(
+                spec.name,
+                where,
+                engine.engine.container_name,
+                engine.server_port(),
+                settings,
+                engine_bench,
+                request.limits(),
+            )
+        )
     click.echo(f"# and: olarespack bench run {spec.name} --responses bench.log [--hardware NAME --record]", err=True)
 
 
@@ -202,17 +256,30 @@ bench.add_command(sweep)
 bench.add_command(grid)
 
 
-def _run(shown: Shown, app: str, url: str | None, log_file: Path | None, model: str | None, api_key: str | None,
-         request: Request, hardware: str | None, as_json: bool, plot_file: Path | None, record: bool,
-         apps_dir: Path) -> None:
+def _run(
+    shown: Shown,
+    app: str,
+    url: str | None,
+    log_file: Path | None,
+    model: str | None,
+    api_key: str | None,
+    request: Request,
+    hardware: str | None,
+    as_json: bool,
+    plot_file: Path | None,
+    record: bool,
+    apps_dir: Path,
+) -> None:
     from olarespack.engines import engine_for
     from olarespack.engines.client import BenchError, base_url
 
     if (url is None) == (log_file is None):
         raise UsageError("give one of --url (a live server) or --responses (an in-box bench's log)")
     if log_file is not None and log_file.is_dir():
-        raise UsageError(f"--responses {log_file}: a folder (of an in-box sweep's logs: `bench sweep ... "
-                         "--responses DIR`); give the log file the in-box bench wrote")
+        raise UsageError(
+            f"--responses {log_file}: a folder (of an in-box sweep's logs: `bench sweep ... "
+            "--responses DIR`); give the log file the in-box bench wrote"
+        )
     if url is not None:
         base_url(url)  # a usage error before anything else is read
     path = spec_file(app, apps_dir)
@@ -227,15 +294,20 @@ def _run(shown: Shown, app: str, url: str | None, log_file: Path | None, model: 
         _try_record(path, spec, settings, hardware)
     result = _measured(url, log_file, api_key, model, served, settings, request.limits(), engine_bench)
     found = _checked(result, spec, hardware)
-    failure: OlaresPackError | None = BenchError(f"{result.url}: {found.errors[0]}: the figures cannot be, nothing "
-                                                 "recorded") if found.errors else None
+    failure: OlaresPackError | None = (
+        BenchError(f"{result.url}: {found.errors[0]}: the figures cannot be, nothing recorded")
+        if found.errors
+        else None
+    )
     values = None
     own = engine_bench.served_name(spec.engine) or spec.name
     if record and failure is None and hardware is not None:
         try:
             if result.settings.model != own:
-                raise BenchError(f"{result.url}: measured {result.settings.model!r}, not the spec's own model "
-                                 f"{own!r}: nothing recorded (bench the app's own server, or leave out --record)")
+                raise BenchError(
+                    f"{result.url}: measured {result.settings.model!r}, not the spec's own model "
+                    f"{own!r}: nothing recorded (bench the app's own server, or leave out --record)"
+                )
             values = _record(path, spec, result, hardware, found.uneven, shown)
         except OlaresPackError as exc:  # the measurement is printed first, then the refusal
             failure = exc
@@ -243,8 +315,9 @@ def _run(shown: Shown, app: str, url: str | None, log_file: Path | None, model: 
         from olarespack.bench.plot import plot_png
         from olarespack.write import write_file
 
-        title = (f"{spec.name} {spec.version}: {result.settings.model}, {settings.prompt_name}, "
-                 f"{request.max_tokens} tokens")
+        title = (
+            f"{spec.name} {spec.version}: {result.settings.model}, {settings.prompt_name}, {request.max_tokens} tokens"
+        )
         write_file(plot_file, plot_png(result, shown.text(title)))
         click.echo(f"ok {plot_file}: the runs drawn", err=True)
     _print(result, spec, values, found, as_json, shown)
@@ -262,21 +335,36 @@ def _checked(result: Result, spec: AppSpec, hardware: str | None) -> Findings:
     return found
 
 
-def _print(result: Result, spec: AppSpec, values: dict[str, Any] | None, found: Findings, as_json: bool,
-           shown: Shown) -> None:
+def _print(
+    result: Result, spec: AppSpec, values: dict[str, Any] | None, found: Findings, as_json: bool, shown: Shown
+) -> None:
     if as_json:
         import json
 
         summary = {**result.as_dict(), "uneven": found.uneven, "errors": found.errors}
-        click.echo(json.dumps(shown.data({"app": spec.name, "version": spec.version, **summary, "record": values}),
-                              indent=2, sort_keys=True, default=str))
+        click.echo(
+            json.dumps(
+                shown.data({"app": spec.name, "version": spec.version, **summary, "record": values}),
+                indent=2,
+                sort_keys=True,
+                default=str,
+            )
+        )
     else:
         for line in result.table():
             click.echo(shown.text(line))
 
 
-def _measured(url: str | None, log_file: Path | None, api_key: str | None, model: str | None, served: str | None,
-              settings: Settings, limits: Limits, engine_bench: EngineBench) -> Result:
+def _measured(
+    url: str | None,
+    log_file: Path | None,
+    api_key: str | None,
+    model: str | None,
+    served: str | None,
+    settings: Settings,
+    limits: Limits,
+    engine_bench: EngineBench,
+) -> Result:
     from olarespack.bench.inbox import MAX_LOG, read_log
     from olarespack.bench.live import bench_live, pick_model
     from olarespack.engines.client import Server
@@ -291,4 +379,3 @@ def _measured(url: str | None, log_file: Path | None, api_key: str | None, model
         result = bench_live(server, engine_bench, replace(settings, model=chosen), progress_printer(settings))
     result.notes[:0] = notes
     return result
-

@@ -1,5 +1,6 @@
-"""What `olarespack bench` reads before it measures, shared by its modes (cli/bench.py, cli/bench_modes.py): the
-spec named by file or app name, the prompt, the --plot target, the hardware, and the progress printer."""
+"""What `olarespack bench` reads before it measures, shared by its verbs (cli/bench.py, cli/bench_sweep.py,
+cli/bench_grid.py): the spec named by file or app name, the prompt, the --plot target, the hardware, and the
+progress printer."""
 
 from __future__ import annotations
 
@@ -80,8 +81,6 @@ def progress_printer(settings: Settings) -> Progress:
     return told
 
 
-
-
 def plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
     """--plot names a new PNG: never the spec it may record into nor any file bench reads (however spelled, or
     through a link), and a place a file can be written, checked before the first request."""
@@ -92,8 +91,10 @@ def plot_target(plot_file: Path, inputs: list[Path | None]) -> None:
             continue
         same = plot_file.exists() and given.exists() and plot_file.samefile(given)
         if same or plot_file.resolve() == given.resolve():
-            raise UsageError(f"--plot {plot_file}: that is {given}, which bench reads (or records into); give "
-                             "another file for the picture, e.g. bench.png")
+            raise UsageError(
+                f"--plot {plot_file}: that is {given}, which bench reads (or records into); give "
+                "another file for the picture, e.g. bench.png"
+            )
     if plot_file.is_symlink() or (plot_file.exists() and not plot_file.is_file()):
         raise UsageError(f"--plot {plot_file}: exists and is not a regular file; give the path of a PNG to write")
     if plot_file.suffix.lower() != ".png":
@@ -118,10 +119,14 @@ def hardware_given(given: str | None, spec: AppSpec, record: bool) -> str | None
     if given is not None and given not in profiles():
         raise UsageError(f"--hardware {given!r}: not a hardware profile (one of {known}, from data/hardware.yaml)")
     if record and given is None:
-        raise UsageError(f"--record needs --hardware NAME, the hardware the server runs on ({known}): a server does "
-                         f"not say it, and a figure is recorded for where it was measured (the spec targets "
-                         f"{spec.hardware})")
+        raise UsageError(
+            f"--record needs --hardware NAME, the hardware the server runs on ({known}): a server does "
+            f"not say it, and a figure is recorded for where it was measured (the spec targets "
+            f"{spec.hardware})"
+        )
     if record and given != spec.hardware:
-        raise UsageError(f"--hardware {given}: the spec targets {spec.hardware}, and its record is cited as that "
-                         "app's speed; bench on that hardware, or leave out --record")
+        raise UsageError(
+            f"--hardware {given}: the spec targets {spec.hardware}, and its record is cited as that "
+            "app's speed; bench on that hardware, or leave out --record"
+        )
     return given

@@ -26,14 +26,18 @@ SCHEMA_PATH = Path("schemas/app-spec.schema.json")
 @options.charts_dir
 @options.apps_dir
 @options.olares_version
-def build(specs: tuple[str, ...], check: bool, charts_dir: Path, apps_dir: Path,
-          generation: GenerationName | None) -> None:
+def build(
+    specs: tuple[str, ...], check: bool, charts_dir: Path, apps_dir: Path, generation: GenerationName | None
+) -> None:
     """Render charts/<app>/ from each SPEC (default: every apps/*.yaml)."""
     output_folder(charts_dir, "--charts-dir")
     files = spec_files(specs, apps_dir)
     if not files:
-        click.echo(f"no apps: {apps_dir}/ holds no spec; write {apps_dir}/<app>.yaml or bring a chart in with "
-                   "`olarespack import CHART`", err=True)
+        click.echo(
+            f"no apps: {apps_dir}/ holds no spec; write {apps_dir}/<app>.yaml or bring a chart in with "
+            "`olarespack import CHART`",
+            err=True,
+        )
     others = sibling_names(apps_dir, files) if specs else None
     apps = render_apps(files, [generation] if generation else None, others)
     for app in apps:
@@ -62,8 +66,9 @@ def build(specs: tuple[str, ...], check: bool, charts_dir: Path, apps_dir: Path,
 
 @click.command()
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the schema file is out of date.")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=SCHEMA_PATH,
-              show_default=True)
+@click.option(
+    "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=SCHEMA_PATH, show_default=True
+)
 def schema(check: bool, out_file: Path) -> None:
     """Write the JSON Schema of app specs (for editors and validation) from the models."""
     text = app_spec_schema()
@@ -94,8 +99,13 @@ def _user(value: str) -> str:
 @click.command("values")
 @click.argument("target", metavar="SPEC_OR_CHART", type=click.Path(exists=True))
 @click.option("--gpu", default="nvidia", show_default=True, help="The accelerator mode Olares renders for.")
-@click.option("--user", default="alice", show_default=True, help="The Olares user the app is installed for.",
-              callback=lambda ctx, param, value: _user(value))
+@click.option(
+    "--user",
+    default="alice",
+    show_default=True,
+    help="The Olares user the app is installed for.",
+    callback=lambda ctx, param, value: _user(value),
+)
 def values(target: str, gpu: str, user: str) -> None:
     """Print the values Olares gives a chart at install (its app name, entrances, envs already filled in), for
     `helm install --dry-run=client -f` on a box, or `helm template -f` anywhere.
@@ -105,7 +115,7 @@ def values(target: str, gpu: str, user: str) -> None:
     import yaml
 
     from olarespack.check.inputs import read_chart
-    from olarespack.check.lint import SECRET_SENTINEL, render_values
+    from olarespack.check.render import SECRET_SENTINEL, render_values
     from olarespack.project import load_resolved
     from olarespack.render import render_chart
 

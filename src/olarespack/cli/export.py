@@ -17,10 +17,19 @@ def export() -> None:
 
 @export.command("cloudflare")
 @options.market_dir
-@click.option("--out", "out_dir", type=options.FolderPath, required=True,
-              help="Folder that receives the Worker (replaced whole; empty, new, or a previous export).")
-@click.option("--name", default="olarespack-market", show_default=True,
-              help="The Worker's name in wrangler.jsonc (what `wrangler deploy` creates or updates).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=options.FolderPath,
+    required=True,
+    help="Folder that receives the Worker (replaced whole; empty, new, or a previous export).",
+)
+@click.option(
+    "--name",
+    default="olarespack-market",
+    show_default=True,
+    help="The Worker's name in wrangler.jsonc (what `wrangler deploy` creates or updates).",
+)
 def cloudflare(market_dir: Path, out_dir: Path, name: str) -> None:
     """Write a Cloudflare Worker that answers every request as `olarespack serve` does on MARKET_DIR.
 
@@ -35,5 +44,7 @@ def cloudflare(market_dir: Path, out_dir: Path, name: str) -> None:
     done = export_cloudflare(market_dir, out_dir, name)
     charts = sum(1 for path in done.copies if path.startswith("assets/charts/"))
     icons = len(done.copies) - charts
-    click.echo(f"ok {out_dir}: Worker {name!r}, {charts} chart archive(s), {icons} icon(s); "
-               f"next: cd {out_dir} && wrangler deploy")
+    click.echo(
+        f"ok {out_dir}: Worker {name!r}, {charts} chart archive(s), {icons} icon(s); "
+        f"next: cd {out_dir} && wrangler deploy"
+    )

@@ -48,8 +48,13 @@ class CatchingGroup(click.Group):
         except Exception as exc:
             if os.environ.get("OLARESPACK_DEBUG"):
                 raise
-            click.echo(redact(f"internal error (a bug in olarespack; please report it): {type(exc).__name__}: "
-                              f"{str(exc)[:300]} (set OLARESPACK_DEBUG=1 for the traceback)"), err=True)
+            click.echo(
+                redact(
+                    f"internal error (a bug in olarespack; please report it): {type(exc).__name__}: "
+                    f"{str(exc)[:300]} (set OLARESPACK_DEBUG=1 for the traceback)"
+                ),
+                err=True,
+            )
             sys.exit(EXIT_INTERNAL)
 
 

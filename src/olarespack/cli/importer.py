@@ -15,14 +15,28 @@ from olarespack.core.errors import UsageError
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--apps-dir", type=options.FolderPath, default=Path("apps"), show_default=True,
-              help="Where the specs are written (<apps-dir>/<app name>.yaml).")
+@click.option(
+    "--apps-dir",
+    type=options.FolderPath,
+    default=Path("apps"),
+    show_default=True,
+    help="Where the specs are written (<apps-dir>/<app name>.yaml).",
+)
 @click.option("--force", is_flag=True, help="Replace a spec file that already exists.")
-@click.option("--hardware", default="rtx5090-laptop", show_default=True,
-              help="The GPU profile the specs target (olarespack.yaml's hardware).")
-@click.option("--owners", "owners", metavar="USER", multiple=True,
-              help="A GitHub user who owns the apps (repeat): their specs' metadata.owners, where a chart has no "
-                   "owners file or another one.")
+@click.option(
+    "--hardware",
+    default="rtx5090-laptop",
+    show_default=True,
+    help="The GPU profile the specs target (olarespack.yaml's hardware).",
+)
+@click.option(
+    "--owners",
+    "owners",
+    metavar="USER",
+    multiple=True,
+    help="A GitHub user who owns the apps (repeat): their specs' metadata.owners, where a chart has no "
+    "owners file or another one.",
+)
 def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware: str, owners: tuple[str, ...]) -> None:
     """Turn hand-written charts (folders, folders of charts or .tgz archives) into specs.
 
@@ -55,8 +69,10 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
         for target in targets:
             spec_file = apps_dir / f"{target.chart.name}.yaml"
             if spec_file in planned:
-                raise UsageError(f"{planned[spec_file]} and {target.chart.label} are both named "
-                                 f"{target.chart.name}: import them into different --apps-dir folders")
+                raise UsageError(
+                    f"{planned[spec_file]} and {target.chart.label} are both named "
+                    f"{target.chart.name}: import them into different --apps-dir folders"
+                )
             planned[spec_file] = target.chart.label
             if spec_file.exists() and not force:
                 raise UsageError(f"{spec_file} exists: pass --force to replace it")
@@ -69,8 +85,9 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
                 incomplete += 1
                 continue
             write_file(spec_file, result.text.encode("utf-8"))
-            status = "same server command line" if result.complete else \
-                f"{len(result.unexpressed)} thing(s) not carried"
+            status = (
+                "same server command line" if result.complete else f"{len(result.unexpressed)} thing(s) not carried"
+            )
             click.echo(f"{result.label} -> {spec_file}: {status}")
             for note in result.notes:
                 click.echo(f"  note: {note}")
@@ -79,6 +96,9 @@ def import_charts(paths: tuple[str, ...], apps_dir: Path, force: bool, hardware:
             if not result.complete:
                 incomplete += 1
     if incomplete:
-        click.echo(f"{incomplete} chart(s) not imported whole: the specs say what their chart said, except what "
-                   "is listed above", err=True)
+        click.echo(
+            f"{incomplete} chart(s) not imported whole: the specs say what their chart said, except what "
+            "is listed above",
+            err=True,
+        )
         sys.exit(1)

@@ -116,14 +116,25 @@ def source_defaults(title: str) -> dict[str, Any]:
     return {"id": f"market.{slug}", "label": label, "name": {"en-US": label}}
 
 
-def _files(folder: Path, title: str, requirement: str, hardware: str, market_url: str | None,
-           icon_base_url: str | None, source: dict[str, Any]) -> dict[str, str]:
+def _files(
+    folder: Path,
+    title: str,
+    requirement: str,
+    hardware: str,
+    market_url: str | None,
+    icon_base_url: str | None,
+    source: dict[str, Any],
+) -> dict[str, str]:
     config = CONFIG.format(
-        hardware=f"{hardware:14}", source_id=source["id"], source_label=json.dumps(source["label"], ensure_ascii=False),
+        hardware=f"{hardware:14}",
+        source_id=source["id"],
+        source_label=json.dumps(source["label"], ensure_ascii=False),
         source_name=json.dumps(source["name"]["en-US"], ensure_ascii=False),
         market_url=f"market_url: {market_url}    # where boxes sync from; publish checks icons under it\n"
-        if market_url else "# market_url: https://market.example.org   # where boxes sync from\n",
-        icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "")
+        if market_url
+        else "# market_url: https://market.example.org   # where boxes sync from\n",
+        icon_base_url=f"icon_base_url: {icon_base_url}\n" if icon_base_url else "",
+    )
     from olarespack.cli.build import app_spec_schema
     from olarespack.render.jinja import template_dir
 
@@ -149,16 +160,30 @@ def _files(folder: Path, title: str, requirement: str, hardware: str, market_url
 @click.option("--market-url", metavar="URL", help="The market's public URL (boxes sync from it).")
 @click.option("--icon-base-url", metavar="URL", help="Where icons are served (default <market-url>/icons/).")
 @click.option("--hardware", default="rtx5090-laptop", show_default=True, help="The GPU profile apps target.")
-@click.option("--source-id", metavar="ID", help="The market's source id, how Olares 1.12.7 and later know it "
-              "(default: market.<the title, lowercased>).")
-@click.option("--source-label", metavar="TEXT", help="The short label boxes show for the market (default: the "
-              "title).")
-@click.option("--olarespack", "requirement", default=None,
-              help="What the Makefile installs, in pip's syntax: a git URL pinned to a commit (works for anyone "
-                   "who clones), a wheel file (this machine only), or a version once on PyPI "
-                   f"(default: olarespack=={__version__}, not on PyPI yet).")
-def init(folder: Path, title: str | None, market_url: str | None, icon_base_url: str | None, hardware: str,
-         source_id: str | None, source_label: str | None, requirement: str | None) -> None:
+@click.option(
+    "--source-id",
+    metavar="ID",
+    help="The market's source id, how Olares 1.12.7 and later know it (default: market.<the title, lowercased>).",
+)
+@click.option("--source-label", metavar="TEXT", help="The short label boxes show for the market (default: the title).")
+@click.option(
+    "--olarespack",
+    "requirement",
+    default=None,
+    help="What the Makefile installs, in pip's syntax: a git URL pinned to a commit (works for anyone "
+    "who clones), a wheel file (this machine only), or a version once on PyPI "
+    f"(default: olarespack=={__version__}, not on PyPI yet).",
+)
+def init(
+    folder: Path,
+    title: str | None,
+    market_url: str | None,
+    icon_base_url: str | None,
+    hardware: str,
+    source_id: str | None,
+    source_label: str | None,
+    requirement: str | None,
+) -> None:
     """Lay out a market repository in FOLDER: olarespack.yaml (its settings), apps/, models/, charts/, a
     Makefile whose `make build` and `make test` work on a fresh clone, the pull-request review workflow
     (.github/workflows/olarespack-pr.yml), .gitignore and a README.
@@ -170,9 +195,12 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     unpublished = requirement is None
     if requirement is None:
         requirement = f"olarespack=={__version__}"
-        click.echo(f"note: the Makefile installs {requirement}, which is not on PyPI yet: give --olarespack "
-                   "'olarespack @ git+https://<its repository>@<commit>' (anyone can clone and build) or a wheel "
-                   "file (this machine only)", err=True)
+        click.echo(
+            f"note: the Makefile installs {requirement}, which is not on PyPI yet: give --olarespack "
+            "'olarespack @ git+https://<its repository>@<commit>' (anyone can clone and build) or a wheel "
+            "file (this machine only)",
+            err=True,
+        )
     if "'" in requirement or "\n" in requirement:
         raise UsageError("--olarespack: a pip requirement without quotes or newlines")
     title = title or folder.resolve().name
@@ -182,11 +210,13 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     if source_label:
         source["label"] = source["name"]["en-US"] = source_label
     try:
-        ProjectConfig.model_validate({"hardware": hardware, "market_url": market_url,
-                                      "icon_base_url": icon_base_url, "source": source})
+        ProjectConfig.model_validate(
+            {"hardware": hardware, "market_url": market_url, "icon_base_url": icon_base_url, "source": source}
+        )
     except ValidationError as exc:
-        shown = "; ".join(f"--{'-'.join(str(part) for part in e['loc'][:2]).replace('_', '-')}: {e['msg']}"
-                          for e in exc.errors())
+        shown = "; ".join(
+            f"--{'-'.join(str(part) for part in e['loc'][:2]).replace('_', '-')}: {e['msg']}" for e in exc.errors()
+        )
         raise UsageError(shown) from None
     files = _files(folder, title, requirement, hardware, market_url, icon_base_url, source)
     present = [name for name in files if (folder / name).exists()]
@@ -195,9 +225,11 @@ def init(folder: Path, title: str | None, market_url: str | None, icon_base_url:
     for name, text in files.items():
         write_file(folder / name, text.encode("utf-8"))
         click.echo(f"created {folder / name}")
-    install = (" OLARESPACK='<a git URL pinned to a commit, or a wheel file>'" if unpublished else "")
-    click.echo(f"next: cd {folder} && make build{install} && make test{install} (then add apps: olarespack import "
-               "CHART, or write apps/<app>.yaml)")
+    install = " OLARESPACK='<a git URL pinned to a commit, or a wheel file>'" if unpublished else ""
+    click.echo(
+        f"next: cd {folder} && make build{install} && make test{install} (then add apps: olarespack import "
+        "CHART, or write apps/<app>.yaml)"
+    )
 
 
 @click.command("install-helm")
@@ -209,8 +241,10 @@ def install_helm(bin_dir: Path | None) -> None:
 
     if bin_dir is None:
         if sys.prefix == sys.base_prefix:  # not a virtualenv: beside this Python is a system folder
-            raise UsageError("install-helm: this olarespack runs outside a virtualenv; name the folder "
-                             "(e.g. olarespack install-helm ~/.local/bin)")
+            raise UsageError(
+                "install-helm: this olarespack runs outside a virtualenv; name the folder "
+                "(e.g. olarespack install-helm ~/.local/bin)"
+            )
         bin_dir = Path(sys.executable).parent
     for line in install_all(bin_dir):
         click.echo(line)

@@ -16,15 +16,29 @@ def market_group() -> None:
 
 @market_group.command("check")
 @click.argument("url")
-@click.option("--olares", "versions", metavar="VERSION", multiple=True,
-              help="An Olares version to sync as (repeat; default 1.12.6 and 1.12.7: 1.12.7 and later start "
-                   "with the v2 calls, the others with the v1 hash). An olarespack market gives 1.12.3-1.12.5 "
-                   "boxes their charts at URL/legacy: check those there.")
-@click.option("--source-id", default="olarespack-check", show_default=True,
-              help="The source id a 1.12.7 box sends with its first call (the id it registered the source under).")
+@click.option(
+    "--olares",
+    "versions",
+    metavar="VERSION",
+    multiple=True,
+    help="An Olares version to sync as (repeat; default 1.12.6 and 1.12.7: 1.12.7 and later start "
+    "with the v2 calls, the others with the v1 hash). An olarespack market gives 1.12.3-1.12.5 "
+    "boxes their charts at URL/legacy: check those there.",
+)
+@click.option(
+    "--source-id",
+    default="olarespack-check",
+    show_default=True,
+    help="The source id a 1.12.7 box sends with its first call (the id it registered the source under).",
+)
 @click.option("--no-charts", is_flag=True, help="Stop at the details: do not download the chart archives.")
-@click.option("--timeout", type=click.FloatRange(min=0.5, max=300), default=20.0, show_default=True,
-              help="Seconds of silence after which a request counts as unanswered.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.5, max=300),
+    default=20.0,
+    show_default=True,
+    help="Seconds of silence after which a request counts as unanswered.",
+)
 def check(url: str, versions: tuple[str, ...], source_id: str, no_charts: bool, timeout: float) -> None:
     """Walk the sync of the market at URL for each Olares version, a line per step: take (the box goes on),
     skip (an app is left out), abort (the box stops syncing this source), note (it goes on, something is
@@ -58,11 +72,20 @@ def check(url: str, versions: tuple[str, ...], source_id: str, no_charts: bool, 
 
 @market_group.command("clone-check")
 @click.argument("chart", type=click.Path(exists=True))
-@click.option("--env", "envs", metavar="NAME=VALUE", multiple=True,
-              help="An env the clone sets (repeat), as `olares-cli market clone --env` takes it: ENGINE_ARGS, "
-                   "MODEL_NAME, <ENGINE>_REQUIRED_GPU_MEMORY, ...")
-@click.option("--hardware", default="rtx5090-laptop", show_default=True,
-              help="The GPU profile whose card the booked GPU memory must fit.")
+@click.option(
+    "--env",
+    "envs",
+    metavar="NAME=VALUE",
+    multiple=True,
+    help="An env the clone sets (repeat), as `olares-cli market clone --env` takes it: ENGINE_ARGS, "
+    "MODEL_NAME, <ENGINE>_REQUIRED_GPU_MEMORY, ...",
+)
+@click.option(
+    "--hardware",
+    default="rtx5090-laptop",
+    show_default=True,
+    help="The GPU profile whose card the booked GPU memory must fit.",
+)
 def clone_check(chart: str, envs: tuple[str, ...], hardware: str) -> None:
     """Check a clone of an Olares engine-base app (vllmllmbasev3, llamacppllmbasev3: CHART, a folder or .tgz)
     before `olares-cli market clone` makes it: the chart rendered with the clone's envs, ENGINE_ARGS judged by
@@ -92,6 +115,7 @@ def clone_check(chart: str, envs: tuple[str, ...], hardware: str) -> None:
     for problem in report.problems:
         click.echo(str(problem))
     errors = [p for p in report.problems if p.severity == "error"]
-    click.echo(f"{'refused' if errors else 'ok'}: {len(errors)} error(s), "
-               f"{len(report.problems) - len(errors)} warning(s)")
+    click.echo(
+        f"{'refused' if errors else 'ok'}: {len(errors)} error(s), {len(report.problems) - len(errors)} warning(s)"
+    )
     sys.exit(1 if errors else 0)

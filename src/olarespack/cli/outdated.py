@@ -14,18 +14,34 @@ from olarespack.core.errors import OlaresPackError, UsageError
 
 @click.command("outdated")
 @options.specs
-@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The box the apps run on: its `olares:` release picks the NVIDIA driver the image must start on "
-                   "(default: the driver of the oldest Olares the market installs on).")
+@click.option(
+    "--box",
+    "box_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The box the apps run on: its `olares:` release picks the NVIDIA driver the image must start on "
+    "(default: the driver of the oldest Olares the market installs on).",
+)
 @click.option("--all", "every", is_flag=True, help="Plan the move to every newer release, not only the newest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as a JSON object.")
-@click.option("--refresh", is_flag=True, help="First read the engines' newest release tables from PyPI (the only "
-              "step that reaches the network; `olarespack releases refresh` for each engine).")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="First read the engines' newest release tables from PyPI (the only "
+    "step that reaches the network; `olarespack releases refresh` for each engine).",
+)
 @options.base
 @options.charts_dir
 @options.apps_dir
-def outdated(specs: tuple[str, ...], box_file: Path | None, every: bool, as_json: bool, refresh: bool,
-             base: str | None, charts_dir: Path, apps_dir: Path) -> None:
+def outdated(
+    specs: tuple[str, ...],
+    box_file: Path | None,
+    every: bool,
+    as_json: bool,
+    refresh: bool,
+    base: str | None,
+    charts_dir: Path,
+    apps_dir: Path,
+) -> None:
     """For each app (default: every apps/*.yaml), the engine releases newer than its image that the release
     tables know; for the newest (every one with --all), the image of it that starts on the box and what moving
     there would change, planned as `bump SPEC --image` plans it (nothing is written), or why it cannot move.
@@ -70,15 +86,24 @@ def _refresh() -> None:
 @click.command("propose")
 @options.specs
 @click.option("--remote", default="origin", show_default=True, help="The git remote the branches are pushed to.")
-@click.option("--proposals", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Where each pull request's body is written (N.md) with proposals.tsv: branch, title, body file.")
-@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The box whose `olares:` release picks the driver (default: the oldest Olares the market "
-                   "installs on).")
+@click.option(
+    "--proposals",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where each pull request's body is written (N.md) with proposals.tsv: branch, title, body file.",
+)
+@click.option(
+    "--box",
+    "box_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The box whose `olares:` release picks the driver (default: the oldest Olares the market installs on).",
+)
 @options.charts_dir
 @options.apps_dir
-def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path | None, charts_dir: Path,
-            apps_dir: Path) -> None:
+def propose(
+    specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path | None, charts_dir: Path, apps_dir: Path
+) -> None:
     """Propose each upgrade `outdated` finds as a pull request: the app moved by `bump --image` on a branch of
     its own from HEAD (olarespack/upgrade-<app>-<release>), committed and pushed to REMOTE; the pull request's
     title and body (what the box gets, the rendered diff) written into the --proposals folder for the workflow
@@ -100,6 +125,7 @@ def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path |
         driver = box.driver
     files = spec_files(specs, apps_dir)
     root = repo_root(Path.cwd())
+
     def body_file(proposal: Proposal) -> Path:
         return out_dir / f"{proposal.branch.replace('/', '-')}.md"
 
@@ -107,8 +133,7 @@ def propose(specs: tuple[str, ...], remote: str, out_dir: Path, box_file: Path |
         write_file(body_file(proposal), proposal.body.encode("utf-8"))
 
     rows = []
-    for proposal in proposing(helm_binary("helm"), root, remote, files, driver, charts_dir, dt.date.today(),
-                              record):
+    for proposal in proposing(helm_binary("helm"), root, remote, files, driver, charts_dir, dt.date.today(), record):
         if not proposal.proposed:
             click.echo(f"not proposed {proposal.app} {proposal.release}: {proposal.reason}")
             continue

@@ -13,14 +13,18 @@ from olarespack.core.errors import UsageError
 
 @click.command()
 @click.argument("spec_files", metavar="SPEC...", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--box", "box_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A box file (e.g. boxes/olares-one.yaml): hardware, what the box keeps, the apps; SPECs are added.")
+@click.option(
+    "--box",
+    "box_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A box file (e.g. boxes/olares-one.yaml): hardware, what the box keeps, the apps; SPECs are added.",
+)
 @click.option("--hardware", help="The box's hardware profile (default: the box file's, else the one the specs target).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as a JSON object.")
-@click.option("--write", is_flag=True,
-              help="Book each app's share in its spec (resources.gpu_memory), only when every app fits.")
-def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | None, as_json: bool,
-         write: bool) -> None:
+@click.option(
+    "--write", is_flag=True, help="Book each app's share in its spec (resources.gpu_memory), only when every app fits."
+)
+def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | None, as_json: bool, write: bool) -> None:
     """Can these apps co-run on one GPU? Each gets the smallest share its context fits in (fit's arithmetic);
     the shares plus what the box keeps must fit the card's registered memory. With --write, each spec books its
     share (request = limit), so its chart carries the plan: then `olarespack build` and `bump`.
@@ -47,8 +51,11 @@ def plan(spec_files: tuple[Path, ...], box_file: Path | None, hardware: str | No
     result = make_plan(profile, apps, keep)
     if write and result.fits:
         # the comment names the plan the same way however its path was typed (./boxes/x.yaml, boxes/x.yaml)
-        source = f"--box {os.path.normpath(box_file)}" if box_file is not None else \
-            " ".join(os.path.normpath(f) for f in files)
+        source = (
+            f"--box {os.path.normpath(box_file)}"
+            if box_file is not None
+            else " ".join(os.path.normpath(f) for f in files)
+        )
         for file, status in write_shares(result, f"olarespack plan {source}"):
             click.echo(f"{file}: {status}", err=True)
     elif write:

@@ -23,13 +23,25 @@ from olarespack.release.version import Part
 @click.option("--patch", "part", flag_value="patch", help="x.y.Z: a fix.")
 @click.option("--prerelease", "part", flag_value="prerelease", help="x.y.z-rc.N: never below the current version.")
 @click.option("--note", help="The changelog entry (default: a summary of what changed in the rendered chart).")
-@click.option("--image", "image", metavar="REF", help="Move SPEC to this engine image (a whole reference, or a "
-              "tag of the same repository) and raise the minor version unless another part is given.")
+@click.option(
+    "--image",
+    "image",
+    metavar="REF",
+    help="Move SPEC to this engine image (a whole reference, or a "
+    "tag of the same repository) and raise the minor version unless another part is given.",
+)
 @options.base
 @options.charts_dir
 @options.apps_dir
-def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str | None, base: str | None,
-         charts_dir: Path, apps_dir: Path) -> None:
+def bump(
+    specs: tuple[str, ...],
+    part: str | None,
+    note: str | None,
+    image: str | None,
+    base: str | None,
+    charts_dir: Path,
+    apps_dir: Path,
+) -> None:
     """Raise versions (SemVer): edit each spec in place, add a changelog entry, re-render its chart.
 
     With no SPEC, bumps exactly the apps whose rendered chart differs from the base. With --image, moves
@@ -48,11 +60,13 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
     skipped: list[str] = []
     with editing(*files):  # every spec from its read to its write: a concurrent edit is not lost
         if image is not None:
-            bumps = plan_moves(helm_binary("helm"), repo, files, image, cast(Part, part or "minor"), note,
-                               dt.date.today())
+            bumps = plan_moves(
+                helm_binary("helm"), repo, files, image, cast(Part, part or "minor"), note, dt.date.today()
+            )
         else:
-            bumps, skipped = plan_bumps(helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note,
-                                        dt.date.today())
+            bumps, skipped = plan_bumps(
+                helm_binary("helm"), repo, files, bool(specs), cast(Part, part), note, dt.date.today()
+            )
         apply_bumps(bumps, charts_dir)
     for line in skipped:
         click.echo(f"skip {line}")
@@ -71,8 +85,7 @@ def bump(specs: tuple[str, ...], part: str | None, note: str | None, image: str 
 @click.option("--exit-code", is_flag=True, help="Exit 1 when something changed.")
 @options.charts_dir
 @options.apps_dir
-def diff(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: bool, charts_dir: Path,
-         apps_dir: Path) -> None:
+def diff(specs: tuple[str, ...], base: str | None, fmt: str, exit_code: bool, charts_dir: Path, apps_dir: Path) -> None:
     """What the cluster would run differently: each app rendered at the base and now, per resource.
 
     Also the version gate: an app whose rendered chart changed without a version increase is an error."""

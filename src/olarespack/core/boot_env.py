@@ -24,19 +24,51 @@ _PYTHON = "Python docs, Command line and environment, Environment variables"
 _BASH = "bash(1), INVOCATION and Shell Variables"
 
 CODE_ENV: tuple[EnvRule, ...] = (
-    EnvRule("LD_*", "the dynamic loader's settings: LD_PRELOAD and LD_AUDIT load a library into the process, "
-            "LD_LIBRARY_PATH chooses which libraries load, LD_DEBUG_OUTPUT writes files", _LDSO),
-    *(EnvRule(name, "read by glibc or its loader to load modules or files (the loader strips it from programs "
-              "it does not trust)", _GLIBC)
-      for name in ("GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
-                   "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR")),
-    EnvRule("PYTHON*", "changes the Python interpreter: PYTHONPATH and PYTHONHOME choose what imports, "
-            "PYTHONWARNINGS imports the modules its filters name, PYTHONSTARTUP and PYTHONBREAKPOINT run code",
-            _PYTHON),
-    EnvRule("BROWSER", "commands Python's webbrowser module runs (any module that opens a page runs them)",
-            "Python docs, webbrowser"),
-    EnvRule("PATH", "chooses which program every subprocess runs (compilers, ldconfig, nvidia-smi)",
-            "POSIX exec (execvp searches PATH)"),
+    EnvRule(
+        "LD_*",
+        "the dynamic loader's settings: LD_PRELOAD and LD_AUDIT load a library into the process, "
+        "LD_LIBRARY_PATH chooses which libraries load, LD_DEBUG_OUTPUT writes files",
+        _LDSO,
+    ),
+    *(
+        EnvRule(
+            name,
+            "read by glibc or its loader to load modules or files (the loader strips it from programs "
+            "it does not trust)",
+            _GLIBC,
+        )
+        for name in (
+            "GCONV_PATH",
+            "GETCONF_DIR",
+            "GLIBC_TUNABLES",
+            "HOSTALIASES",
+            "LOCALDOMAIN",
+            "LOCPATH",
+            "MALLOC_TRACE",
+            "NIS_PATH",
+            "NLSPATH",
+            "RESOLV_HOST_CONF",
+            "RES_OPTIONS",
+            "TMPDIR",
+            "TZDIR",
+        )
+    ),
+    EnvRule(
+        "PYTHON*",
+        "changes the Python interpreter: PYTHONPATH and PYTHONHOME choose what imports, "
+        "PYTHONWARNINGS imports the modules its filters name, PYTHONSTARTUP and PYTHONBREAKPOINT run code",
+        _PYTHON,
+    ),
+    EnvRule(
+        "BROWSER",
+        "commands Python's webbrowser module runs (any module that opens a page runs them)",
+        "Python docs, webbrowser",
+    ),
+    EnvRule(
+        "PATH",
+        "chooses which program every subprocess runs (compilers, ldconfig, nvidia-smi)",
+        "POSIX exec (execvp searches PATH)",
+    ),
     EnvRule("BASH_ENV", "a file bash runs before any non-interactive script", _BASH),
     EnvRule("ENV", "a file sh runs at start", _BASH),
     EnvRule("BASH_FUNC_*", "a function bash imports and runs in place of a command", _BASH),
@@ -46,9 +78,12 @@ CODE_ENV: tuple[EnvRule, ...] = (
     EnvRule("CC", "the C compiler Triton runs to build its launchers", "triton runtime/build.py"),
     EnvRule("CXX", "the C++ compiler torch's inductor runs", "torch _inductor/cpp_builder.py"),
     EnvRule("VLLM_PLUGINS", "which installed plugins vLLM loads and runs at start", "vLLM docs, Plugin System"),
-    EnvRule("VLLM_LOGGING_CONFIG_PATH", "a logging configuration vLLM passes to logging.config.dictConfig, "
-            "whose '()' keys call any importable function", "vLLM docs, Logging Configuration; Python docs, "
-            "logging.config, User-defined objects"),
+    EnvRule(
+        "VLLM_LOGGING_CONFIG_PATH",
+        "a logging configuration vLLM passes to logging.config.dictConfig, "
+        "whose '()' keys call any importable function",
+        "vLLM docs, Logging Configuration; Python docs, logging.config, User-defined objects",
+    ),
     EnvRule("GGML_BACKEND_PATH", "a backend library ggml loads at start", "llama.cpp ggml/src/ggml-backend-reg.cpp"),
 )
 

@@ -19,8 +19,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def _printable(text: str) -> str:
     """One line, nothing a terminal or a CI log would obey: field paths and messages quote strangers' text (a
     spec key holding a newline and `::warning::`, or an escape sequence)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
-                        text)
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", text
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -36,8 +37,10 @@ class Problem:
 
     def __post_init__(self) -> None:
         if not known(self.rule):
-            raise ValueError(f"rule {self.rule!r} is not in the rule catalog (core/rule_catalog.py, or the engine "
-                             "package's catalog.py)")
+            raise ValueError(
+                f"rule {self.rule!r} is not in the rule catalog (core/rule_catalog.py, or the engine "
+                "package's catalog.py)"
+            )
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file

@@ -41,8 +41,9 @@ class OlaresDriver(BaseModel):
     @property
     def title(self) -> str:
         """As a message names it: `driver 590.44.01 = CUDA 13.1 on Olares 1.12.3`."""
-        where = f"Olares {self.olares}" + (f" (its driver not known: {self.assumed_from}'s, drivers only get "
-                                            "newer)" if self.assumed_from else "")
+        where = f"Olares {self.olares}" + (
+            f" (its driver not known: {self.assumed_from}'s, drivers only get newer)" if self.assumed_from else ""
+        )
         return f"driver {self.driver} = CUDA {self.cuda} on {where}"
 
 
@@ -73,5 +74,8 @@ def driver_for(olares: str) -> OlaresDriver | None:
     if not older:
         return None
     found = older[-1]
-    return found if release_key(found.olares) == key else \
-        found.model_copy(update={"olares": olares, "assumed_from": found.olares})
+    return (
+        found
+        if release_key(found.olares) == key
+        else found.model_copy(update={"olares": olares, "assumed_from": found.olares})
+    )

@@ -21,8 +21,13 @@ class Shown:
     def __init__(self, api_key: str | None) -> None:
         forms: set[str] = set()
         if api_key:
-            for form in (api_key, json.dumps(api_key, ensure_ascii=False)[1:-1], json.dumps(api_key)[1:-1],
-                         quote(api_key, safe=""), printable(api_key)):
+            for form in (
+                api_key,
+                json.dumps(api_key, ensure_ascii=False)[1:-1],
+                json.dumps(api_key)[1:-1],
+                quote(api_key, safe=""),
+                printable(api_key),
+            ):
                 forms |= {form, f"Bearer {form}"}
         self._forms = sorted(forms - {""}, key=len, reverse=True)  # the Bearer form before the bare key
 

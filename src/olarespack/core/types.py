@@ -49,8 +49,10 @@ def _quantity(parse: Callable[[str], int], example: str, numbers_too: bool) -> C
 def _hardware(text: str) -> str:
     if text not in profiles():
         raise PydanticCustomError(
-            "hardware-profile", "unknown hardware profile {text!r}; known: {known}",
-            {"text": text, "known": ", ".join(sorted(profiles()))})
+            "hardware-profile",
+            "unknown hardware profile {text!r}; known: {known}",
+            {"text": text, "known": ", ".join(sorted(profiles()))},
+        )
     return text
 
 
@@ -66,8 +68,9 @@ Title = Annotated[str, StringConstraints(min_length=1, max_length=30)]
 EntranceTitle = Annotated[str, StringConstraints(min_length=1, max_length=30, pattern=r"^[a-zA-Z0-9 -]+$")]
 Url = Annotated[str, StringConstraints(max_length=2_048, pattern=r"^https?://[\x21-\x7e]+$")]  # printable ASCII
 HardwareName = Annotated[str, AfterValidator(_hardware)]
-HfRepo = Annotated[str, StringConstraints(max_length=200,
-                                           pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+HfRepo = Annotated[
+    str, StringConstraints(max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
 _IMAGE_PATTERN = r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?$"
 Image = Annotated[str, StringConstraints(max_length=512, pattern=_IMAGE_PATTERN)]
 EnvName = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Z_][A-Z0-9_]*$")]
@@ -77,8 +80,9 @@ Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 # Model files live in the app's storage (/models) or the box's shared model folder (/shared-models: Olares'
 # sharedlib ai/model, which several apps read, as the seed author's v3 charts keep their GGUF files)
 SHARED_MODEL_DIR = "/shared-models"
-ModelPath = Annotated[str, StringConstraints(
-    max_length=256, pattern=r"^/(models|shared-models)(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")]
+ModelPath = Annotated[
+    str, StringConstraints(max_length=256, pattern=r"^/(models|shared-models)(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+]
 LocaleName = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
 CpuQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_cpu, "4, 0.5 or 1500m", numbers_too=True))]
 ByteQuantity = Annotated[str, BeforeValidator(_quantity(quantity.parse_bytes, "512Mi or 24Gi", numbers_too=False))]
@@ -87,4 +91,3 @@ GithubUser = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,39}$")]
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-

@@ -8,6 +8,7 @@ from collections.abc import Callable
 GiB = 1 << 30
 MiB = 1 << 20
 
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 

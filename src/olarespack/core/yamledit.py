@@ -103,7 +103,7 @@ def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:
     node: Any = data
     for depth, key in enumerate(path):
         if not hasattr(node, "lc") or not hasattr(node, "get") or key not in node:
-            raise ValueError(f"{'.'.join(path[:depth + 1])} is not in the spec")
+            raise ValueError(f"{'.'.join(path[: depth + 1])} is not in the spec")
         if depth < len(path) - 1:
             node = node[key]
     key = path[-1]
@@ -114,9 +114,11 @@ def set_scalar(text: str, path: tuple[str, ...], value: Any) -> str:
     except KeyError:  # a key that comes from a merge (`<<:`), not written in this mapping
         raise ValueError(f"{'.'.join(path)} is not written as a one-line `{key}: value`") from None
     lines = text.splitlines(keepends=True)
-    ending = lines[line][len(lines[line].rstrip("\r\n")):]
-    match = re.match(rf"^(\s*(?:-\s+)?{re.escape(key)}:[ \t]*)(\"[^\"]*\"|'[^']*'|[^#\s][^#]*?)?([ \t]+#.*)?$",
-                     lines[line].rstrip("\r\n"))
+    ending = lines[line][len(lines[line].rstrip("\r\n")) :]
+    match = re.match(
+        rf"^(\s*(?:-\s+)?{re.escape(key)}:[ \t]*)(\"[^\"]*\"|'[^']*'|[^#\s][^#]*?)?([ \t]+#.*)?$",
+        lines[line].rstrip("\r\n"),
+    )
     if match is None or match[2] is None:
         raise ValueError(f"{'.'.join(path)} is not written as a one-line `{key}: value`")
     lines[line] = f"{match[1]}{scalar(value)}{match[3] or ''}{ending}"

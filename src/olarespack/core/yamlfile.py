@@ -44,8 +44,9 @@ def read_spec_bytes(path: Path) -> bytes:
             raise _refuse(shown, "not a regular file", "give the path of a spec file", rule="file")
         data = handle.read(MAX_FILE + 1)
     if len(data) > MAX_FILE:
-        raise _refuse(shown, f"larger than {MAX_FILE // 1024} KiB; a spec is a few KiB", "split or shorten it",
-                      rule="file")
+        raise _refuse(
+            shown, f"larger than {MAX_FILE // 1024} KiB; a spec is a few KiB", "split or shorten it", rule="file"
+        )
     return data
 
 
@@ -55,9 +56,14 @@ def decode(file: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise _refuse(file, f"not UTF-8 (byte 0x{data[exc.start]:02x} at line {line}; Latin-1 or Windows-1252?)",
-                      "save it as UTF-8", f"line {line}", rule="encoding") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise _refuse(
+            file,
+            f"not UTF-8 (byte 0x{data[exc.start]:02x} at line {line}; Latin-1 or Windows-1252?)",
+            "save it as UTF-8",
+            f"line {line}",
+            rule="encoding",
+        ) from None
 
 
 def _where(exc: MarkedYAMLError | yaml.MarkedYAMLError) -> str:
@@ -91,8 +97,9 @@ def parse_yaml(file: str, text: str) -> Any:
     except SpecError:
         raise
     except (MarkedYAMLError, yaml.MarkedYAMLError) as exc:
-        raise _refuse(file, f"invalid YAML: {exc.problem or exc.context or 'syntax error'}", "fix the YAML syntax",
-                      _where(exc)) from None
+        raise _refuse(
+            file, f"invalid YAML: {exc.problem or exc.context or 'syntax error'}", "fix the YAML syntax", _where(exc)
+        ) from None
     except yaml.YAMLError as exc:
         raise _refuse(file, f"invalid YAML: {str(exc).splitlines()[0][:200]}", "fix the YAML syntax") from None
     except YAMLError as exc:

@@ -51,8 +51,13 @@ def engine_for(spec_engine: EngineSpec) -> Bound[EngineSpec]:
 def engine_problems(file: str, spec: AppSpec) -> list[Problem]:
     """What the image's engine would refuse at boot or run badly, found from the spec before a box does."""
     engine = engine_for(spec.engine)
-    return [*floating_images(file, engine), *typed_flags_in_extra_args(file, engine),
-            *engine.rules(file, spec.hardware), *release_problems(file, engine), *pinned_problems(file, spec)]
+    return [
+        *floating_images(file, engine),
+        *typed_flags_in_extra_args(file, engine),
+        *engine.rules(file, spec.hardware),
+        *release_problems(file, engine),
+        *pinned_problems(file, spec),
+    ]
 
 
 def pinned_problems(file: str, spec: AppSpec) -> list[Problem]:
@@ -61,16 +66,26 @@ def pinned_problems(file: str, spec: AppSpec) -> list[Problem]:
         return []
     shape = engine_for(spec.engine).pinned_shape(spec.olares.pinned_model.tag)
     if shape is None:
-        return [Problem(file, "olares.pinned_model", f"{spec.engine.kind} has no pinned-model shape",
-                        "drop olares.pinned_model", rule="pinned-model-shape")]
-    return [*(Problem(file, p.field, p.message, p.fix, rule="pinned-model-shape") for p in shape.problems),
-            *(Problem(file, p.field, p.message, p.fix, rule="pinned-model-args") for p in word_problems(shape))]
+        return [
+            Problem(
+                file,
+                "olares.pinned_model",
+                f"{spec.engine.kind} has no pinned-model shape",
+                "drop olares.pinned_model",
+                rule="pinned-model-shape",
+            )
+        ]
+    return [
+        *(Problem(file, p.field, p.message, p.fix, rule="pinned-model-shape") for p in shape.problems),
+        *(Problem(file, p.field, p.message, p.fix, rule="pinned-model-args") for p in word_problems(shape)),
+    ]
 
 
 def engine_of_command(argv: list[str], image: str) -> EngineBase | None:
     """Which engine a command line runs: its executable, then a module it names, else the image's family."""
-    found = next((e for e in ENGINES.values() if e.runs(argv)), None) or \
-        next((e for e in ENGINES.values() if e.marked(argv)), None)
+    found = next((e for e in ENGINES.values() if e.runs(argv)), None) or next(
+        (e for e in ENGINES.values() if e.marked(argv)), None
+    )
     if found is None and (family := engine_of_image(image)) is not None:
         found = ENGINES.get(family.engine)
     return found

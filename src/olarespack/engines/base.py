@@ -35,15 +35,18 @@ def mounted_file_path(path: str) -> str:
     """A file the chart mounts into the container: in the model folder or a folder of its own, never over a
     system folder the image needs."""
     if path.split("/")[1] in RESERVED_DIRS - {"models"} or path.count("/") < 2:
-        raise ValueError(f"{path} is over a system folder the image needs or at the root; use e.g. "
-                         "/models/chat_template.jinja")
+        raise ValueError(
+            f"{path} is over a system folder the image needs or at the root; use e.g. /models/chat_template.jinja"
+        )
     return path
 
 
 # A scratch folder: absolute, plain, and not over the model folder or a system one the image needs.
-ScratchPath = Annotated[str, StringConstraints(
-    max_length=128, pattern=r"^/[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"),
-    AfterValidator(scratch_path)]
+ScratchPath = Annotated[
+    str,
+    StringConstraints(max_length=128, pattern=r"^/[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"),
+    AfterValidator(scratch_path),
+]
 
 
 class EngineSpec(StrictModel):
@@ -51,20 +54,35 @@ class EngineSpec(StrictModel):
 
     kind: str
     image: Image = Field(description="Container image with a pinned tag (or digest).")
-    extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_EXTRA,
-                                      description="Further engine arguments, passed as given.")
-    env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_EXTRA,
-                                        description="Extra environment of the engine (values are literal: $(VAR) "
-                                        "is not expanded).")
+    extra_args: list[ArgText] = Field(
+        default_factory=list, max_length=MAX_EXTRA, description="Further engine arguments, passed as given."
+    )
+    env: dict[EnvName, ArgText] = Field(
+        default_factory=dict,
+        max_length=MAX_EXTRA,
+        description="Extra environment of the engine (values are literal: $(VAR) is not expanded).",
+    )
     command: list[ArgText] | None = Field(
-        None, min_length=1, max_length=8, description="The server executable (and the words before its flags) "
-        "when the image names it otherwise than its family (engines/<kind>/images.yaml): a custom build.")
+        None,
+        min_length=1,
+        max_length=8,
+        description="The server executable (and the words before its flags) "
+        "when the image names it otherwise than its family (engines/<kind>/images.yaml): a custom build.",
+    )
     scratch: list[ScratchPath] = Field(
-        default_factory=list, max_length=4, description="Folders the server writes and may lose at a restart "
-        "(llama.cpp's --slot-save-path): each an empty folder of the pod (emptyDir), outside /models.")
-    port: int | None = Field(None, ge=1024, le=65_535, description="The port the server listens on; default "
-                             "the engine's (vLLM 8000, llama.cpp 8080). Keep what clients of an installed chart "
-                             "call.")
+        default_factory=list,
+        max_length=4,
+        description="Folders the server writes and may lose at a restart "
+        "(llama.cpp's --slot-save-path): each an empty folder of the pod (emptyDir), outside /models.",
+    )
+    port: int | None = Field(
+        None,
+        ge=1024,
+        le=65_535,
+        description="The port the server listens on; default "
+        "the engine's (vLLM 8000, llama.cpp 8080). Keep what clients of an installed chart "
+        "call.",
+    )
 
 
 @dataclass(frozen=True)
@@ -78,8 +96,11 @@ class Arg:
 
     def container_items(self) -> list[str]:
         """As written in the Deployment, where Kubernetes would expand a literal $(NAME)."""
-        value = f"$({self.env})" if self.env and self.value is not None else (
-            None if self.value is None else kubernetes_literal(self.value))
+        value = (
+            f"$({self.env})"
+            if self.env and self.value is not None
+            else (None if self.value is None else kubernetes_literal(self.value))
+        )
         return [x for x in (self.flag, value) if x is not None]
 
     def effective_items(self) -> list[str]:

@@ -48,6 +48,7 @@ class EngineLog:
         """(message, fix) for a boot that ran on another device than the spec's hardware (`gpu`: its GPU's name
         as the profile titles it), or measured nothing of the GPU; an engine whose log says its device checks."""
         return []
+
     # what the log must say itself for a calibration to record it as measured there -> where the engine says it
     provenance: dict[str, str] = field(default_factory=dict)
 

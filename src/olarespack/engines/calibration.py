@@ -32,24 +32,39 @@ class MeasuredOn(StrictModel):
     hardware: ProfileName | None = Field(None, description="The hardware profile (GPU) of the measured boot.")
 
 
-def calibration_problems(file: str, spec_engine_model_repo: str, image: str, hardware: str,
-                         calibration: MeasuredOn | None) -> Iterator[Problem]:
+def calibration_problems(
+    file: str, spec_engine_model_repo: str, image: str, hardware: str, calibration: MeasuredOn | None
+) -> Iterator[Problem]:
     """A calibration must say what it was measured on, and that must be what the spec runs now."""
     if calibration is None:
         return
     path = "engine.calibration"
-    remeasure = (f"boot the app on the box and run `olarespack calibrate {file} --log boot.log` with its log "
-                 "(kubectl logs), or remove engine.calibration to fall back to the estimate")
+    remeasure = (
+        f"boot the app on the box and run `olarespack calibrate {file} --log boot.log` with its log "
+        "(kubectl logs), or remove engine.calibration to fall back to the estimate"
+    )
     missing = [name for name in MEASURED_ON if getattr(calibration, name) is None]
     if missing:
-        yield Problem(file, path, f"does not say what it was measured on ({', '.join(missing)} missing); a "
-                      "measurement holds only for the model, image and GPU of its boot",
-                      f"add {', '.join(f'{name}:' for name in missing)} as they were at that boot, or {remeasure}",
-                      rule="calibration-provenance")
+        yield Problem(
+            file,
+            path,
+            f"does not say what it was measured on ({', '.join(missing)} missing); a "
+            "measurement holds only for the model, image and GPU of its boot",
+            f"add {', '.join(f'{name}:' for name in missing)} as they were at that boot, or {remeasure}",
+            rule="calibration-provenance",
+        )
     now = {"model": spec_engine_model_repo, "image": image, "hardware": hardware}
-    changed = [name for name in MEASURED_ON
-               if getattr(calibration, name) is not None and getattr(calibration, name) != now[name]]
+    changed = [
+        name
+        for name in MEASURED_ON
+        if getattr(calibration, name) is not None and getattr(calibration, name) != now[name]
+    ]
     if changed:
         shown = "; ".join(f"{name} {getattr(calibration, name)} (the spec has {now[name]})" for name in changed)
-        yield Problem(file, path, f"was measured with another {' and '.join(changed)}: {shown}; its memory figures "
-                      "do not hold for this spec", remeasure, rule="calibration-stale")
+        yield Problem(
+            file,
+            path,
+            f"was measured with another {' and '.join(changed)}: {shown}; its memory figures do not hold for this spec",
+            remeasure,
+            rule="calibration-stale",
+        )

@@ -16,9 +16,12 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from olarespack.core.boundedjson import loads
-from olarespack.core.errors import OlaresPackError, UsageError
+from olarespack.core.errors import UsageError
 from olarespack.core.shown import Shown
 from olarespack.core.text import printable
+from olarespack.engines.replies import BenchError, Reply, check_usage, reply_of, text_of
+
+__all__ = ["BenchError", "Limits", "Reply", "Server", "base_url", "check_usage", "reply_of", "shown_url"]
 
 MAX_LINE = 1 << 20  # one SSE line; a token's event is a few hundred bytes
 MAX_JSON = 16 << 20  # a whole non-streamed answer
@@ -30,15 +33,11 @@ COMPLETIONS = "/v1/chat/completions"
 MODELS = "/v1/models"
 
 
-class BenchError(OlaresPackError):
-    """The server could not be measured: unreachable, not OpenAI-compatible, or answering what cannot be."""
-
-
 def _first_bytes(pieces: Iterator[bytes], limit: int = 300) -> bytes:
     """At most `limit` bytes of a body, read no further (an error page may never end)."""
     data = b""
     for piece in pieces:
-        data += piece[:limit - len(data)]
+        data += piece[: limit - len(data)]
         if len(data) >= limit:
             break
     return data
@@ -87,13 +86,16 @@ def base_url(url: str) -> str:
     """The server's root: trailing slashes and a /v1 suffix dropped (both spellings are common)."""
     parts = _split(url)
     if parts is None:
-        raise UsageError(f"--url {shown_url(url)!r}: not a URL (an IPv6 address goes in brackets, as in "
-                         "http://[::1]:8000)")
+        raise UsageError(
+            f"--url {shown_url(url)!r}: not a URL (an IPv6 address goes in brackets, as in http://[::1]:8000)"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--url {shown_url(url)!r}: give the server's http(s) address, e.g. http://127.0.0.1:8000")
     if _bad_port(parts):
-        raise UsageError(f"--url {shown_url(url)!r}: the port is not a number from 0 to 65535 (a password with "
-                         "`#`, `?`, `/` or `@` in it must be percent-encoded, or given with --api-key)")
+        raise UsageError(
+            f"--url {shown_url(url)!r}: the port is not a number from 0 to 65535 (a password with "
+            "`#`, `?`, `/` or `@` in it must be percent-encoded, or given with --api-key)"
+        )
     if parts.query or parts.fragment:
         raise UsageError(f"--url {shown_url(url)}: give the server's address without a query or fragment")
     path = parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
@@ -124,33 +126,6 @@ class Limits:
 
 
 @dataclass
-class Reply:
-    """One completion as read: its usage, the client's clock, and the final body the engine reads timings from."""
-
-    completion_tokens: int
-    prompt_tokens: int | None
-    seconds: float  # request sent to the completion's end
-    first_token_s: float | None = None  # request sent to the first event carrying text (streamed only)
-    last_token_s: float | None = None
-    body: dict[str, Any] = field(default_factory=dict)  # usage, timings (a stream's last), a whole answer's choices
-
-
-def check_usage(usage: object, max_tokens: int, where: str) -> tuple[int, int | None]:
-    """completion_tokens and prompt_tokens of a usage object, refused when they cannot be."""
-    if not isinstance(usage, dict):
-        raise BenchError(f"{where}: the answer carries no usage object (completion_tokens): not an OpenAI-compatible "
-                         "completion")
-    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    if isinstance(completion, bool) or not isinstance(completion, int):
-        raise BenchError(f"{where}: usage.completion_tokens is {printable(str(completion)[:40])!r}, not a count")
-    if not 0 <= completion <= 2 * max_tokens:
-        raise BenchError(f"{where}: impossible usage: {completion} completion tokens for max_tokens {max_tokens}")
-    if prompt is not None and (isinstance(prompt, bool) or not isinstance(prompt, int) or prompt < 0):
-        raise BenchError(f"{where}: impossible usage: prompt_tokens is {printable(str(prompt)[:40])!r}")
-    return completion, prompt
-
-
-@dataclass
 class _Stream:
     """What a stream said so far."""
 
@@ -162,22 +137,17 @@ class _Stream:
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def _text_of(choice: Any) -> str:
-    if not isinstance(choice, dict):
-        return ""
-    found = choice.get("delta")
-    delta: dict[str, Any] = found if isinstance(found, dict) else {}
-    for value in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"), choice.get("text")):
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
 class Server:
     """One server, one connection pool; use as a context manager."""
 
-    def __init__(self, url: str, api_key: str | None, limits: Limits, clock: Callable[[], float] = time.monotonic,
-                 transport: Any = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        limits: Limits,
+        clock: Callable[[], float] = time.monotonic,
+        transport: Any = None,
+    ) -> None:
         import httpx  # bench alone needs it: other commands do not pay for its import
 
         self.base = base_url(url)
@@ -187,8 +157,13 @@ class Server:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._key = Shown(api_key)  # what the server echoes is cut for messages: never inside the key
         self._http = httpx.Client(
-            base_url=self.base, headers=headers, transport=transport, follow_redirects=False, trust_env=False,
-            timeout=httpx.Timeout(connect=limits.connect_s, read=limits.read_s, write=limits.connect_s, pool=5.0))
+            base_url=self.base,
+            headers=headers,
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(connect=limits.connect_s, read=limits.read_s, write=limits.connect_s, pool=5.0),
+        )
 
     def __enter__(self) -> Server:
         return self
@@ -203,25 +178,26 @@ class Server:
 
         where = f"{self.shown}: {method} {path}"
         if isinstance(exc, httpx.ConnectTimeout):
-            return BenchError(f"{where}: no connection within {self.limits.connect_s:g} s: is the address right and "
-                              "the server up?")
+            return BenchError(
+                f"{where}: no connection within {self.limits.connect_s:g} s: is the address right and the server up?"
+            )
         if isinstance(exc, httpx.ConnectError):
             return BenchError(f"{where}: cannot connect ({exc}): is the server running on that address and port?")
         if isinstance(exc, httpx.ReadTimeout):
             return BenchError(f"{where}: the server sent nothing for {self.limits.read_s:g} s")
         if isinstance(exc, httpx.RemoteProtocolError):
-            return BenchError(f"{where}: the server broke the HTTP exchange ({exc}): not an HTTP server, or it "
-                              "crashed")
+            return BenchError(f"{where}: the server broke the HTTP exchange ({exc}): not an HTTP server, or it crashed")
         return BenchError(f"{where}: {type(exc).__name__}: {printable(str(exc)[:200])}")
 
     def _status(self, method: str, path: str, status: int, text: bytes) -> BenchError:
         where = f"{self.shown}: {method} {path}"
         if status in (401, 403):
-            return BenchError(f"{where}: HTTP {status}: the server wants an API key (--api-key, or "
-                              "OLARESPACK_API_KEY)")
+            return BenchError(f"{where}: HTTP {status}: the server wants an API key (--api-key, or OLARESPACK_API_KEY)")
         said = printable(self._key.cut(text.decode("utf-8", errors="replace"), 300).strip())
-        return BenchError(f"{where}: HTTP {status}: not an OpenAI-compatible server, or it refused the request"
-                          + (f" ({said})" if said else ""))
+        return BenchError(
+            f"{where}: HTTP {status}: not an OpenAI-compatible server, or it refused the request"
+            + (f" ({said})" if said else "")
+        )
 
     def _get(self, path: str, max_bytes: int, cut: bool = False) -> tuple[int, bytes, bool]:
         """The status, the body and whether it is whole: past max_bytes the body is refused, or with `cut`
@@ -252,18 +228,27 @@ class Server:
         try:
             listed = loads(data)
         except ValueError as exc:
-            raise BenchError(f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({exc}): not an "
-                             "OpenAI-compatible server") from None
+            raise BenchError(
+                f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({exc}): not an "
+                "OpenAI-compatible server"
+            ) from None
         items = listed.get("data") if isinstance(listed, dict) else None
-        names = [str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)] \
-            if isinstance(items, list) else None
+        names = (
+            [str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)]
+            if isinstance(items, list)
+            else None
+        )
         if not names:
-            raise BenchError(f"{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({{\"data\": "
-                             "[{\"id\": ...}]}): not an OpenAI-compatible server")
+            raise BenchError(
+                f'{self.shown}: GET {MODELS}: the answer is not an OpenAI model list ({{"data": '
+                '[{"id": ...}]}): not an OpenAI-compatible server'
+            )
         kept = [name for name in names if len(name) <= MAX_MODEL_ID]
         if not kept:  # every id would be printed, sent and recorded in full
-            raise BenchError(f"{self.shown}: GET {MODELS}: model ids of {', '.join(str(len(n)) for n in names[:5])} "
-                             f"characters: not model ids (at most {MAX_MODEL_ID})")
+            raise BenchError(
+                f"{self.shown}: GET {MODELS}: model ids of {', '.join(str(len(n)) for n in names[:5])} "
+                f"characters: not model ids (at most {MAX_MODEL_ID})"
+            )
         return kept
 
     def text(self, path: str, max_bytes: int = MAX_TEXT) -> tuple[str | None, bool]:
@@ -298,11 +283,15 @@ class Server:
             now = self.clock()
             total += len(piece)
             if total > self.limits.max_bytes:
-                raise BenchError(f"{self.shown}: POST {COMPLETIONS}: over {self.limits.max_bytes >> 10} KiB for "
-                                 f"max_tokens {self.limits.max_tokens}: the server ignores max_tokens")
+                raise BenchError(
+                    f"{self.shown}: POST {COMPLETIONS}: over {self.limits.max_bytes >> 10} KiB for "
+                    f"max_tokens {self.limits.max_tokens}: the server ignores max_tokens"
+                )
             if now - start > self.limits.run_s:
-                raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the completion did not end within "
-                                 f"{self.limits.run_s:g} s (--run-timeout)")
+                raise BenchError(
+                    f"{self.shown}: POST {COMPLETIONS}: the completion did not end within "
+                    f"{self.limits.run_s:g} s (--run-timeout)"
+                )
             yield piece, now
 
     def _read_whole(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
@@ -315,8 +304,10 @@ class Server:
         try:
             answer = loads(data)
         except ValueError as exc:
-            raise BenchError(f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON olarespack reads ({exc}): "
-                             "not an OpenAI-compatible server") from None
+            raise BenchError(
+                f"{self.shown}: POST {COMPLETIONS}: the answer is not JSON olarespack reads ({exc}): "
+                "not an OpenAI-compatible server"
+            ) from None
         return reply_of(answer, self.limits.max_tokens, f"{self.shown}: POST {COMPLETIONS}", end - start, self._key)
 
     def _read_stream(self, pieces: Iterator[tuple[bytes, float]], start: float) -> Reply:
@@ -327,16 +318,14 @@ class Server:
             buffer += piece
             while (end := buffer.find(b"\n")) >= 0:
                 line = bytes(buffer[:end]).rstrip(b"\r")
-                del buffer[:end + 1]
+                del buffer[: end + 1]
                 self._event(line, now - start, state, where)
                 if state.done:
                     return self._streamed(state, where, now - start)
             if len(buffer) > MAX_LINE:
-                raise BenchError(f"{where}: a stream line is over {MAX_LINE >> 10} KiB: not a server-sent event "
-                                 "stream")
+                raise BenchError(f"{where}: a stream line is over {MAX_LINE >> 10} KiB: not a server-sent event stream")
         if not state.finished:
-            raise BenchError(f"{where}: the stream ended before the completion finished (no finish_reason, no "
-                             "[DONE])")
+            raise BenchError(f"{where}: the stream ended before the completion finished (no finish_reason, no [DONE])")
         return self._streamed(state, where, self.clock() - start)
 
     def _event(self, line: bytes, at: float, state: _Stream, where: str) -> None:
@@ -349,8 +338,9 @@ class Server:
         try:
             event = loads(data)
         except ValueError as exc:
-            raise BenchError(f"{where}: a streamed event is not JSON olarespack reads ({exc}): not an "
-                             "OpenAI-compatible stream") from None
+            raise BenchError(
+                f"{where}: a streamed event is not JSON olarespack reads ({exc}): not an OpenAI-compatible stream"
+            ) from None
         if not isinstance(event, dict):
             raise BenchError(f"{where}: a streamed event is not a JSON object")
         if "error" in event:
@@ -359,13 +349,15 @@ class Server:
         choices = event.get("choices")
         if not isinstance(choices, list):
             raise BenchError(f"{where}: a streamed event has no choices list: not an OpenAI-compatible stream")
-        if choices and _text_of(choices[0]):
+        if choices and text_of(choices[0]):
             state.first = at if state.first is None else state.first
             state.last = at
             state.events += 1
             if state.events > self.limits.max_events:
-                raise BenchError(f"{where}: over {self.limits.max_events} text events for max_tokens "
-                                 f"{self.limits.max_tokens}: the server ignores max_tokens")
+                raise BenchError(
+                    f"{where}: over {self.limits.max_events} text events for max_tokens "
+                    f"{self.limits.max_tokens}: the server ignores max_tokens"
+                )
         if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
             state.finished = True
         for key in ("usage", "timings"):
@@ -374,19 +366,9 @@ class Server:
 
     def _streamed(self, state: _Stream, where: str, seconds: float) -> Reply:
         if "usage" not in state.body:
-            raise BenchError(f"{where}: the stream carried no usage: the server ignored stream_options.include_usage "
-                             "(measure with --no-stream)")
+            raise BenchError(
+                f"{where}: the stream carried no usage: the server ignored stream_options.include_usage "
+                "(measure with --no-stream)"
+            )
         completion, prompt = check_usage(state.body["usage"], self.limits.max_tokens, where)
         return Reply(completion, prompt, seconds, state.first, state.last, state.body)
-
-
-def reply_of(answer: object, max_tokens: int, where: str, seconds: float, key: Shown | None = None) -> Reply:
-    """A non-streamed completion (a JSON answer) read into a Reply (`key`: the API key an error may echo)."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
-        if isinstance(answer, dict) and "error" in answer:
-            said = printable((key or Shown(None)).cut(str(answer["error"]), 300))
-            raise BenchError(f"{where}: the server answered an error: {said}")
-        raise BenchError(f"{where}: the answer has no choices list: not an OpenAI-compatible completion")
-    completion, prompt = check_usage(answer.get("usage"), max_tokens, where)
-    return Reply(completion, prompt, seconds,
-                 body={k: answer[k] for k in ("usage", "timings", "choices") if k in answer})

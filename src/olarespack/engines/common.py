@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from olarespack.engines.protocol import Bound
 
 FLOATING_TAGS = frozenset({"latest", "nightly", "main", "master", "edge", "dev"})
+
+
 def image_tag(image: str) -> str | None:
     """The tag of an image reference (`repo:tag`, `repo:tag@sha256:...`), None when it has none: a digest
     pins the bytes, the tag still names the engine release the rules and descriptions read."""
@@ -31,9 +33,14 @@ def floating_images(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
         tag = image_tag(image)
         if tag is None or tag in FLOATING_TAGS:
             example = f" (e.g. {engine.engine.pinned_image})" if path == "engine.image" else ""
-            yield Problem(file, path, f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
-                          "the box would run whatever the registry serves that day",
-                          f"pin a release tag{example} or a digest", rule="image-floating-tag")
+            yield Problem(
+                file,
+                path,
+                f"{image!r} has {'no tag' if tag is None else f'the floating tag {tag!r}'}; "
+                "the box would run whatever the registry serves that day",
+                f"pin a release tag{example} or a digest",
+                rule="image-floating-tag",
+            )
 
 
 def typed_flags_in_extra_args(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
@@ -45,5 +52,6 @@ def typed_flags_in_extra_args(file: str, engine: Bound[EngineSpec]) -> Iterator[
         if flag in typed:
             owner = typed[flag]
             fix = "remove it: the chart sets it" if owner == "chart" else f"remove it and set {owner} instead"
-            yield Problem(file, f"engine.extra_args[{i}]", f"{flag} duplicates a typed field", fix,
-                          rule="extra-arg-duplicate")
+            yield Problem(
+                file, f"engine.extra_args[{i}]", f"{flag} duplicates a typed field", fix, rule="extra-arg-duplicate"
+            )

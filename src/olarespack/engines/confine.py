@@ -126,8 +126,15 @@ def _groups(items: list[str], policy: FlagPolicy) -> list[list[str]]:
     return groups
 
 
-def _judge(option: str, values: list[str], policy: FlagPolicy, swapped: Swapped, folder: _Folder,
-           item: str, place: bool = False) -> tuple[list[str] | None, Change | None]:
+def _judge(
+    option: str,
+    values: list[str],
+    policy: FlagPolicy,
+    swapped: Swapped,
+    folder: _Folder,
+    item: str,
+    place: bool = False,
+) -> tuple[list[str] | None, Change | None]:
     """The option's values as they boot (None: refused), and the change that says so (`option` "": a positional
     word or an env value; `place`: its name says it is a path)."""
     shown = _shown(" ".join(values))
@@ -138,20 +145,33 @@ def _judge(option: str, values: list[str], policy: FlagPolicy, swapped: Swapped,
     if option in policy.outputs:
         local = str(folder.cwd / policy.outputs[option])
         return [local] * max(1, len(values)), Change(
-            item, shown, local, f"the file it writes goes into the boot's folder ({policy.source})")
+            item, shown, local, f"the file it writes goes into the boot's folder ({policy.source})"
+        )
     for value in values:
         try:
             away = folder.outside(value, place or option in policy.files, swapped.json_keys.get(option, frozenset()))
         except boundedjson.JsonLimitError as exc:
             return None, Change(item, shown, REFUSED, f"its JSON value is past what a chart writes ({exc})")
         if away is not None:
-            return None, Change(item, shown, REFUSED, f"names {_shown(away)}, outside the boot's folder: a chart "
-                                "booted here reads and writes only its own folder and the --models folder")
+            return None, Change(
+                item,
+                shown,
+                REFUSED,
+                f"names {_shown(away)}, outside the boot's folder: a chart "
+                "booted here reads and writes only its own folder and the --models folder",
+            )
     return values, None
 
 
-def confine(argv: list[str], env: Mapping[str, str], policy: FlagPolicy, swapped: Swapped, roots: Iterable[Path],
-            cwd: Path, head: int) -> Confined:
+def confine(
+    argv: list[str],
+    env: Mapping[str, str],
+    policy: FlagPolicy,
+    swapped: Swapped,
+    roots: Iterable[Path],
+    cwd: Path,
+    head: int,
+) -> Confined:
     """The chart's command line (its first `head` words are the engine's own, replaced by its boot) and env, less
     what would reach outside the boot's folder, each refusal or replacement a change."""
     folder = _Folder(roots, cwd)
@@ -179,8 +199,15 @@ def confine(argv: list[str], env: Mapping[str, str], policy: FlagPolicy, swapped
             out.changes.append(Change(item, _shown(value), REFUSED, f"{rule.why} ({rule.source})"))
         else:  # as the option it stands for (llama.cpp's LLAMA_ARG_*), else as a value that may name a place
             option = policy.env_options.get(name)
-            kept, change = _judge(policy.normalize(option or ""), [value], policy, Swapped(), folder,
-                                  f"{item} ({option})" if option else item, place=names_a_place(name))
+            kept, change = _judge(
+                policy.normalize(option or ""),
+                [value],
+                policy,
+                Swapped(),
+                folder,
+                f"{item} ({option})" if option else item,
+                place=names_a_place(name),
+            )
             out.changes += [change] if change else []
             if kept is not None:
                 out.env[name] = kept[0]
@@ -199,5 +226,7 @@ def verify(argv: list[str], env: Mapping[str, str], roots: Iterable[Path], cwd: 
         except boundedjson.JsonLimitError as exc:
             away = str(exc)
         if away is not None or (item.startswith("env ") and code_env(item[4:]) is not None):
-            raise SmokeError(f"the boot's {_shown(item)} would reach outside its folder {folder.cwd} "
-                             f"({_shown(away or 'code')}): not started (olarespack's own mistake: please report it)")
+            raise SmokeError(
+                f"the boot's {_shown(item)} would reach outside its folder {folder.cwd} "
+                f"({_shown(away or 'code')}): not started (olarespack's own mistake: please report it)"
+            )

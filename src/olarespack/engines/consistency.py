@@ -62,17 +62,23 @@ def family_table() -> FamilyTable:
     text = resources.files("olarespack").joinpath("data/families.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
     families = tuple(
-        Family(name, _strings(entry.get("names"), f"{name}.names"),
-               _strings(entry.get("model_types", []), f"{name}.model_types"),
-               _strings(entry.get("tool_parsers", []), f"{name}.tool_parsers"),
-               _strings(entry.get("reasoning_parsers", []), f"{name}.reasoning_parsers"))
-        for name, entry in raw["families"].items())
+        Family(
+            name,
+            _strings(entry.get("names"), f"{name}.names"),
+            _strings(entry.get("model_types", []), f"{name}.model_types"),
+            _strings(entry.get("tool_parsers", []), f"{name}.tool_parsers"),
+            _strings(entry.get("reasoning_parsers", []), f"{name}.reasoning_parsers"),
+        )
+        for name, entry in raw["families"].items()
+    )
     return FamilyTable(
-        families, frozenset(_strings(raw["generic_tool_parsers"], "generic_tool_parsers")),
+        families,
+        frozenset(_strings(raw["generic_tool_parsers"], "generic_tool_parsers")),
         frozenset(_strings(raw["generic_reasoning_parsers"], "generic_reasoning_parsers")),
         frozenset(_strings(raw["vllm_tool_parsers"], "vllm_tool_parsers")),
         frozenset(_strings(raw["vllm_reasoning_parsers"], "vllm_reasoning_parsers")),
-        frozenset(_strings(raw["copy_suffixes"], "copy_suffixes")))
+        frozenset(_strings(raw["copy_suffixes"], "copy_suffixes")),
+    )
 
 
 def _short(repo: str) -> str:
@@ -124,8 +130,16 @@ def _listed_target(target: str, made_for: tuple[str, ...]) -> bool:
     return target in made_for or base_name(target) in {base_name(repo) for repo in made_for}
 
 
-def drafter_problems(file: str, path: str, target: str, drafter: str, registry: Registry, *,
-                     hidden_states: bool = True, vocab: bool = True) -> Iterator[Problem]:
+def drafter_problems(
+    file: str,
+    path: str,
+    target: str,
+    drafter: str,
+    registry: Registry,
+    *,
+    hidden_states: bool = True,
+    vocab: bool = True,
+) -> Iterator[Problem]:
     """The drafter `drafter` must be made for the model `target` (see the module docstring for the evidence
     used). `path` is the spec field the problem names (e.g. engine.speculative). `hidden_states`: the method feeds
     the target's hidden states to the drafter (MTP, EAGLE, DFlash), so the widths must agree; a separate draft
@@ -135,61 +149,113 @@ def drafter_problems(file: str, path: str, target: str, drafter: str, registry: 
     info, target_info = registry.get(drafter), registry.get(target)
     if info is not None and info.drafter_for:
         if not _listed_target(target, info.drafter_for):
-            yield Problem(file, path, f"the drafter {drafter} is made for {', '.join(info.drafter_for)}, not for "
-                          f"{target} (its drafts would be rejected, or vLLM refuses the pair)", fix,
-                          rule="drafter-target")
+            yield Problem(
+                file,
+                path,
+                f"the drafter {drafter} is made for {', '.join(info.drafter_for)}, not for "
+                f"{target} (its drafts would be rejected, or vLLM refuses the pair)",
+                fix,
+                rule="drafter-target",
+            )
         return
     if info and info.arch and target_info and target_info.arch:
         ours, theirs = info.arch, target_info.arch
         width = ours.target_hidden_size or ours.hidden_size  # the width it reads the target's states at
         if not hidden_states and ours.vocab_size and theirs.vocab_size:
             if vocab and ours.vocab_size != theirs.vocab_size:
-                yield Problem(file, path, f"the draft model {drafter} has a vocabulary of {ours.vocab_size} tokens, "
-                              f"the target {target} {theirs.vocab_size}: its drafts are other tokens", fix,
-                              rule="drafter-target")
+                yield Problem(
+                    file,
+                    path,
+                    f"the draft model {drafter} has a vocabulary of {ours.vocab_size} tokens, "
+                    f"the target {target} {theirs.vocab_size}: its drafts are other tokens",
+                    fix,
+                    rule="drafter-target",
+                )
             return
         if hidden_states and width and theirs.hidden_size:
             if width != theirs.hidden_size:
                 named = "reads hidden states" if ours.target_hidden_size else "has hidden size"
-                yield Problem(file, path, f"the drafter {drafter} {named} {width} wide, the target "
-                              f"{target} {theirs.hidden_size}: it was made for another model", fix,
-                              rule="drafter-target")
+                yield Problem(
+                    file,
+                    path,
+                    f"the drafter {drafter} {named} {width} wide, the target "
+                    f"{target} {theirs.hidden_size}: it was made for another model",
+                    fix,
+                    rule="drafter-target",
+                )
             elif vocab and ours.vocab_size and theirs.vocab_size and ours.vocab_size != theirs.vocab_size:
-                yield Problem(file, path, f"the drafter {drafter} has a vocabulary of {ours.vocab_size} tokens, the "
-                              f"target {target} {theirs.vocab_size}: it was made for another model", fix,
-                              rule="drafter-target")
+                yield Problem(
+                    file,
+                    path,
+                    f"the drafter {drafter} has a vocabulary of {ours.vocab_size} tokens, the "
+                    f"target {target} {theirs.vocab_size}: it was made for another model",
+                    fix,
+                    rule="drafter-target",
+                )
             return
     # a drafter's name names the model it drafts for (z-lab/gemma-4-26B-A4B-it-DFlash): its name goes first
     drafter_family = family_from_name(drafter) or family_from_facts(drafter, registry)
     target_family = family_of(target, registry)
     if drafter_family and target_family and drafter_family != target_family:
-        yield Problem(file, path, f"the drafter {drafter} is a {drafter_family} model and the target {target} a "
-                      f"{target_family} model: a drafter only works for the model it was made for", fix,
-                      rule="drafter-target")
+        yield Problem(
+            file,
+            path,
+            f"the drafter {drafter} is a {drafter_family} model and the target {target} a "
+            f"{target_family} model: a drafter only works for the model it was made for",
+            fix,
+            rule="drafter-target",
+        )
 
 
 # ----------------------------------------------------------------------------------------------- parsers
 
 
-def _parser_problem(file: str, path: str, kind: str, parser: str, model: str, family: str | None,
-                    generic: frozenset[str], known: frozenset[str], owners: dict[str, list[str]],
-                    suited: tuple[str, ...]) -> Iterator[Problem]:
+def _parser_problem(
+    file: str,
+    path: str,
+    kind: str,
+    parser: str,
+    model: str,
+    family: str | None,
+    generic: frozenset[str],
+    known: frozenset[str],
+    owners: dict[str, list[str]],
+    suited: tuple[str, ...],
+) -> Iterator[Problem]:
     flag = f"--{kind}-parser" if kind == "reasoning" else "--tool-call-parser"
     if parser not in known:
         hint = f" ({' or '.join(suited)} suit{'s' if len(suited) == 1 else ''} this model)" if suited else ""
-        yield Problem(file, path, f"{parser!r} is not a {flag} name vLLM registers (misspelt, or a plugin's)",
-                      f"check the name against vLLM's list{hint}", rule="parser-unknown", severity="warning")
+        yield Problem(
+            file,
+            path,
+            f"{parser!r} is not a {flag} name vLLM registers (misspelt, or a plugin's)",
+            f"check the name against vLLM's list{hint}",
+            rule="parser-unknown",
+            severity="warning",
+        )
         return
     if family is None or parser in generic or parser in suited or parser not in owners:
         return
     fix = f"use {' or '.join(suited)}" if suited else f"remove it: vLLM has no {kind} parser for {family} models"
-    yield Problem(file, path, f"the {parser} {kind} parser is made for {', '.join(owners[parser])} models; "
-                  f"{model} is a {family} model", fix, rule="parser-family")
+    yield Problem(
+        file,
+        path,
+        f"the {parser} {kind} parser is made for {', '.join(owners[parser])} models; {model} is a {family} model",
+        fix,
+        rule="parser-family",
+    )
 
 
-def parser_problems(file: str, model: str, registry: Registry, *, tool_parser: str | None = None,
-                    reasoning_parser: str | None = None, tool_path: str = "engine.tool_call_parser",
-                    reasoning_path: str = "engine.reasoning_parser") -> Iterator[Problem]:
+def parser_problems(
+    file: str,
+    model: str,
+    registry: Registry,
+    *,
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
+    tool_path: str = "engine.tool_call_parser",
+    reasoning_path: str = "engine.reasoning_parser",
+) -> Iterator[Problem]:
     """vLLM parsers must suit the model's family (data/families.yaml)."""
     table = family_table()
     family = family_of(model, registry)
@@ -202,10 +268,28 @@ def parser_problems(file: str, model: str, registry: Registry, *, tool_parser: s
             reasons.setdefault(name, []).append(entry.name)
     mine = _family(family) if family else None
     if tool_parser:
-        yield from _parser_problem(file, tool_path, "tool-call", tool_parser, model, family,
-                                   table.generic_tool_parsers, table.vllm_tool_parsers, tools,
-                                   mine.tool_parsers if mine else ())
+        yield from _parser_problem(
+            file,
+            tool_path,
+            "tool-call",
+            tool_parser,
+            model,
+            family,
+            table.generic_tool_parsers,
+            table.vllm_tool_parsers,
+            tools,
+            mine.tool_parsers if mine else (),
+        )
     if reasoning_parser:
-        yield from _parser_problem(file, reasoning_path, "reasoning", reasoning_parser, model, family,
-                                   table.generic_reasoning_parsers, table.vllm_reasoning_parsers, reasons,
-                                   mine.reasoning_parsers if mine else ())
+        yield from _parser_problem(
+            file,
+            reasoning_path,
+            "reasoning",
+            reasoning_parser,
+            model,
+            family,
+            table.generic_reasoning_parsers,
+            table.vllm_reasoning_parsers,
+            reasons,
+            mine.reasoning_parsers if mine else (),
+        )

@@ -92,8 +92,11 @@ class FitReport:
         rows += [
             ("- activations, CUDA graphs, runtime", self.overhead_bytes, self.overhead_source),
             ("= KV cache available", self.kv_cache_available_bytes, ""),
-            (f"KV cache needed at {self.max_model_len} tokens", self.kv_cache_needed_bytes,
-             f"drafter {gib(self.drafter_kv_bytes):.2f} GiB" if self.drafter_kv_bytes else ""),
+            (
+                f"KV cache needed at {self.max_model_len} tokens",
+                self.kv_cache_needed_bytes,
+                f"drafter {gib(self.drafter_kv_bytes):.2f} GiB" if self.drafter_kv_bytes else "",
+            ),
             ("headroom", self.headroom_bytes, ""),
             ("total needed", self.total_needed_bytes, ""),
         ]
@@ -102,16 +105,18 @@ class FitReport:
         for label, value, note in rows:
             lines.append(f"  {label:<{width}}  {gib(value):8.2f} GiB" + (f"  ({note})" if note else ""))
         verdict = "fits" if self.fits else "DOES NOT FIT"
-        lines.append(f"  {verdict}: largest context {self.max_model_len_fit} of {self.max_model_len} asked, "
-                     f"{self.max_model_len_limit} up to the model's limit; "
-                     f"{self.concurrency:.2f} requests at once of {self.max_model_len_fit} tokens")
+        lines.append(
+            f"  {verdict}: largest context {self.max_model_len_fit} of {self.max_model_len} asked, "
+            f"{self.max_model_len_limit} up to the model's limit; "
+            f"{self.concurrency:.2f} requests at once of {self.max_model_len_fit} tokens"
+        )
         if self.utilization_needed is not None:
             what = self.memory_fraction if self.gpu_memory_utilization is not None else "share of the GPU limit"
             lines.append(f"  needs {what} >= {self.utilization_needed:.2f}")
         if self.host_memory_bytes is not None:
-            lines.append(f"  host memory: {gib(self.host_memory_bytes):.2f} GiB held by the engine "
-                         "(resources.memory must hold it)")
+            lines.append(
+                f"  host memory: {gib(self.host_memory_bytes):.2f} GiB held by the engine "
+                "(resources.memory must hold it)"
+            )
         lines += [f"  note: {note}" for note in self.notes]
         return lines
-
-

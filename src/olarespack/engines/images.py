@@ -15,8 +15,15 @@ import yaml
 
 # ggml's own KV cache types: (bytes per block, values per block)
 GGML_CACHE_TYPES: dict[str, tuple[int, int]] = {
-    "f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32),
-    "iq4_nl": (18, 32), "q5_0": (22, 32), "q5_1": (24, 32),
+    "f32": (4, 1),
+    "f16": (2, 1),
+    "bf16": (2, 1),
+    "q8_0": (34, 32),
+    "q4_0": (18, 32),
+    "q4_1": (20, 32),
+    "iq4_nl": (18, 32),
+    "q5_0": (22, 32),
+    "q5_1": (24, 32),
 }
 
 
@@ -68,7 +75,7 @@ def _short(image: str) -> str:
     name = image.split("@", 1)[0]
     for prefix in ("docker.io/", "index.docker.io/"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     return name.removeprefix("library/")
 
 
@@ -78,18 +85,27 @@ def families() -> dict[str, tuple[ImageFamily, ...]]:
     raw: dict[str, list[dict[str, Any]]] = {
         folder.name: yaml.safe_load(folder.joinpath("images.yaml").read_text(encoding="utf-8"))
         for folder in sorted(resources.files("olarespack.engines").iterdir(), key=lambda f: f.name)
-        if folder.joinpath("images.yaml").is_file()}
+        if folder.joinpath("images.yaml").is_file()
+    }
     found: dict[str, tuple[ImageFamily, ...]] = {}
     for engine, entries in raw.items():
-        found[engine] = tuple(ImageFamily(
-            name=entry["name"], engine=engine, patterns=tuple(entry["patterns"]), command=tuple(entry["command"]),
-            entrypoint=tuple(entry["entrypoint"]) if entry.get("entrypoint") else None,
-            build=entry.get("build"), release=entry.get("release"), version=entry.get("version"),
-            based_on=entry.get("based_on"),
-            flags=tuple(entry.get("flags") or ()),
-            spec_types={k: SpecType(**v) for k, v in (entry.get("spec_types") or {}).items()},
-            cache_types={k: CacheType(**v) for k, v in (entry.get("cache_types") or {}).items()},
-        ) for entry in entries)
+        found[engine] = tuple(
+            ImageFamily(
+                name=entry["name"],
+                engine=engine,
+                patterns=tuple(entry["patterns"]),
+                command=tuple(entry["command"]),
+                entrypoint=tuple(entry["entrypoint"]) if entry.get("entrypoint") else None,
+                build=entry.get("build"),
+                release=entry.get("release"),
+                version=entry.get("version"),
+                based_on=entry.get("based_on"),
+                flags=tuple(entry.get("flags") or ()),
+                spec_types={k: SpecType(**v) for k, v in (entry.get("spec_types") or {}).items()},
+                cache_types={k: CacheType(**v) for k, v in (entry.get("cache_types") or {}).items()},
+            )
+            for entry in entries
+        )
     return found
 
 

@@ -13,8 +13,10 @@ from typing import Any, get_args
 
 from olarespack.engines.base import EngineSpec, Option
 
-HF_URL = re.compile(r"https?://[^/\s\"']+/(?P<repo>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)/resolve/"
-                    r"(?P<revision>[A-Za-z0-9._-]+)/(?P<path>[^\s\"'?#]+)")
+HF_URL = re.compile(
+    r"https?://[^/\s\"']+/(?P<repo>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)/resolve/"
+    r"(?P<revision>[A-Za-z0-9._-]+)/(?P<path>[^\s\"'?#]+)"
+)
 # table flags that take no value although the field they belong to is not a boolean
 VALUELESS = frozenset({"--enable-auto-tool-choice"})
 ParsedOption = tuple[str, str | None, Option | None]  # (spelling, value, table row)
@@ -73,8 +75,9 @@ def _takes_value(flag: Option | None, token: str, following: str | None, model: 
         if flag.style == "given" and _is_bool_field(model, flag.owner):
             return False
     # a flag followed by another flag has no value (`-fa --jinja` is not -fa set to --jinja)
-    return following is not None and (not following.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", following)
-                                      is not None)
+    return following is not None and (
+        not following.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", following) is not None
+    )
 
 
 def _is_bool_field(model: type[EngineSpec], owner: str) -> bool:
@@ -93,8 +96,7 @@ def _is_bool_field(model: type[EngineSpec], owner: str) -> bool:
     return False
 
 
-def parse_options(argv: list[str], flags: Mapping[str, Option],
-                  model: type[EngineSpec]) -> list[ParsedOption]:
+def parse_options(argv: list[str], flags: Mapping[str, Option], model: type[EngineSpec]) -> list[ParsedOption]:
     """(spelling, value, table row) for each option; `--flag=value` split; positionals as ("", value)."""
     out: list[ParsedOption] = []
     i = 0
@@ -138,8 +140,9 @@ def extra_items(spelling: str, value: str | None) -> list[str]:
     return [item for item in (spelling or None, value) if item is not None]
 
 
-def unset_defaults(result: EngineImport, options: list[ParsedOption], table: Sequence[Option],
-                   model: type[EngineSpec]) -> None:
+def unset_defaults(
+    result: EngineImport, options: list[ParsedOption], table: Sequence[Option], model: type[EngineSpec]
+) -> None:
     """What the chart leaves to the server's own default stays unwritten: a table field whose default the
     spec's chart would write (vLLM's --kv-cache-dtype auto, llama.cpp's -ngl 99) is set to null (not set);
     a field the spec must give is named."""
@@ -152,8 +155,10 @@ def unset_defaults(result: EngineImport, options: list[ParsedOption], table: Seq
         if info is None:
             continue
         if info.is_required():
-            result.unexpressed.append(f"{flag.flag or 'the model'}: the chart leaves it to the server's default; "
-                                      f"the spec must give engine.{parts[0]}")
+            result.unexpressed.append(
+                f"{flag.flag or 'the model'}: the chart leaves it to the server's default; "
+                f"the spec must give engine.{parts[0]}"
+            )
             continue
         default = info.get_default(call_default_factory=True)
         if default is None or default is False or (flag.style == "given" and default == ""):
@@ -161,8 +166,9 @@ def unset_defaults(result: EngineImport, options: list[ParsedOption], table: Seq
         if type(None) in get_args(info.annotation):
             result.data[parts[0]] = None
         else:
-            result.unexpressed.append(f"{flag.flag}: the chart does not write it; the spec's chart always writes "
-                                      f"{flag.flag} {default}")
+            result.unexpressed.append(
+                f"{flag.flag}: the chart does not write it; the spec's chart always writes {flag.flag} {default}"
+            )
 
 
 def chart_option(result: EngineImport, spelling: str, value: str | None, default_port: int) -> None:

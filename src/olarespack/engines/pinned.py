@@ -67,22 +67,32 @@ def word_problems(shape: PinnedShape) -> list[PinnedProblem]:
     for field, arg in shape.engine_args:
         for item in arg.effective_items():
             if _SPLIT.search(item):
-                found.append(PinnedProblem(field, f"{item!r} would reach the engine changed: the wrapper expands "
-                                           "ENGINE_ARGS unquoted, which splits words at blanks and globs * ? [",
-                                           "write the value without blanks or * ? [ (compact JSON has none), or "
-                                           "drop olares.pinned_model"))
+                found.append(
+                    PinnedProblem(
+                        field,
+                        f"{item!r} would reach the engine changed: the wrapper expands "
+                        "ENGINE_ARGS unquoted, which splits words at blanks and globs * ? [",
+                        "write the value without blanks or * ? [ (compact JSON has none), or drop olares.pinned_model",
+                    )
+                )
             elif shape.exports_assignments and "=" in item and not item.startswith("-"):
-                found.append(PinnedProblem(field, f"{item!r} never reaches the engine: the wrapper drops a word "
-                                           "with = that is not a flag (it exports LLAMA_ARG_*=v ones)",
-                                           "set it through engine.env, or drop olares.pinned_model"))
+                found.append(
+                    PinnedProblem(
+                        field,
+                        f"{item!r} never reaches the engine: the wrapper drops a word "
+                        "with = that is not a flag (it exports LLAMA_ARG_*=v ones)",
+                        "set it through engine.env, or drop olares.pinned_model",
+                    )
+                )
     return found
 
 
-def kept_args(args: list[Arg], owners: dict[str, str], owned: frozenset[str], extra: int,
-              skip_first_positional: bool = False) -> tuple[tuple[str, Arg], ...]:
+def kept_args(
+    args: list[Arg], owners: dict[str, str], owned: frozenset[str], extra: int, skip_first_positional: bool = False
+) -> tuple[tuple[str, Arg], ...]:
     """The args but those the wrapper writes (`owned` flags; the model as the first positional), each with the
     spec field it comes from; the last `extra` are the spec's extra args, as given."""
-    table = args[:len(args) - extra] if extra else args
+    table = args[: len(args) - extra] if extra else args
     kept: list[tuple[str, Arg]] = []
     for i, arg in enumerate(table):
         if arg.flag in owned or (skip_first_positional and i == 0 and arg.flag is None):

@@ -105,8 +105,9 @@ class EngineBase(ABC):
         """What an imported chart's engine env does that the spec's chart does differently on purpose."""
         return []
 
-    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
-                    image: str) -> PinnedRead | None:
+    def read_pinned(
+        self, model_name: str, model_source: str, engine_args: str, command: list[str], image: str
+    ) -> PinnedRead | None:
         """A pinned-model chart's server through the shape's interface (import); None: no such shape here."""
         return None
 
@@ -178,7 +179,7 @@ class Engine(EngineBase, Generic[S]):
         extra = len(spec.extra_args)
         owners = self.typed_flags()
         found: list[tuple[str, str]] = []
-        for arg in args[:len(args) - extra] if extra else args:
+        for arg in args[: len(args) - extra] if extra else args:
             owner = owners.get(arg.flag or "", "engine")
             found += [("engine" if owner == "chart" else owner, item) for item in arg.effective_items()]
         return found + [(f"engine.extra_args[{i}]", item) for i, item in enumerate(spec.extra_args)]
@@ -200,8 +201,9 @@ class Engine(EngineBase, Generic[S]):
         the flag table carries in env vars (literal: Kubernetes expands nothing in them)."""
         from olarespack.engines.base import kubernetes_literal
 
-        return [(arg.env, kubernetes_literal(arg.value)) for arg in self.args(spec)
-                if arg.env and arg.value is not None]
+        return [
+            (arg.env, kubernetes_literal(arg.value)) for arg in self.args(spec) if arg.env and arg.value is not None
+        ]
 
     def init_containers(self, spec: S) -> list[ContainerResources]:
         return []

@@ -133,7 +133,7 @@ def tables(kind: str) -> tuple[ReleaseFacts, ...]:
         name = entry.name
         if not (name.startswith(f"{kind}-") and name.endswith(".json")):
             continue
-        release = name[len(kind) + 1:-len(".json")]
+        release = name[len(kind) + 1 : -len(".json")]
         key = engine.release_key(release)
         if key is not None:
             found.append((key, reader(release, json.loads(entry.read_text(encoding="utf-8")))))
@@ -173,20 +173,30 @@ def match_release(engine: EngineBase, asked: str | None) -> ReleaseMatch:
     if key is None or not shipped:
         return ReleaseMatch(asked, None, f"no {engine.title} release table reads {asked!r}")
     keyed = [(engine.release_key(facts.release) or (), facts) for facts in shipped]
-    older = [(k, facts) for k, facts in keyed if k <= key[:len(k)]]
+    older = [(k, facts) for k, facts in keyed if k <= key[: len(k)]]
     if not older:
-        return ReleaseMatch(asked, None, f"{asked} is older than every {engine.title} release table "
-                            f"(oldest {shipped[0].release}): its options are not checked")
+        return ReleaseMatch(
+            asked,
+            None,
+            f"{asked} is older than every {engine.title} release table "
+            f"(oldest {shipped[0].release}): its options are not checked",
+        )
     used_key, used = older[-1]
-    if key[:len(used_key)] == used_key:
+    if key[: len(used_key)] == used_key:
         return ReleaseMatch(asked, used, None)
     later = [facts for k, facts in keyed if k > used_key]
     if later:
-        return ReleaseMatch(asked, used, f"{asked} is between {used.release} and {later[0].release}: "
-                            f"the {used.release} table is used")
-    return ReleaseMatch(asked, used, f"{asked} is newer than every {engine.title} release table (newest "
-                        f"{used.release}): its {used.release} table is used; refresh with "
-                        f"`{refresh_command(engine.kind, asked)}`", newer=True)
+        return ReleaseMatch(
+            asked, used, f"{asked} is between {used.release} and {later[0].release}: the {used.release} table is used"
+        )
+    return ReleaseMatch(
+        asked,
+        used,
+        f"{asked} is newer than every {engine.title} release table (newest "
+        f"{used.release}): its {used.release} table is used; refresh with "
+        f"`{refresh_command(engine.kind, asked)}`",
+        newer=True,
+    )
 
 
 def image_release(spec_engine: EngineSpec) -> ReleaseMatch:

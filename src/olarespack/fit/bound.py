@@ -39,9 +39,11 @@ class DecodeBound:
     tokens_per_step: int
 
     def explained(self) -> str:
-        return (f"{self.hardware}'s {self.bandwidth_gb_s} GB/s over the {self.bytes_per_token / 1e9:.2f} GB a token "
-                f"reads, times {self.tokens_per_step} token(s) a step, times a margin of {MARGIN:g}: "
-                f"{self.tps:,.0f} t/s at most")
+        return (
+            f"{self.hardware}'s {self.bandwidth_gb_s} GB/s over the {self.bytes_per_token / 1e9:.2f} GB a token "
+            f"reads, times {self.tokens_per_step} token(s) a step, times a margin of {MARGIN:g}: "
+            f"{self.tps:,.0f} t/s at most"
+        )
 
 
 def _bytes_per_token(spec: AppSpec) -> int | str:
@@ -49,7 +51,7 @@ def _bytes_per_token(spec: AppSpec) -> int | str:
     from olarespack.core.errors import OlaresPackError
     from olarespack.engines import engine_for
     from olarespack.fit.budget import fit_report
-    from olarespack.models.arch import find_model
+    from olarespack.models.registry import find_model
 
     engine = engine_for(spec.engine)
     try:
@@ -69,15 +71,18 @@ def _bytes_per_token(spec: AppSpec) -> int | str:
 def decode_bound(spec: AppSpec, hardware: str, drafted_per_step: int | None) -> DecodeBound | str:
     """The bound on `hardware` (a data/hardware.yaml name), or why it cannot be checked."""
     if drafted_per_step is None:
-        return "the spec sets drafting outside its typed fields (extra_args or command), so the tokens a step " \
-               "yields are unknown"
+        return (
+            "the spec sets drafting outside its typed fields (extra_args or command), so the tokens a step "
+            "yields are unknown"
+        )
     per_token = _bytes_per_token(spec)
     if isinstance(per_token, str):
         return per_token
     profile = profiles()[hardware]
     steps = profile.bandwidth_gb_s * 1e9 / per_token
-    return DecodeBound(MARGIN * steps * (drafted_per_step + 1), hardware, profile.bandwidth_gb_s, per_token,
-                       drafted_per_step + 1)
+    return DecodeBound(
+        MARGIN * steps * (drafted_per_step + 1), hardware, profile.bandwidth_gb_s, per_token, drafted_per_step + 1
+    )
 
 
 def over_bound(rates: list[float], bound: DecodeBound) -> str | None:
@@ -85,8 +90,10 @@ def over_bound(rates: list[float], bound: DecodeBound) -> str | None:
     fastest = max(rates)
     if fastest <= bound.tps:
         return None
-    return (f"{fastest:,.2f} tokens/s is more than the hardware can decode ({bound.explained()}): the server "
-            "reports timings that cannot be, or it does not run on that hardware")
+    return (
+        f"{fastest:,.2f} tokens/s is more than the hardware can decode ({bound.explained()}): the server "
+        "reports timings that cannot be, or it does not run on that hardware"
+    )
 
 
 def counter_contradiction(counts: DraftCounts, generated: int, requests: int, most_per_step: int) -> str | None:
@@ -99,11 +106,15 @@ def counter_contradiction(counts: DraftCounts, generated: int, requests: int, mo
     if counts.accepted > counts.drafted:
         return f"{counts.accepted} draft tokens accepted of {counts.drafted} drafted"
     if counts.accepted and counts.accepted > generated - requests:
-        return (f"{counts.accepted} draft tokens accepted for {generated} tokens generated in {requests} "
-                "request(s): each request's first token and each step's last are the target's own")
+        return (
+            f"{counts.accepted} draft tokens accepted for {generated} tokens generated in {requests} "
+            "request(s): each request's first token and each step's last are the target's own"
+        )
     if counts.drafted > generated * most_per_step:
-        return (f"{counts.drafted:,} draft tokens for {generated:,} generated: at most {most_per_step} drafted a "
-                "step, and at most one step a generated token")
+        return (
+            f"{counts.drafted:,} draft tokens for {generated:,} generated: at most {most_per_step} drafted a "
+            "step, and at most one step a generated token"
+        )
     return None
 
 
@@ -115,9 +126,11 @@ def uneven_runs(rates: list[float]) -> str | None:
     slowest = min(rates)
     if slowest >= UNEVEN * median:
         return None
-    return (f"uneven runs: the slowest ({slowest:.2f} t/s) is below {UNEVEN:.0%} of the median ({median:.2f}): "
-            "something else ran on the server or the box, or it throttled; the average mixes two states "
-            "(measure again, or with more runs)")
+    return (
+        f"uneven runs: the slowest ({slowest:.2f} t/s) is below {UNEVEN:.0%} of the median ({median:.2f}): "
+        "something else ran on the server or the box, or it throttled; the average mixes two states "
+        "(measure again, or with more runs)"
+    )
 
 
 @dataclass
@@ -146,14 +159,19 @@ def findings(result: Result, spec: AppSpec, hardware: str | None, bench: EngineB
         generated = sum(run.tokens for run in result.runs)
         said = counter_contradiction(result.counts, generated, len(result.runs), most)
         if said:
-            found.errors.append(f"impossible drafting counters over the measured runs: {said} (or other requests "
-                                "ran on the server during the bench)")
+            found.errors.append(
+                f"impossible drafting counters over the measured runs: {said} (or other requests "
+                "ran on the server during the bench)"
+            )
     if hardware is None:
-        found.warnings.append("the figures are not checked against a GPU's memory bandwidth: give the hardware the "
-                              "server runs on with --hardware NAME")
+        found.warnings.append(
+            "the figures are not checked against a GPU's memory bandwidth: give the hardware the "
+            "server runs on with --hardware NAME"
+        )
     elif per_step == 0 and result.counts is not None and result.counts.drafted > 0:
-        found.warnings.append("the server drafts, the spec does not: the decode bound was not checked (is it the "
-                              "spec's server?)")
+        found.warnings.append(
+            "the server drafts, the spec does not: the decode bound was not checked (is it the spec's server?)"
+        )
     else:
         bound = decode_bound(spec, hardware, per_step)
         if isinstance(bound, str):

@@ -11,24 +11,34 @@ from olarespack.core.errors import ModelDataError, Problem, UnknownModelError, U
 from olarespack.core.units import gib
 from olarespack.engines import engine_for
 from olarespack.engines.fit import FitReport, FitRequest
-from olarespack.models.arch import ModelInfo, find_model, models_for
+from olarespack.models.arch import ModelInfo
+from olarespack.models.registry import find_model, models_for
 
 if TYPE_CHECKING:
     from olarespack.spec.models import AppSpec
 
 
-def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_utilization: float | None = None,
-               kv_available_bytes: int | None = None, calibrated_kv_available_bytes: int | None = None,
-               calibrated_at_utilization: float | None = None, calibrated_total_bytes: int | None = None,
-               registry: dict[str, ModelInfo] | None = None) -> FitReport:
+def fit_report(
+    spec: AppSpec,
+    *,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    kv_available_bytes: int | None = None,
+    calibrated_kv_available_bytes: int | None = None,
+    calibrated_at_utilization: float | None = None,
+    calibrated_total_bytes: int | None = None,
+    registry: dict[str, ModelInfo] | None = None,
+) -> FitReport:
     """The GPU memory budget of one app. `kv_available_bytes` replaces the computed KV budget; the calibrated
     pair (the `Available KV cache memory` of one vLLM boot and the utilization it ran at, with the GPU memory
     that boot saw) replaces the estimated non-KV memory. `registry` replaces the shipped model data (keyed by
     repository)."""
     if max_model_len is not None and max_model_len < 1:
         raise UsageError(f"max_model_len must be a positive number of tokens, not {max_model_len}")
-    for name, util in (("gpu_memory_utilization", gpu_memory_utilization),
-                       ("calibrated_at_utilization", calibrated_at_utilization)):
+    for name, util in (
+        ("gpu_memory_utilization", gpu_memory_utilization),
+        ("calibrated_at_utilization", calibrated_at_utilization),
+    ):
         if util is not None and not 0 < util <= 1:
             raise UsageError(f"{name} must be in (0, 1], not {util}")
     if (calibrated_kv_available_bytes is None) != (calibrated_at_utilization is None):
@@ -39,12 +49,20 @@ def fit_report(spec: AppSpec, *, max_model_len: int | None = None, gpu_memory_ut
     # the target first, so an unknown model's message names the command for its kind of files
     find_model(engine.model_repo(), registry, gguf_files=engine.model_files())
     total = spec.gpu_memory()  # the engine sees the GPU memory it books as the device
-    return engine.fit(FitRequest(
-        total, app=spec.name, hardware=spec.hardware, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_available_bytes=kv_available_bytes, calibrated_kv_available_bytes=calibrated_kv_available_bytes,
-        calibrated_at_utilization=calibrated_at_utilization, calibrated_total_bytes=calibrated_total_bytes,
-        registry=registry))
+    return engine.fit(
+        FitRequest(
+            total,
+            app=spec.name,
+            hardware=spec.hardware,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            kv_available_bytes=kv_available_bytes,
+            calibrated_kv_available_bytes=calibrated_kv_available_bytes,
+            calibrated_at_utilization=calibrated_at_utilization,
+            calibrated_total_bytes=calibrated_total_bytes,
+            registry=registry,
+        )
+    )
 
 
 def spec_calibration(spec: AppSpec) -> dict[str, Any]:
@@ -62,8 +80,15 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     try:
         registry = models_for(file)
     except ModelDataError as exc:  # a broken models/ file is the project's input error, like a broken spec
-        return spec, [Problem(file, "", f"cannot read the project's model data: {exc}",
-                              "fix or remove that file in models/", rule="model-data")]
+        return spec, [
+            Problem(
+                file,
+                "",
+                f"cannot read the project's model data: {exc}",
+                "fix or remove that file in models/",
+                rule="model-data",
+            )
+        ]
     try:
         report = fit_report(spec, registry=registry, **spec_calibration(spec))
     except ModelDataError as exc:
@@ -77,14 +102,25 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
     if auto:
         if report.max_model_len_fit < 1:
             fraction = engine.engine.memory_fraction
-            return spec, [Problem(file, path, "no context fits: the weights alone exceed the GPU budget",
-                                  f"raise {fraction} or pick a smaller model" if fraction else "pick a smaller model",
-                                  rule="context-fit")]
+            return spec, [
+                Problem(
+                    file,
+                    path,
+                    "no context fits: the weights alone exceed the GPU budget",
+                    f"raise {fraction} or pick a smaller model" if fraction else "pick a smaller model",
+                    rule="context-fit",
+                )
+            ]
         resolved = engine.with_context(report.max_model_len_fit)
-        return (spec.model_copy(update={"engine": resolved}),
-                _window_problems(file, path, spec, report.max_model_len_fit, registry))
-    problems = (_window_problems(file, path, spec, report.max_model_len, registry) + _host_problems(file, spec, report)
-                + _unused_booking(file, spec, report))
+        return (
+            spec.model_copy(update={"engine": resolved}),
+            _window_problems(file, path, spec, report.max_model_len_fit, registry),
+        )
+    problems = (
+        _window_problems(file, path, spec, report.max_model_len, registry)
+        + _host_problems(file, spec, report)
+        + _unused_booking(file, spec, report)
+    )
     if not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
@@ -93,10 +129,17 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
             fix += f", or {engine.context_field}: auto"
         why = "".join(f" ({reason})" for reason, _ in report.context_fixes)
         fix += "".join(f", or {keep}" for _, keep in report.context_fixes)
-        problems.append(Problem(
-            file, path, f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
-            f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}"
-            + why, fix, rule="context-fit"))
+        problems.append(
+            Problem(
+                file,
+                path,
+                f"{report.max_model_len} tokens need {gib(report.kv_cache_needed_bytes):.2f} GiB of KV "
+                f"cache but {gib(max(report.kv_cache_available_bytes, 0)):.2f} GiB are available on {spec.hardware}"
+                + why,
+                fix,
+                rule="context-fit",
+            )
+        )
     return spec, problems
 
 
@@ -111,12 +154,18 @@ def _unused_booking(file: str, spec: AppSpec, report: FitReport) -> list[Problem
     need, booked = report.total_needed_bytes, report.total_bytes
     if booked - need <= booked * UNUSED_BOOKING_FRACTION:
         return []
-    return [Problem(file, "resources.gpu_memory",
-                    f"books {gib(booked):.2f} GiB of GPU memory for {report.engine_title}, which takes only the "
-                    f"{gib(need):.2f} GiB its context needs: the rest stays booked and unused, and Olares counts it "
-                    "as taken when the next GPU app installs",
-                    f"run `olarespack plan --write {file}` to book its share",
-                    rule="gpu-booking-unused", severity="warning")]
+    return [
+        Problem(
+            file,
+            "resources.gpu_memory",
+            f"books {gib(booked):.2f} GiB of GPU memory for {report.engine_title}, which takes only the "
+            f"{gib(need):.2f} GiB its context needs: the rest stays booked and unused, and Olares counts it "
+            "as taken when the next GPU app installs",
+            f"run `olarespack plan --write {file}` to book its share",
+            rule="gpu-booking-unused",
+            severity="warning",
+        )
+    ]
 
 
 def _host_problems(file: str, spec: AppSpec, report: FitReport) -> list[Problem]:
@@ -131,15 +180,20 @@ def _host_problems(file: str, spec: AppSpec, report: FitReport) -> list[Problem]
     for field_name, severity in severities:
         given = quantity.parse_bytes(getattr(spec.resources.memory, field_name))
         if given < need:
-            problems.append(Problem(
-                file, f"resources.memory.{field_name}", f"{needed}; the {field_name} is {gib(given):.2f} GiB",
-                f"set resources.memory.{field_name} to at least {-(-need // 2**30)}Gi", rule="host-memory",
-                severity=severity))
+            problems.append(
+                Problem(
+                    file,
+                    f"resources.memory.{field_name}",
+                    f"{needed}; the {field_name} is {gib(given):.2f} GiB",
+                    f"set resources.memory.{field_name} to at least {-(-need // 2**30)}Gi",
+                    rule="host-memory",
+                    severity=severity,
+                )
+            )
     return problems
 
 
-def _window_problems(file: str, path: str, spec: AppSpec, asked: int,
-                     registry: dict[str, ModelInfo]) -> list[Problem]:
+def _window_problems(file: str, path: str, spec: AppSpec, asked: int, registry: dict[str, ModelInfo]) -> list[Problem]:
     engine = engine_for(spec.engine)
     repo = engine.model_repo()
     try:
@@ -148,11 +202,26 @@ def _window_problems(file: str, path: str, spec: AppSpec, asked: int,
         return []
     positions = info.arch.max_position_embeddings if info.arch else None
     if positions is not None and asked > positions:
-        return [Problem(file, path, f"{asked} is past {repo}'s {positions} positions: {engine.title} refuses to boot",
-                        f"use at most {positions}", rule="context-window")]
+        return [
+            Problem(
+                file,
+                path,
+                f"{asked} is past {repo}'s {positions} positions: {engine.title} refuses to boot",
+                f"use at most {positions}",
+                rule="context-window",
+            )
+        ]
     trained = info.trained_context
     if trained is not None and asked > trained:
-        return [Problem(file, path, f"{asked} is past the {trained} tokens {repo} was trained for: it runs, "
-                        "but recall past that is unreliable", f"use {trained} unless you need more",
-                        rule="context-window", severity="warning")]
+        return [
+            Problem(
+                file,
+                path,
+                f"{asked} is past the {trained} tokens {repo} was trained for: it runs, "
+                "but recall past that is unreliable",
+                f"use {trained} unless you need more",
+                rule="context-window",
+                severity="warning",
+            )
+        ]
     return []

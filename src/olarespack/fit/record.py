@@ -31,8 +31,12 @@ def speed_settings(spec: AppSpec) -> dict[str, Any]:
     """What the settings hash covers: the engine's fields that change speed (its EngineBench), the context the
     server runs with, and the hardware."""
     engine = engine_for(spec.engine)
-    return {"engine": spec.engine.kind, "settings": engine.speed_settings(), "context": engine.context_length(),
-            "hardware": spec.hardware}
+    return {
+        "engine": spec.engine.kind,
+        "settings": engine.speed_settings(),
+        "context": engine.context_length(),
+        "hardware": spec.hardware,
+    }
 
 
 def settings_hash(spec: AppSpec) -> str:
@@ -96,11 +100,13 @@ def stale_bench(spec: AppSpec) -> StaleBench | None:
         return None
     fields = ", ".join(engine_for(spec.engine).engine.bench().speed_fields)
     return StaleBench(
-        found.path, f"the bench figures of {found.version} ({found.record.tps_avg:g} t/s average, "
+        found.path,
+        f"the bench figures of {found.version} ({found.record.tps_avg:g} t/s average, "
         f"{found.record.date}) were measured with other settings that change speed (engine {fields}, the context "
         "or the hardware): descriptions print them marked as measured on "
         f"{found.version} with settings changed since",
-        "re-measure with `olarespack bench run SPEC --url URL --record` on the box")
+        "re-measure with `olarespack bench run SPEC --url URL --record` on the box",
+    )
 
 
 def impossible_bench(spec: AppSpec) -> StaleBench | None:
@@ -115,13 +121,16 @@ def impossible_bench(spec: AppSpec) -> StaleBench | None:
     if found is None:
         return None
     record, bench = found.record, engine_for(spec.engine).engine.bench()
-    fix = ("re-measure with `olarespack bench run SPEC --url URL --hardware NAME --record` on the box, or remove the "
-           "record")
+    fix = (
+        "re-measure with `olarespack bench run SPEC --url URL --hardware NAME --record` on the box, or remove the "
+        "record"
+    )
     if record.drafted is not None and record.accepted is not None:
         most = bench.draft_tokens(spec.engine) or bench.max_draft_tokens
         # completion tokens may reach twice max_tokens (bench's own bound on usage) in every run
-        said = counter_contradiction(DraftCounts(record.drafted, record.accepted), 2 * record.tokens * record.runs,
-                                     record.runs, max(most, 1))
+        said = counter_contradiction(
+            DraftCounts(record.drafted, record.accepted), 2 * record.tokens * record.runs, record.runs, max(most, 1)
+        )
         if said:
             return StaleBench(found.path, f"the recorded drafting counters cannot be: {said}", fix)
     if found.stale or record.hardware not in profiles():
@@ -133,9 +142,15 @@ def impossible_bench(spec: AppSpec) -> StaleBench | None:
 
 def _method(record: BenchRecord) -> dict[str, Any]:
     """How a record was measured: two records compare only where all of it is the same."""
-    return {"prompt": record.prompt, "max_tokens": record.tokens, "temperature": record.temperature,
-            "top_p": record.top_p, "rate taken by": record.tps_source, "hardware": record.hardware,
-            "GPU mode": record.gpu_mode or "not recorded"}
+    return {
+        "prompt": record.prompt,
+        "max_tokens": record.tokens,
+        "temperature": record.temperature,
+        "top_p": record.top_p,
+        "rate taken by": record.tps_source,
+        "hardware": record.hardware,
+        "GPU mode": record.gpu_mode or "not recorded",
+    }
 
 
 def compared(new_version: str, new: BenchRecord, old_version: str, old: BenchRecord) -> str:
@@ -147,19 +162,30 @@ def compared(new_version: str, new: BenchRecord, old_version: str, old: BenchRec
     if new.gpu_mode is None or old.gpu_mode is None:
         differ += [] if any(d.startswith("GPU mode") for d in differ) else ["the GPU mode was not recorded"]
     if differ:
-        return (f"{new.tps_avg:g} t/s; not compared with {old_version}'s {old.tps_avg:g} t/s: measured another way "
-                f"({'; '.join(differ)})")
+        return (
+            f"{new.tps_avg:g} t/s; not compared with {old_version}'s {old.tps_avg:g} t/s: measured another way "
+            f"({'; '.join(differ)})"
+        )
     change = 100 * (new.tps_avg - old.tps_avg) / old.tps_avg
-    release = (f"engine {old.engine_release} -> {new.engine_release}" if old.engine_release != new.engine_release
-               else f"same engine release {new.engine_release}" if new.engine_release else "engine release unknown")
+    release = (
+        f"engine {old.engine_release} -> {new.engine_release}"
+        if old.engine_release != new.engine_release
+        else f"same engine release {new.engine_release}"
+        if new.engine_release
+        else "engine release unknown"
+    )
     settings = "same settings" if new.settings_hash == old.settings_hash else "settings changed"
-    return (f"{new.tps_avg:g} t/s, {change:+.0f}% against {old_version}'s {old.tps_avg:g} t/s ({release}, {settings}, "
-            f"same prompt {new.prompt}, {new.hardware}, GPU {new.gpu_mode})")
+    return (
+        f"{new.tps_avg:g} t/s, {change:+.0f}% against {old_version}'s {old.tps_avg:g} t/s ({release}, {settings}, "
+        f"same prompt {new.prompt}, {new.hardware}, GPU {new.gpu_mode})"
+    )
 
 
 def comparisons(spec: AppSpec) -> dict[str, str]:
     """version -> how its record compares with the next older record in the changelog (entries with a record
     that have an older one)."""
     recorded = [(entry.version, entry.bench) for entry in spec.changelog if entry.bench is not None]
-    return {str(version): compared(str(version), record, str(older), older_record)
-            for (version, record), (older, older_record) in itertools.pairwise(recorded)}
+    return {
+        str(version): compared(str(version), record, str(older), older_record)
+        for (version, record), (older, older_record) in itertools.pairwise(recorded)
+    }

@@ -21,12 +21,11 @@ import yaml
 
 from olarespack.check import kube
 from olarespack.check.inputs import Target
-from olarespack.check.lint import render_values
+from olarespack.check.render import render_values
 from olarespack.core.errors import OlaresPackError
-from olarespack.core.hardware import profiles
 from olarespack.core.types import SHARED_MODEL_DIR
 from olarespack.engines import engine_of_command, titles
-from olarespack.engines.importing import EngineImport, ImportSource, RemoteFile, remote_files
+from olarespack.engines.importing import ImportSource, RemoteFile, remote_files
 from olarespack.engines.protocol import EngineBase
 from olarespack.helm import Helm, split_rendered, values_file
 from olarespack.importer import facts
@@ -58,7 +57,6 @@ class ImportResult:
     chart_argv: list[str] = field(default_factory=list)
     spec_argv: list[str] = field(default_factory=list)
     buildable: bool = True  # false: the spec would not build, and is not written
-
 
     @property
     def complete(self) -> bool:
@@ -94,8 +92,12 @@ def rendered_documents(target: Target, helm: Helm) -> list[dict[str, Any]]:
         raise ImportFailed(f"{chart.label}: the rendered chart is not YAML ({exc})") from None
     # What import reads (workloads, ConfigMaps) must have the shapes Kubernetes gives them: a chart the
     # cluster would refuse is refused here, by the same schemas lint uses, before any field is read.
-    refused = [f"{d.get('kind')}/{_name(d)} {error}" for d in documents if d.get("kind") in WORKLOADS | {"ConfigMap"}
-               for error in kube.schema_errors(d)[:3]]
+    refused = [
+        f"{d.get('kind')}/{_name(d)} {error}"
+        for d in documents
+        if d.get("kind") in WORKLOADS | {"ConfigMap"}
+        for error in kube.schema_errors(d)[:3]
+    ]
     if refused:
         raise ImportFailed(f"{chart.label}: Kubernetes would refuse what it renders: {'; '.join(refused[:5])}")
     return documents
@@ -117,8 +119,11 @@ def downloads(containers: list[_Container], configmaps: Mapping[str, Mapping[str
 
 
 def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict[str, dict[str, str]]]:
-    configmaps = {str((d.get("metadata") or {}).get("name")): {str(k): str(v) for k, v in (d.get("data") or {}).items()}
-                  for d in documents if d.get("kind") == "ConfigMap"}
+    configmaps = {
+        str((d.get("metadata") or {}).get("name")): {str(k): str(v) for k, v in (d.get("data") or {}).items()}
+        for d in documents
+        if d.get("kind") == "ConfigMap"
+    }
     found = []
     for document in documents:
         if document.get("kind") not in WORKLOADS:
@@ -126,8 +131,10 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
         pod = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
         label = f"{document.get('kind')}/{(document.get('metadata') or {}).get('name')}"
         volumes = {str(v.get("name")): v for v in mappings(pod.get("volumes"))}
-        for init, container in [*((True, c) for c in mappings(pod.get("initContainers"))),
-                                *((False, c) for c in mappings(pod.get("containers")))]:
+        for init, container in [
+            *((True, c) for c in mappings(pod.get("initContainers"))),
+            *((False, c) for c in mappings(pod.get("containers"))),
+        ]:
             env = container_env(container, configmaps)
             resolved = resolve(container, env, mounted_files(container, volumes, configmaps))
             # an init container finishes before the pod serves: it may run the engine's image, never its server
@@ -139,7 +146,7 @@ def _containers(documents: list[dict[str, Any]]) -> tuple[list[_Container], dict
 def _command(argv: list[str], model_name: str) -> list[str]:
     """The executable words of a pinned-model server's command line: what comes before the model (and the flag
     naming it); none where the wrapper's executable is unknown (set at boot)."""
-    words = argv[:argv.index(model_name)] if model_name in argv else []
+    words = argv[: argv.index(model_name)] if model_name in argv else []
     if words and words[-1].startswith("-"):
         words = words[:-1]
     return words if words and all(words) else []
@@ -147,8 +154,7 @@ def _command(argv: list[str], model_name: str) -> list[str]:
 
 def _referenced(containers: list[_Container]) -> str:
     """Every command and arg of the pod's containers: an env var named there is consumed by the chart."""
-    return "\n".join(str(x) for c in containers
-                     for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
+    return "\n".join(str(x) for c in containers for x in [*(c.spec.get("command") or []), *(c.spec.get("args") or [])])
 
 
 def server_command_line(target: Target, helm: Helm) -> tuple[str, list[str], list[str]]:
@@ -176,8 +182,9 @@ def _server(label: str, containers: list[_Container]) -> tuple[EngineBase, _Cont
     raise ImportFailed(f"{label}: no {' or '.join(titles())} server among its containers (images: {images})")
 
 
-def _carried_env(server: EngineBase, engine: _Container, containers: list[_Container],
-                 result: ImportResult, pinned: bool = False) -> dict[str, str]:
+def _carried_env(
+    server: EngineBase, engine: _Container, containers: list[_Container], result: ImportResult, pinned: bool = False
+) -> dict[str, str]:
     text = _referenced(containers)
     carried: dict[str, str] = {}
     owned = CHART_ENV | SHAPE_ENV if pinned else CHART_ENV
@@ -200,8 +207,15 @@ def _carried_env(server: EngineBase, engine: _Container, containers: list[_Conta
     return carried
 
 
-def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str], argv: list[str],
-            carried: set[str], result: ImportResult, pinned: bool = False) -> list[str]:
+def _mounts(
+    engine: _Container,
+    pod_volumes: Mapping[str, Any],
+    files: set[str],
+    argv: list[str],
+    carried: set[str],
+    result: ImportResult,
+    pinned: bool = False,
+) -> list[str]:
     """The scratch folders (emptyDir mounts) the spec carries; any other mount but /models (or a pinned-model
     pod's own) is reported."""
     scratch = []
@@ -212,21 +226,31 @@ def _mounts(engine: _Container, pod_volumes: Mapping[str, Any], files: set[str],
         if path == MODEL_MOUNT or (pinned and shape_mount(mount, volume, command)) or _token_volume(volume):
             continue
         if path == SHARED_MODEL_DIR and "hostPath" in volume:
-            result.notes.append(f"volume mount {path}: the box's shared model folder (hostPath "
-                                f"{(volume.get('hostPath') or {}).get('path')}); the spec's chart mounts Olares' "
-                                "sharedlib ai/model there, where a model folder under it lives")
+            result.notes.append(
+                f"volume mount {path}: the box's shared model folder (hostPath "
+                f"{(volume.get('hostPath') or {}).get('path')}); the spec's chart mounts Olares' "
+                "sharedlib ai/model there, where a model folder under it lives"
+            )
             continue
         if "emptyDir" in volume and not mount.get("subPath"):
             scratch.append(path)
             continue
         kind = next((k for k in volume if k != "name"), "unknown")
-        result.unexpressed.append(f"volume mount {path} ({mount.get('name')}, {kind}): the spec's pod mounts "
-                                  f"{MODEL_MOUNT} and empty scratch folders only")
+        result.unexpressed.append(
+            f"volume mount {path} ({mount.get('name')}, {kind}): the spec's pod mounts "
+            f"{MODEL_MOUNT} and empty scratch folders only"
+        )
     for item in argv:
-        if item.startswith(f"{MODEL_MOUNT}/") and item.endswith((".jinja", ".json", ".txt", ".yaml")) and \
-                item.rsplit("/", 1)[-1] not in files and item not in carried:
-            result.unexpressed.append(f"{item}: written into the pod by the chart, not downloaded from a "
-                                      "repository; the spec's chart does not write it")
+        if (
+            item.startswith(f"{MODEL_MOUNT}/")
+            and item.endswith((".jinja", ".json", ".txt", ".yaml"))
+            and item.rsplit("/", 1)[-1] not in files
+            and item not in carried
+        ):
+            result.unexpressed.append(
+                f"{item}: written into the pod by the chart, not downloaded from a "
+                "repository; the spec's chart does not write it"
+            )
     return scratch
 
 
@@ -237,8 +261,10 @@ def _token_volume(volume: Mapping[str, Any]) -> bool:
     return bool(items) and all(str(item.get("key")) == "HF_TOKEN" for item in items)
 
 
-_BASE64_WRITE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?\"?\s*\|\s*base64\s+(?:-d|--decode)\s*>\s*"
-                           r"\"?([^\s\";|&]+)")
+_BASE64_WRITE = re.compile(
+    r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?\"?\s*\|\s*base64\s+(?:-d|--decode)\s*>\s*"
+    r"\"?([^\s\";|&]+)"
+)
 
 
 def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
@@ -262,8 +288,9 @@ def written_files(chart: Any, containers: list[_Container]) -> dict[str, str]:
     return found
 
 
-def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop",
-                 owners: tuple[str, ...] = ()) -> ImportResult:
+def import_chart(
+    target: Target, helm: Helm, spec_file: Path, hardware: str = "rtx5090-laptop", owners: tuple[str, ...] = ()
+) -> ImportResult:
     """Read one chart into a spec (not written: the caller writes `text` to spec_file)."""
     chart = target.chart
     documents = rendered_documents(target, helm)
@@ -272,12 +299,19 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     result = ImportResult(chart.label, chart.name, "")
     image = str(engine.spec.get("image") or "")
     pinned = pinned_chart(containers, engine, chart.manifest)
-    read = pinned and server.read_pinned(pinned.model_name, pinned.model_source, pinned.engine_args,
-                                         _command(engine.resolved.argv, pinned.model_name), image)
+    read = pinned and server.read_pinned(
+        pinned.model_name,
+        pinned.model_source,
+        pinned.engine_args,
+        _command(engine.resolved.argv, pinned.model_name),
+        image,
+    )
     if pinned and read:
-        result.notes.append(f"a pinned-model chart: the server runs what its wrapper makes of MODEL_NAME and "
-                            f"ENGINE_ARGS ({pinned.model_name}; a wrapper that rewrites ENGINE_ARGS at boot, from a "
-                            "tune script or the Model Console's hand-off file, is not followed)")
+        result.notes.append(
+            f"a pinned-model chart: the server runs what its wrapper makes of MODEL_NAME and "
+            f"ENGINE_ARGS ({pinned.model_name}; a wrapper that rewrites ENGINE_ARGS at boot, from a "
+            "tune script or the Model Console's hand-off file, is not followed)"
+        )
         engine.resolved.argv, engine.resolved.unresolved = read.chart_argv, []
         engine.resolved.env_prefix.update(read.env)
         result.unexpressed += [f"ENGINE_ARGS word {word}: the wrapper drops it (not a flag)" for word in read.dropped]
@@ -292,8 +326,9 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     files = remote_files(values)
     if read:
         files.update({name: RemoteFile(repo, "main", path) for name, (repo, path) in read.files.items()})
-    imported = server.import_argv(read.argv if read else engine.resolved.argv, image,
-                                  ImportSource(files, written_files(chart, containers)))
+    imported = server.import_argv(
+        read.argv if read else engine.resolved.argv, image, ImportSource(files, written_files(chart, containers))
+    )
     result.unexpressed += imported.unexpressed
     result.notes += imported.notes
     prefixed = {k: v for k, v in engine.resolved.env_prefix.items() if not (is_secret(v) or "TOKEN" in k)}
@@ -307,43 +342,16 @@ def import_chart(target: Target, helm: Helm, spec_file: Path, hardware: str = "r
     scratch = _mounts(engine, engine.volumes, downloaded, engine.resolved.argv, carried, result, pinned is not None)
     if scratch:
         imported.data["scratch"] = scratch
-    data = _spec_data(chart, engine, imported, hardware, result, owners)
+    data = facts.spec_data(chart, engine.spec, engine.env.values, imported.data, hardware, result, owners)
     if pinned:
         model = imported.data.get("model")
         data["olares"] = {"pinned_model": spec_section(pinned, model.get("file") if isinstance(model, dict) else None)}
     verify(result, data, spec_file)
     if not result.buildable:
         # a spec that would not build is never written: what it could not carry, each on its own line
-        raise ImportFailed(f"{chart.label}: its spec would not build, so none is written; not carried:\n"
-                           + "\n".join(f"  - {item}" for item in result.unexpressed) + "\n ")
+        raise ImportFailed(
+            f"{chart.label}: its spec would not build, so none is written; not carried:\n"
+            + "\n".join(f"  - {item}" for item in result.unexpressed)
+            + "\n "
+        )
     return result
-
-
-def _spec_data(chart: Any, engine: _Container, imported: EngineImport, hardware: str,
-               result: ImportResult, owners: tuple[str, ...] = ()) -> dict[str, Any]:
-    manifest = chart.manifest
-    version = str((manifest.get("metadata") or {}).get("version") or (chart.get("Chart.yaml", "") and
-                  (yaml.safe_load(chart["Chart.yaml"]) or {}).get("version")) or "0.1.0")
-    meta = facts.metadata(chart, result.notes, result.unexpressed, owners)
-    installed = version
-    # the spec's chart is not the hand-written one (manifest, pod, templates): it ships as an upgrade above it,
-    # so a box that installed the hand-written chart sees it, whatever order import, commit and bump run in
-    version = facts.next_release(installed)
-    data: dict[str, Any] = {"name": chart.name, "version": version, "hardware": hardware, "metadata": meta}
-    entrance = facts.entrance(manifest, meta["title"], result.notes, result.unexpressed)
-    if entrance:
-        data["entrance"] = entrance
-    data["engine"] = imported.data
-    data["resources"] = facts.resources(engine.spec, manifest, result.notes, result.unexpressed)
-    booked = facts.hami_booking(engine.env.values, profiles()[hardware].gpu_memory_mib, result.notes)
-    if booked:
-        data["resources"]["gpu_memory"] = booked
-        result.notes[:] = [n for n in result.notes if "the spec books the hardware profile's amount" not in n]
-    minutes = facts.startup_minutes(engine.spec, result.notes)
-    if minutes:
-        data["startup_timeout_minutes"] = minutes
-    data["changelog"] = [{"version": version, "note": facts.upgrade_note(installed)},
-                         *facts.changelog(manifest, installed, result.notes)]
-    result.notes.append(f"version {version}: one patch above the installed chart's {installed}, so boxes see the "
-                        "upgrade (`olarespack bump` raises it further)")
-    return data

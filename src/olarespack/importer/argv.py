@@ -6,23 +6,36 @@ what cannot be known without running it is reported, never guessed."""
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from olarespack.engines.images import engine_of_image
+from olarespack.importer.shell_words import shell_words
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
-LAUNCHERS = frozenset({"nice", "ionice", "chrt", "numactl", "taskset", "stdbuf", "timeout", "nohup", "tini",
-                       "dumb-init", "gosu", "su-exec", "setpriv", "catatonit"})
+LAUNCHERS = frozenset(
+    {
+        "nice",
+        "ionice",
+        "chrt",
+        "numactl",
+        "taskset",
+        "stdbuf",
+        "timeout",
+        "nohup",
+        "tini",
+        "dumb-init",
+        "gosu",
+        "su-exec",
+        "setpriv",
+        "catatonit",
+    }
+)
 MAX_SCRIPT_BYTES = 256 * 1024
-MAX_EXPANSION = 64 * 1024  # a value grown past this by expansion is a trap, not a command line
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _ASSIGNMENT = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-MAX_NESTING = 8  # ${A:-${B:-...}} levels evaluated; deeper is reported
 
 
 @dataclass
@@ -69,12 +82,14 @@ def container_env(container: Mapping[str, Any], configmaps: Mapping[str, Mapping
 def _expand_k8s(text: str, values: Mapping[str, str], unset: set[str] | None = None) -> str:
     """Kubernetes' expansion of args and env values: $(NAME) from the env defined so far, $$ is $, and an
     undefined $(NAME) stays as written (its name added to `unset`)."""
+
     def one(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
         if match.group(1) not in values and unset is not None:
             unset.add(match.group(1))
         return values.get(match.group(1), match.group(0))
+
     return _K8S_VAR.sub(one, text)
 
 
@@ -87,8 +102,9 @@ class Resolved:
     env_prefix: dict[str, str] = field(default_factory=dict)  # `env NAME=VALUE server ...`: env of the server
 
 
-def mounted_files(container: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]],
-                  configmaps: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+def mounted_files(
+    container: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]], configmaps: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
     """Path in the container -> text, for the files ConfigMap volumes put there (a wrapper script)."""
     files: dict[str, str] = {}
     for mount in mappings(container.get("volumeMounts")):
@@ -118,8 +134,10 @@ def _resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str
     items = [*command, *(_expand_k8s(str(x), env.values, unset) for x in container.get("args") or [])]
     # a $(NAME) of a Secret or the pod's own fields is filled in the pod only: its value cannot be carried
     from_secrets = any(name.startswith("secret:") for name in env.secret)  # envFrom a Secret: any name
-    hidden = [f"$({name}) (from a Secret or the pod's own fields: known only in the pod)"
-              for name in sorted(unset if from_secrets else unset & env.secret)]
+    hidden = [
+        f"$({name}) (from a Secret or the pod's own fields: known only in the pod)"
+        for name in sorted(unset if from_secrets else unset & env.secret)
+    ]
     if hidden:
         return Resolved([], "args", hidden)
     if not command:
@@ -128,9 +146,15 @@ def _resolve(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str
         family = engine_of_image(image)
         if family is None or family.entrypoint is None or not items:
             what = "args but no command" if items else "neither command nor args"
-            return Resolved([], "args", [f"the container gives {what}, so what its image {image} runs is "
-                                         "decided by the image, which olarespack does not know: give the "
-                                         "container its command"])
+            return Resolved(
+                [],
+                "args",
+                [
+                    f"the container gives {what}, so what its image {image} runs is "
+                    "decided by the image, which olarespack does not know: give the "
+                    "container its command"
+                ],
+            )
         items = [*family.entrypoint, *items]
     script, unreadable = script_of(items, files)
     if unreadable:
@@ -195,21 +219,36 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
             continue
         first = line.split(None, 1)[0]
         # blocks: if/for/while/case, { groups }, and function bodies run only sometimes, or never
-        opens = first in ("if", "for", "while", "until", "case", "{", "function") or \
-            re.match(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(\)", line) is not None or line.endswith("{")
-        closes = first in ("fi", "done", "esac", "}") or \
-            re.search(r"(;|^)\s*(fi|done|esac|\})\s*$", line) is not None
+        opens = (
+            first in ("if", "for", "while", "until", "case", "{", "function")
+            or re.match(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(\)", line) is not None
+            or line.endswith("{")
+        )
+        closes = first in ("fi", "done", "esac", "}") or re.search(r"(;|^)\s*(fi|done|esac|\})\s*$", line) is not None
         plain = _ASSIGNMENT.match(line)
-        plain_name = plain.group(1) if plain and not (depth or opens) and "$(" not in line and "`" not in line \
-            and not re.search(r"\s", _unquoted_tail(plain.group(2))) else None
+        plain_name = (
+            plain.group(1)
+            if plain
+            and not (depth or opens)
+            and "$(" not in line
+            and "`" not in line
+            and not re.search(r"\s", _unquoted_tail(plain.group(2)))
+            else None
+        )
         # any other way a line sets a variable (after && or ||, in a block, read, printf -v, declare, a
         # command substitution) is known only by running the script
-        assigned = set(re.findall(r"(?:^|[\s;&|{(])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)?|readonly\s+)?"
-                                  r"([A-Za-z_][A-Za-z0-9_]*)\+?=", line))
+        assigned = set(
+            re.findall(
+                r"(?:^|[\s;&|{(])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)?|readonly\s+)?"
+                r"([A-Za-z_][A-Za-z0-9_]*)\+?=",
+                line,
+            )
+        )
         for names in re.findall(r"\b(?:read(?:\s+-\w+)*|printf\s+-v)\s+((?:[A-Za-z_]\w*\s*)+)", line):
             assigned |= set(names.split())
-        if first == "eval" and re.search(r"[A-Za-z_][A-Za-z0-9_]*\+?=|\b(?:export|read|set|declare|source)\b|\.\s",
-                                         line):
+        if first == "eval" and re.search(
+            r"[A-Za-z_][A-Za-z0-9_]*\+?=|\b(?:export|read|set|declare|source)\b|\.\s", line
+        ):
             uncertain.add("*eval*")  # an eval that may set variables (an eval of curl sets none)
         uncertain |= assigned - ({plain_name} if plain_name else set())
         if opens:
@@ -219,12 +258,12 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
         if opens or closes or depth:
             continue
         if first == "exec":
-            exec_line = line[len("exec"):].strip()
+            exec_line = line[len("exec") :].strip()
             continue
         if re.match(r"^(set\s+--|shift\b)", line):
             uncertain.add("@")
         if plain_name is not None and plain is not None:
-            words, missing = _words(plain.group(2), values)
+            words, missing = shell_words(plain.group(2), values)
             value = " ".join(words)
             values[plain_name] = value
             script_vars[plain_name] = value
@@ -238,7 +277,7 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
             unknown_parts[plain_name] = list(dict.fromkeys(parts))[:8]
     if exec_line is None:
         return Resolved([], "shell", ["the wrapper script has no `exec` line starting the server"], script_vars)
-    argv, missing = _words(exec_line, values)
+    argv, missing = shell_words(exec_line, values)
     for name, parts in unknown_parts.items():
         if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
             missing += parts
@@ -247,8 +286,7 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
     for name in sorted(uncertain - {"@", "*eval*"}):
         if re.search(rf"\$\{{?{re.escape(name)}(?![A-Za-z0-9_])", exec_line):
             missing.append(f"${name} (set in a branch, a loop or by a command: known only by running the script)")
-    missing = [m for m in missing if not any(m.startswith((f"${n} (not set", f"${{{n}}} (not set"))
-                                             for n in uncertain)]
+    missing = [m for m in missing if not any(m.startswith((f"${n} (not set", f"${{{n}}} (not set")) for n in uncertain)]
     if re.search(r"\$[@*]|\$\{[@*]", exec_line):
         missing.append("$@ (the script's own arguments)")
     return Resolved(argv, "shell", unresolved + missing, script_vars)
@@ -257,126 +295,3 @@ def _from_script(script: str, env: ContainerEnv) -> Resolved:
 def _unquoted_tail(text: str) -> str:
     """The text with quoted parts removed: an assignment followed by a command is not a plain assignment."""
     return re.sub(r"\"[^\"]*\"|'[^']*'|\$\{[^}]*\}", "", text)
-
-
-def _words(text: str, values: Mapping[str, str], level: int = 0) -> tuple[list[str], list[str]]:
-    """A shell line's words after parameter expansion: $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}; in
-    single quotes nothing expands. Unquoted expansions split on spaces, as the shell does."""
-    missing: list[str] = []
-    out: list[str] = []
-    pairs = _brace_pairs(text)
-    size = 0  # characters in out, kept as it grows: summing them each time would be quadratic
-    i = 0
-    quote: str | None = None
-    too_long = [f"the line grows past {MAX_EXPANSION} characters when expanded"]
-    while i < len(text):
-        char = text[i]
-        if quote != "'" and (text.startswith("$(", i) or char == "`"):
-            end = _substitution_end(text, i)
-            missing.append(f"{text[i:end][:60]} (a command substitution: known only by running the script)")
-            i = end
-            continue
-        if quote != "'" and char == "$":
-            value, used = _parameter(text, i, values, missing, level, pairs)
-            if used:
-                piece = _fields(value) if quote is None else value.replace("\\", "\\\\").replace('"', '\\"')
-                out.append(piece)
-                size += len(piece)
-                if size > MAX_EXPANSION:
-                    return [], too_long
-                i += used
-                continue
-        if char == "\\" and quote != "'" and i + 1 < len(text):
-            out.append(text[i:i + 2])
-            size += 2
-            i += 2
-            continue
-        if char in "'\"" and (quote is None or quote == char):
-            quote = None if quote == char else char
-        elif char == "#" and quote is None and (i == 0 or text[i - 1].isspace()):
-            break  # a comment
-        elif char in ";&|<>" and quote is None:
-            break  # the command ends (redirections and further commands are not the server's args)
-        out.append(char)
-        size += 1
-        i += 1
-        if size > MAX_EXPANSION:
-            return [], too_long
-    try:
-        return shlex.split("".join(out)), missing
-    except ValueError as exc:
-        return [], [f"the line does not parse as shell words ({exc})"]
-
-
-def _fields(value: str) -> str:
-    """An unquoted expansion as shell words: split on blanks into literal words (quotes and backslashes in
-    the value are its own characters); an empty value is no word at all."""
-    words = value.split()
-    piece = " ".join(shlex.quote(word) for word in words)
-    if not words:
-        return " " if value else ""
-    return (" " if value[0].isspace() else "") + piece + (" " if value[-1].isspace() else "")
-
-
-def _substitution_end(text: str, i: int) -> int:
-    """Where the command substitution $(...) or `...` starting at text[i] ends (the text's end if never)."""
-    if text[i] == "`":
-        close = text.find("`", i + 1)
-        return len(text) if close < 0 else close + 1
-    depth = 0
-    for j in range(i + 1, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[j], 0)
-        if depth == 0:
-            return j + 1
-    return len(text)
-
-
-def _brace_pairs(text: str) -> dict[int, int]:
-    """Where each ${ of the text is closed (nested ones counted), found in one pass."""
-    pairs: dict[int, int] = {}
-    opened: list[int] = []
-    i = 0
-    while i < len(text):
-        if text.startswith("${", i):
-            opened.append(i)
-            i += 2
-            continue
-        if text[i] == "}" and opened:
-            pairs[opened.pop()] = i
-        i += 1
-    return pairs
-
-
-def _parameter(text: str, i: int, values: Mapping[str, str], missing: list[str], level: int,
-               pairs: dict[int, int]) -> tuple[str, int]:
-    """One $-expansion at text[i]: its value and how many characters it took (0: not an expansion)."""
-    if text.startswith("${", i):
-        end = pairs.get(i, -1)
-        if end < 0:
-            return "", 0
-        if level >= MAX_NESTING:
-            missing.append(f"an expansion nested over {MAX_NESTING} levels (not evaluated)")
-            return "", end + 1 - i
-        body = text[i + 2:end]
-        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)(.*))?", body, re.S)
-        if not match:
-            missing.append(f"${{{body}}} (a shell expansion olarespack does not evaluate)")
-            return "", end + 1 - i
-        name, op, default = match.groups()
-        if op is not None:
-            present = name in values and (op == "-" or values[name] != "")
-            if present:
-                return values[name], end + 1 - i
-            words, more = _words(default or "", values, level + 1)
-            missing += more
-            return " ".join(words), end + 1 - i
-        if name not in values:
-            missing.append(f"${name} (not set in the container's env or the script)")
-        return values.get(name, ""), end + 1 - i
-    match = _NAME.match(text, i + 1)
-    if not match:
-        return "", 0
-    name = match.group(0)
-    if name not in values:
-        missing.append(f"${name} (not set in the container's env or the script)")
-    return values.get(name, ""), match.end() - i

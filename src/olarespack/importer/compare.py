@@ -18,14 +18,17 @@ def canonical(argv: list[str], kind: str) -> tuple[tuple[str, ...], Counter[tupl
     """(the executable and its leading words, the options as (canonical flag, value) counts)."""
     engine = ENGINES[kind]
     # the engine's own command (`vllm serve`) is its executable and leading words; any other, its first word
-    lead = len(engine.command) if argv[:len(engine.command)] == list(engine.command) else 1
+    lead = len(engine.command) if argv[: len(engine.command)] == list(engine.command) else 1
     flags = flag_spellings(engine.options())
     options: Counter[tuple[str, str | None]] = Counter()
     last: dict[str, tuple[str, str | None]] = {}  # a setting of the engine's table: the last one given wins
     for spelling, raw, flag in parse_options(argv[lead:], flags, engine.spec_model):
         value = _number(raw)
-        name = flag.flag if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-") \
+        name = (
+            flag.flag
+            if flag is not None and spelling in flag.spellings() and not spelling.startswith("--no-")
             else spelling
+        )
         if flag is not None and flag.style == "positional":
             name = ""  # `vllm serve MODEL` and `--model MODEL` name the same setting
         if flag is not None:
@@ -57,8 +60,10 @@ def argv_differences(chart: list[str], spec: list[str], kind: str) -> list[str]:
     found = []
     if chart_lead != spec_lead:
         found.append(f"server executable: the chart runs {' '.join(chart_lead)}, the spec {' '.join(spec_lead)}")
-    for options, other, where in ((chart_options, spec_options, "in the chart's command line, not in the spec's"),
-                                  (spec_options, chart_options, "added by the spec's chart")):
+    for options, other, where in (
+        (chart_options, spec_options, "in the chart's command line, not in the spec's"),
+        (spec_options, chart_options, "added by the spec's chart"),
+    ):
         for (flag, value), count in sorted((options - other).items(), key=str):
             shown = f"{flag or '(positional)'} {value if value is not None else ''}".rstrip()
             found.append(f"server argument {shown}: {where}" + (f" ({count} times)" if count > 1 else ""))

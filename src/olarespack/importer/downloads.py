@@ -12,15 +12,13 @@ from typing import Any
 from olarespack.engines.importing import HF_URL
 from olarespack.importer.argv import (
     _ASSIGNMENT,
-    MAX_EXPANSION,
     MAX_SCRIPT_BYTES,
     ContainerEnv,
-    _brace_pairs,
     _expand_k8s,
     _logical_lines,
-    _parameter,
     script_of,
 )
+from olarespack.importer.shell_words import MAX_EXPANSION, brace_pairs, parameter
 
 MAX_URL_LINES = 256  # a downloader fetches a few files; more lines naming URLs are not read
 
@@ -29,14 +27,14 @@ def expand_text(text: str, values: Mapping[str, str]) -> str:
     """`text` with its shell parameters ($VAR, ${VAR}, ${VAR:-default}) filled in from `values`, words not
     split; an unknown one stays as written (so nothing is guessed). Bounded like a command line."""
     out: list[str] = []
-    pairs = _brace_pairs(text)
+    pairs = brace_pairs(text)
     i = size = 0
     while i < len(text) and size <= MAX_EXPANSION:
         if text[i] == "$":
             missing: list[str] = []
-            value, used = _parameter(text, i, values, missing, 0, pairs)
+            value, used = parameter(text, i, values, missing, 0, pairs)
             if used:
-                piece = text[i:i + used] if missing else value
+                piece = text[i : i + used] if missing else value
                 out.append(piece)
                 size += len(piece)
                 i += used
@@ -47,12 +45,14 @@ def expand_text(text: str, values: Mapping[str, str]) -> str:
     return "".join(out)[:MAX_EXPANSION]
 
 
-def script_urls(container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str],
-                label: str) -> dict[str, str]:
+def script_urls(
+    container: Mapping[str, Any], env: ContainerEnv, files: Mapping[str, str], label: str
+) -> dict[str, str]:
     """`<label>:line N` -> that script line with its variables filled in, for every line of the container's
     shell script that names a download URL (`resolve/`), in the form remote_files() reads env values."""
-    items = [_expand_k8s(str(x), env.values) for x in [*(container.get("command") or []),
-                                                       *(container.get("args") or [])]]
+    items = [
+        _expand_k8s(str(x), env.values) for x in [*(container.get("command") or []), *(container.get("args") or [])]
+    ]
     script, _ = script_of(items, files)
     if script is None or len(script.encode()) > MAX_SCRIPT_BYTES:
         return {}

@@ -17,9 +17,20 @@ CONSOLE_IMAGE = re.compile(r"(?:^|/)llm-init(?:[:@]|$)")
 SUPPORTS = ("vision", "tools", "thinking")
 # What the shape's pods mount (the shared Hugging Face cache, the Console's state) and set for the wrapper
 SHAPE_MOUNTS = frozenset({"/cache/hf/hub", "/run/llm-init"})
-SHAPE_ENV = frozenset({"ENGINE_KIND", "MODEL_NAME", "MODEL_SOURCE", "MODEL_MODE", "MODEL_SUPPORTS", "ENGINE_ARGS",
-                       "HF_HUB_CACHE", "WAIT_TIMEOUT", "LLAMACPP_PORT",
-                       "VLLM_PORT"})
+SHAPE_ENV = frozenset(
+    {
+        "ENGINE_KIND",
+        "MODEL_NAME",
+        "MODEL_SOURCE",
+        "MODEL_MODE",
+        "MODEL_SUPPORTS",
+        "ENGINE_ARGS",
+        "HF_HUB_CACHE",
+        "WAIT_TIMEOUT",
+        "LLAMACPP_PORT",
+        "VLLM_PORT",
+    }
+)
 
 
 class Workload(Protocol):
@@ -42,8 +53,14 @@ class PinnedChart:
 def pinned_chart(containers: Sequence[Workload], engine: Workload, manifest: Mapping[str, Any]) -> PinnedChart | None:
     """The chart's pinned-model interface; None when it is not that shape (no Console beside the engine, or an
     engine without MODEL_NAME and ENGINE_ARGS)."""
-    console = next((c for c in containers if c.workload != engine.workload
-                    and CONSOLE_IMAGE.search(str(c.spec.get("image") or ""))), None)
+    console = next(
+        (
+            c
+            for c in containers
+            if c.workload != engine.workload and CONSOLE_IMAGE.search(str(c.spec.get("image") or ""))
+        ),
+        None,
+    )
     values = engine.env.values
     if console is None or "MODEL_NAME" not in values or "ENGINE_ARGS" not in values:
         return None
@@ -55,8 +72,15 @@ def pinned_chart(containers: Sequence[Workload], engine: Workload, manifest: Map
     supports_text = str((envs.get("MODEL_SUPPORTS") or {}).get("default") or "")
     supports = [s for s in SUPPORTS if s in {part.strip() for part in supports_text.split(",")}]
     mode = declared("MODEL_MODE")
-    return PinnedChart(console.workload, str(console.spec.get("image") or ""), values["MODEL_NAME"],
-                       declared("MODEL_SOURCE"), values["ENGINE_ARGS"], mode or None, supports)
+    return PinnedChart(
+        console.workload,
+        str(console.spec.get("image") or ""),
+        values["MODEL_NAME"],
+        declared("MODEL_SOURCE"),
+        values["ENGINE_ARGS"],
+        mode or None,
+        supports,
+    )
 
 
 def shape_mount(mount: Mapping[str, Any], volume: Mapping[str, Any], command: Sequence[str]) -> bool:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from olarespack.check.lint import SECRET_SENTINEL
+from olarespack.check.render import SECRET_SENTINEL
 
 # Hugging Face user and organization tokens, GitHub tokens: what a chart may have pasted in as text
 TOKEN_TEXT = re.compile(r"(?:hf_|api_org_)[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}")
@@ -38,8 +38,10 @@ def without_tokens(argv: list[str], notes: list[str], unexpressed: list[str]) ->
             if flag in HF_TOKEN_FLAGS:
                 notes.append(_hf_note(flag))
             else:
-                unexpressed.append(f"server argument {flag}: its value is a secret; a spec never holds one and "
-                                   "its chart has no Secret for it")
+                unexpressed.append(
+                    f"server argument {flag}: its value is a secret; a spec never holds one and "
+                    "its chart has no Secret for it"
+                )
             continue
         i += 1
         if not is_secret(item):
@@ -51,8 +53,10 @@ def without_tokens(argv: list[str], notes: list[str], unexpressed: list[str]) ->
 
 
 def _hf_note(shown: str) -> str:
-    return (f"server argument {shown}: the token is not copied; the spec's chart gives the user's Hugging Face "
-            "token from its Secret to what downloads the model")
+    return (
+        f"server argument {shown}: the token is not copied; the spec's chart gives the user's Hugging Face "
+        "token from its Secret to what downloads the model"
+    )
 
 
 def token_fields(data: Any, path: str = "") -> Iterator[str]:

@@ -38,8 +38,9 @@ def typed(data: dict[str, Any], result: ImportResult, label: str) -> dict[str, A
     dumped: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
     engine = dumped["engine"]
     # what passes through (args, env, scratch folders) reads best after the typed settings
-    dumped["engine"] = {k: v for k, v in engine.items() if k not in PASS_THROUGH} | \
-        {k: engine[k] for k in PASS_THROUGH if k in engine}
+    dumped["engine"] = {k: v for k, v in engine.items() if k not in PASS_THROUGH} | {
+        k: engine[k] for k in PASS_THROUGH if k in engine
+    }
     return dumped
 
 
@@ -57,8 +58,10 @@ _Dumper.add_representer(str, _text)
 
 def spec_yaml(data: dict[str, Any], label: str) -> str:
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
-    return ("# yaml-language-server: $schema=../schemas/app-spec.schema.json\n"
-            f"# Imported from the chart {label} by `olarespack import`.\n" + body)
+    return (
+        "# yaml-language-server: $schema=../schemas/app-spec.schema.json\n"
+        f"# Imported from the chart {label} by `olarespack import`.\n" + body
+    )
 
 
 def verify(result: ImportResult, data: dict[str, Any], spec_file: Path) -> None:
@@ -66,8 +69,10 @@ def verify(result: ImportResult, data: dict[str, Any], spec_file: Path) -> None:
     result.buildable false (nothing to write) when the spec would not build."""
     tokens = list(token_fields(data))
     for path in tokens:
-        result.unexpressed.append(f"{path}: holds a token; a spec never does (take it out of the chart, or "
-                                  "leave it to the Secret the spec's chart makes)")
+        result.unexpressed.append(
+            f"{path}: holds a token; a spec never does (take it out of the chart, or "
+            "leave it to the Secret the spec's chart makes)"
+        )
     found = typed(data, result, str(spec_file))
     if found is None or tokens:
         result.buildable = False

@@ -22,20 +22,22 @@ from typing import Any, Final
 from olarespack.olares.generations import GENERATIONS, GenerationName
 
 JSON_TYPE: Final = "application/json"
-CORS: Final = (("access-control-allow-origin", "*"), ("access-control-allow-methods", "GET, POST, OPTIONS"),
-               ("access-control-allow-headers", "Content-Type"), ("access-control-max-age", "86400"))
+CORS: Final = (
+    ("access-control-allow-origin", "*"),
+    ("access-control-allow-methods", "GET, POST, OPTIONS"),
+    ("access-control-allow-headers", "Content-Type"),
+    ("access-control-max-age", "86400"),
+)
 PREFLIGHT_STATUS: Final = 204  # OPTIONS on any path, answered before routing
 MAX_BODY: Final = 16 * 1024  # ten ids and a version fit in well under 1 KiB
 MAX_IDS: Final = 10  # what Olares' syncer sends per batch
 DEFAULT_GENERATION: Final[GenerationName] = "current"
 # what a box names its query parameters
-QUERY: Final = {"version": "version", "file_name": "fileName", "source_id": "source_id", "page": "page",
-                "size": "size"}
-CHART_HEADERS: Final = {"content-type": "application/gzip",
-                        "content-disposition": 'attachment; filename="{file_name}"'}
+QUERY: Final = {"version": "version", "file_name": "fileName", "source_id": "source_id", "page": "page", "size": "size"}
+CHART_HEADERS: Final = {"content-type": "application/gzip", "content-disposition": 'attachment; filename="{file_name}"'}
 ICON_CACHE: Final = "public, max-age=3600"
 ICON_FALLBACK_TYPE: Final = "application/octet-stream"
-# The GET answers are their cached part (catalog.VersionedAnswer.rest) behind this and the echoed version.
+# The GET answers are their cached part (v1.VersionedAnswer.rest) behind this and the echoed version.
 VERSIONED_HEAD: Final = '{"version":'
 # POST details: {apps} is `"<id>":<entry>` joined by the first separator, {not_found} the missing ids
 # joined by the second (json.dumps' list form), {version} the echoed version; every id and the version as
@@ -46,14 +48,18 @@ DETAILS_SEPARATORS: Final = {"apps": ",", "not_found": ", "}
 # the rest the generation's values (v2.Answers.catalog).
 # Every v2 answer is this, its data, and a closing brace (the v1 paths under /api/v2/ keep their v1 shapes).
 V2_HEAD: Final = '{"code":0,"msg":"success","data":'
-V2_CATALOG_ANSWER: Final = (V2_HEAD + '{"schema_version":{schema},"source_id":{source_id},'
-                            '"taxonomy_last_modify_time":{taxonomy_time},"apps_last_modify_time":{apps_time},'
-                            '"apps_filter_digest":{digest}}}')
+V2_CATALOG_ANSWER: Final = (
+    V2_HEAD + '{"schema_version":{schema},"source_id":{source_id},'
+    '"taxonomy_last_modify_time":{taxonomy_time},"apps_last_modify_time":{apps_time},'
+    '"apps_filter_digest":{digest}}}'
+)
 # A page of the v2 application list: {items} the page's serialized items joined by commas, {has_more}
 # `true`/`false`, the numbers as JSON integers. Pages count from 1; no size (or 0) is every app on one page.
-V2_APPLICATIONS_ANSWER: Final = (V2_HEAD + '{"items":[{items}],"removed":{removed},'
-                                 '"has_more":{has_more},"max_last_modify_time":{max_time},"total":{total},'
-                                 '"page":{page},"page_size":{page_size}}}')
+V2_APPLICATIONS_ANSWER: Final = (
+    V2_HEAD + '{"items":[{items}],"removed":{removed},'
+    '"has_more":{has_more},"max_last_modify_time":{max_time},"total":{total},'
+    '"page":{page},"page_size":{page_size}}}'
+)
 MAX_PAGE_SIZE: Final = 1000
 MAX_PAGE: Final = 1_000_000
 MAX_SOURCE_ID: Final = 128  # an echoed id: longer is no source id, and bounds the answer
@@ -98,7 +104,8 @@ FAILURES: Final = {
 OLARES_VERSION: Final = (
     r"(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?)?"
     r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?")
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
 _OLARES_VERSION: Final = re.compile(OLARES_VERSION, re.ASCII)
 OLARES_VERSION_MAX: Final = 40  # longer is no Olares version (and bounds the work a request costs)
 
@@ -133,12 +140,13 @@ def olares_generation(version: str) -> GenerationName | None:
 
 def fill(template: str, **values: object) -> str:
     """The template with each placeholder replaced (see the module docstring); a missing value is a bug."""
+
     def one(match: re.Match[str]) -> str:
         value = values[match[1]]
         if not match[2]:
             return str(value)
         text = str(value)
-        return repr(text[:int(match[3])] if match[3] else text)
+        return repr(text[: int(match[3])] if match[3] else text)
 
     return _PLACEHOLDER.sub(one, template)
 
@@ -170,10 +178,17 @@ def v2_catalog_answer(values: dict[str, str], source_id: str) -> bytes:
 
 def v2_applications_answer(items: tuple[bytes, ...], removed: bytes, max_time: str, page: int, size: int) -> bytes:
     """One page of the list (see V2_APPLICATIONS_ANSWER)."""
-    shown = items[(page - 1) * size:page * size] if size else items
-    return fill(V2_APPLICATIONS_ANSWER, items=",".join(item.decode("utf-8") for item in shown),
-                removed=removed.decode("utf-8"), has_more="true" if size and page * size < len(items) else "false",
-                max_time=max_time, total=len(items), page=page, page_size=size or len(items)).encode("utf-8")
+    shown = items[(page - 1) * size : page * size] if size else items
+    return fill(
+        V2_APPLICATIONS_ANSWER,
+        items=",".join(item.decode("utf-8") for item in shown),
+        removed=removed.decode("utf-8"),
+        has_more="true" if size and page * size < len(items) else "false",
+        max_time=max_time,
+        total=len(items),
+        page=page,
+        page_size=size or len(items),
+    ).encode("utf-8")
 
 
 def _ascii(text: str) -> str:
@@ -188,14 +203,29 @@ def table() -> dict[str, Any]:
     """Everything above as the Worker reads it (market.json's `answers`); read at call time, so it is what
     serve answers now."""
     return {
-        "json_type": JSON_TYPE, "cors": [list(pair) for pair in CORS], "preflight_status": PREFLIGHT_STATUS,
-        "max_body": MAX_BODY, "max_ids": MAX_IDS, "default_generation": DEFAULT_GENERATION, "query": dict(QUERY),
-        "chart_headers": dict(CHART_HEADERS), "icon_cache": ICON_CACHE, "versioned_head": VERSIONED_HEAD,
-        "details_answer": DETAILS_ANSWER, "details_separators": dict(DETAILS_SEPARATORS),
-        "placeholder": PLACEHOLDER, "v2_catalog_answer": V2_CATALOG_ANSWER,
-        "v2_applications_answer": V2_APPLICATIONS_ANSWER, "max_page_size": MAX_PAGE_SIZE, "max_page": MAX_PAGE,
-        "max_source_id": MAX_SOURCE_ID, "whole_number": WHOLE_NUMBER,
+        "json_type": JSON_TYPE,
+        "cors": [list(pair) for pair in CORS],
+        "preflight_status": PREFLIGHT_STATUS,
+        "max_body": MAX_BODY,
+        "max_ids": MAX_IDS,
+        "default_generation": DEFAULT_GENERATION,
+        "query": dict(QUERY),
+        "chart_headers": dict(CHART_HEADERS),
+        "icon_cache": ICON_CACHE,
+        "versioned_head": VERSIONED_HEAD,
+        "details_answer": DETAILS_ANSWER,
+        "details_separators": dict(DETAILS_SEPARATORS),
+        "placeholder": PLACEHOLDER,
+        "v2_catalog_answer": V2_CATALOG_ANSWER,
+        "v2_applications_answer": V2_APPLICATIONS_ANSWER,
+        "max_page_size": MAX_PAGE_SIZE,
+        "max_page": MAX_PAGE,
+        "max_source_id": MAX_SOURCE_ID,
+        "whole_number": WHOLE_NUMBER,
         "failures": {key: {"status": f.status, "text": f.text} for key, f in FAILURES.items()},
-        "olares_version": {"pattern": OLARES_VERSION, "max_length": OLARES_VERSION_MAX,
-                           "floors": [[list(floor), name] for floor, name in GENERATION_FLOORS]},
+        "olares_version": {
+            "pattern": OLARES_VERSION,
+            "max_length": OLARES_VERSION_MAX,
+            "floors": [[list(floor), name] for floor, name in GENERATION_FLOORS],
+        },
     }

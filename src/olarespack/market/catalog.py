@@ -36,7 +36,6 @@ from typing import Any, Final
 from olarespack.core import quantity
 from olarespack.core.chart import Chart
 from olarespack.core.yamltext import load_yaml
-from olarespack.market import answers
 from olarespack.market.sections import sections
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, app_id, archive_name
 from olarespack.spec.models import AppSpec
@@ -85,7 +84,7 @@ def dated_spec(spec: AppSpec, added: dict[str, dt.date] | None = None) -> AppSpe
         raise UndatedError(f"{spec.name}: no changelog entry has a date")
     for i in range(len(found)):
         if found[i] is None:
-            older = next((d for d in found[i + 1:] if d), None)
+            older = next((d for d in found[i + 1 :] if d), None)
             found[i] = older or next(d for d in reversed(found[:i]) if d)
     entries = [entry.model_copy(update={"date": date}) for entry, date in zip(spec.changelog, found, strict=True)]
     return spec.model_copy(update={"changelog": entries})
@@ -158,33 +157,57 @@ def _i18n(chart: Chart, locales: list[str]) -> dict[str, Any]:
         result[locale] = {
             "metadata": {"title": texts["metadata"]["title"], "description": texts["metadata"]["description"]},
             "entrances": None,
-            "spec": {"fullDescription": texts["spec"]["fullDescription"],
-                     "upgradeDescription": texts["spec"]["upgradeDescription"]},
+            "spec": {
+                "fullDescription": texts["spec"]["fullDescription"],
+                "upgradeDescription": texts["spec"]["upgradeDescription"],
+            },
         }
     return result
 
 
 def _entrances(manifest: dict[str, Any], icon: str) -> list[dict[str, Any]]:
-    return [{
-        "name": e["name"], "host": e["host"], "port": e["port"], "title": e["title"], "icon": icon,
-        "authLevel": e.get("authLevel", "private"), "invisible": bool(e.get("invisible", False)),
-        "openMethod": e.get("openMethod", "default"), "disablePreload": bool(e.get("disablePreload", False)),
-    } for e in manifest.get("entrances", [])]
+    return [
+        {
+            "name": e["name"],
+            "host": e["host"],
+            "port": e["port"],
+            "title": e["title"],
+            "icon": icon,
+            "authLevel": e.get("authLevel", "private"),
+            "invisible": bool(e.get("invisible", False)),
+            "openMethod": e.get("openMethod", "default"),
+            "disablePreload": bool(e.get("disablePreload", False)),
+        }
+        for e in manifest.get("entrances", [])
+    ]
 
 
 def _version_history(spec: AppSpec) -> list[dict[str, str]]:
-    return [{
-        "appName": spec.name, "version": entry.version, "versionName": entry.version,
-        "mergedAt": timestamp(moment), "upgradeDescription": entry.note.strip(),
-    } for entry, moment in zip(spec.changelog, release_times(spec), strict=True)]
+    return [
+        {
+            "appName": spec.name,
+            "version": entry.version,
+            "versionName": entry.version,
+            "mergedAt": timestamp(moment),
+            "upgradeDescription": entry.note.strip(),
+        }
+        for entry, moment in zip(spec.changelog, release_times(spec), strict=True)
+    ]
 
 
 def summary_entry(app: MarketApp) -> dict[str, Any]:
     meta = app.manifest["metadata"]
     return {
-        "id": app_id(app.spec.name), "name": app.spec.name, "version": str(meta["version"]),
-        "category": meta["categories"][0], "description": meta["description"], "icon": app.icon,
-        "screenshots": None, "tags": None, "metadata": None, "source": 1,
+        "id": app_id(app.spec.name),
+        "name": app.spec.name,
+        "version": str(meta["version"]),
+        "category": meta["categories"][0],
+        "description": meta["description"],
+        "icon": app.icon,
+        "screenshots": None,
+        "tags": None,
+        "metadata": None,
+        "source": 1,
         "updated_at": timestamp(release_times(app.spec)[0]),
     }
 
@@ -197,22 +220,53 @@ def detail_entry(app: MarketApp) -> dict[str, Any]:
     ident = app_id(app.spec.name)
     version = str(meta["version"])
     entry: dict[str, Any] = {
-        "id": ident, "name": app.spec.name, "cfgType": manifest.get("olaresManifest.type", "app"),
-        "chartName": archive_name(app.spec.name, version), "icon": app.icon,
-        "description": meta["description"], "appID": ident, "title": meta["title"], "version": version,
-        "categories": list(meta["categories"]), "versionName": str(spec.get("versionName", version)),
-        "fullDescription": spec["fullDescription"], "upgradeDescription": spec["upgradeDescription"],
-        "promoteImage": None, "promoteVideo": "", "subCategory": "", "locale": list(spec["locale"]),
-        "developer": spec["developer"], **_resources(manifest), "supportClient": {},
-        "supportArch": list(spec["supportArch"]), "rating": 0, "target": "",
-        "permission": manifest.get("permission", {}), "entrances": _entrances(manifest, app.icon),
-        "middleware": None, "options": manifest.get("options", {}), "envs": manifest.get("envs", []),
-        "submitter": spec["submitter"], "doc": "", "website": spec.get("website", ""), "featuredImage": "",
-        "sourceCode": spec.get("sourceCode", ""), "license": spec.get("license", []), "legal": None,
-        "i18n": _i18n(app.chart, list(spec["locale"])), "namespace": "", "onlyAdmin": False,
-        "lastCommitHash": "", "createTime": int(times[-1].timestamp()), "updateTime": int(times[0].timestamp()),
-        "count": None, "versionHistory": _version_history(app.spec), "screenshots": None, "tags": None,
-        "metadata": None, "updated_at": timestamp(times[0]),
+        "id": ident,
+        "name": app.spec.name,
+        "cfgType": manifest.get("olaresManifest.type", "app"),
+        "chartName": archive_name(app.spec.name, version),
+        "icon": app.icon,
+        "description": meta["description"],
+        "appID": ident,
+        "title": meta["title"],
+        "version": version,
+        "categories": list(meta["categories"]),
+        "versionName": str(spec.get("versionName", version)),
+        "fullDescription": spec["fullDescription"],
+        "upgradeDescription": spec["upgradeDescription"],
+        "promoteImage": None,
+        "promoteVideo": "",
+        "subCategory": "",
+        "locale": list(spec["locale"]),
+        "developer": spec["developer"],
+        **_resources(manifest),
+        "supportClient": {},
+        "supportArch": list(spec["supportArch"]),
+        "rating": 0,
+        "target": "",
+        "permission": manifest.get("permission", {}),
+        "entrances": _entrances(manifest, app.icon),
+        "middleware": None,
+        "options": manifest.get("options", {}),
+        "envs": manifest.get("envs", []),
+        "submitter": spec["submitter"],
+        "doc": "",
+        "website": spec.get("website", ""),
+        "featuredImage": "",
+        "sourceCode": spec.get("sourceCode", ""),
+        "license": spec.get("license", []),
+        "legal": None,
+        "i18n": _i18n(app.chart, list(spec["locale"])),
+        "namespace": "",
+        "onlyAdmin": False,
+        "lastCommitHash": "",
+        "createTime": int(times[-1].timestamp()),
+        "updateTime": int(times[0].timestamp()),
+        "count": None,
+        "versionHistory": _version_history(app.spec),
+        "screenshots": None,
+        "tags": None,
+        "metadata": None,
+        "updated_at": timestamp(times[0]),
     }
     return entry
 
@@ -244,93 +298,10 @@ def build_generation(apps: list[MarketApp], generation: GenerationName) -> dict[
 
 
 def build_catalog(apps: dict[GenerationName, list[MarketApp]]) -> dict[str, Any]:
-    return {"format": FORMAT,
-            "generations": {gen: build_generation(apps[gen], gen) for gen in GENERATION_NAMES if gen in apps}}
-
-
-def _hash_fields(generation: dict[str, Any]) -> dict[str, Any]:
-    return {"hash": generation["hash"], "last_updated": generation["last_updated"]}
-
-
-def _info_fields(generation: dict[str, Any]) -> dict[str, Any]:
-    count = len(generation["apps"])
     return {
-        "hash": generation["hash"], "last_updated": generation["last_updated"],
-        "data": {"apps": generation["apps"], "recommends": {}, "pages": generation["sections"]["pages"],
-                 "topics": generation["sections"]["topics"], "topic_lists": generation["sections"]["topic_lists"],
-                 "tops": generation["tops"], "latest": generation["latest"], "tags": generation["sections"]["tags"]},
-        "stats": {"totalApps": count, "totalItems": count, "hash": generation["hash"]},
+        "format": FORMAT,
+        "generations": {gen: build_generation(apps[gen], gen) for gen in GENERATION_NAMES if gen in apps},
     }
-
-
-def hash_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
-    return {"version": version, **_hash_fields(generation)}
-
-
-def info_answer(generation: dict[str, Any], version: str) -> dict[str, Any]:
-    return {"version": version, **_info_fields(generation)}
-
-
-@dataclass(frozen=True)
-class VersionedAnswer:
-    """A GET answer whose first member, `version`, is the one thing that differs between requests.
-
-    The other members are serialized once, and each answer is the version written in front of them. The
-    serialized part holds whatever the specs' authors wrote, so an answer is put together by position,
-    never by searching those bytes for a marker. The server and the static files both call render(), so
-    a static file is byte for byte what the server answers for the same version."""
-
-    rest: bytes  # the members after `version` (each preceded by a comma) and the closing brace
-
-    @classmethod
-    def of(cls, fields: dict[str, Any]) -> VersionedAnswer:
-        if "version" in fields:
-            raise ValueError("the fields of a versioned answer must not name `version`")
-        body = served_json(fields)  # b"{...}": drop its opening brace, the version member takes its place
-        return cls(b"," + body[1:] if fields else b"}")
-
-    def render(self, version: str) -> bytes:
-        # ensure_ascii: a version is echoed from a request, and any str must give valid UTF-8 JSON
-        return answers.VERSIONED_HEAD.encode("ascii") + json.dumps(version).encode("ascii") + self.rest
-
-
-def hash_template(generation: dict[str, Any]) -> VersionedAnswer:
-    """The hash answer, rendered per request: render(v) == served_json(hash_answer(gen, v)) for an ASCII
-    version v (every Olares version; render() escapes anything else)."""
-    return VersionedAnswer.of(_hash_fields(generation))
-
-
-def info_template(generation: dict[str, Any]) -> VersionedAnswer:
-    """The info answer, rendered per request (see hash_template)."""
-    return VersionedAnswer.of(_info_fields(generation))
-
-
-def _header_name(name: str) -> str:
-    return "-".join(part.capitalize() for part in name.split("-"))
-
-
-# Cloudflare Pages / Netlify header rules for the GET answers: serve's content type and CORS headers (the
-# max-age of a preflight answer is the host's own: a static host answers preflights itself).
-STATIC_HEADERS: Final = (
-    "# Cloudflare Pages / Netlify header rules: the market's GET answers are JSON files without an extension.\n"
-    "/api/*\n" + "".join(f"  {_header_name(name)}: {value}\n" for name, value in
-                        (("content-type", answers.JSON_TYPE), *answers.CORS) if name != "access-control-max-age"))
-
-
-def static_files(catalog: dict[str, Any]) -> dict[str, bytes]:
-    """Market-relative path -> bytes of the GET answers, one site root per generation; each file is what
-    `olarespack serve` answers for that generation's STATIC_OLARES_VERSION."""
-    files: dict[str, bytes] = {}
-    for gen, generation in catalog["generations"].items():
-        root = f"{STATIC_DIR}/{gen}"
-        version = generation["olares_version"]
-        # the same render() the server runs for a request with this version: the files cannot drift from it
-        hash_bytes, info_bytes = hash_template(generation).render(version), info_template(generation).render(version)
-        files[f"{root}/_headers"] = STATIC_HEADERS.encode("utf-8")
-        for api in ("v1", "v2"):
-            files[f"{root}/api/{api}/appstore/hash"] = hash_bytes
-            files[f"{root}/api/{api}/appstore/info"] = info_bytes
-    return files
 
 
 def catalog_bytes(catalog: dict[str, Any]) -> bytes:

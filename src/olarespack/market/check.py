@@ -22,55 +22,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from olarespack.core import boundedjson
-from olarespack.market.remote import Fetch, chart_archive, shown
-from olarespack.olares.generations import app_id, parse_archive_name
+from olarespack.market.check_steps import MAX_APPS, Abort, Walk, answer_json, charts_of, details, field_of, get
+from olarespack.market.remote import Fetch, shown
 from olarespack.olares.versions import satisfies
-
-Verdict = Literal["take", "skip", "abort", "note"]
 
 V2_FIRST: Final = (1, 12, 7)  # the first Olares whose syncer starts with /api/v2/catalog
 DEFAULT_OLARES: Final = ("1.12.6", "1.12.7")
-BATCH: Final = 10  # ids per detail request, as the syncer sends them
 PAGE_SIZE: Final = 100  # the application list, a page at a time
 MAX_PAGES: Final = 100
-MAX_APPS: Final = 2_000  # a market listing more is reported as such, not walked
-
-
-@dataclass(frozen=True)
-class Step:
-    olares: str
-    call: str
-    verdict: Verdict
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.olares:<8} {self.verdict:<5} {self.call}: {self.detail}"
-
-
-@dataclass
-class Walk:
-    """One Olares version's sync: its steps and the apps the box ends with (name -> version)."""
-
-    olares: str
-    steps: list[Step] = field(default_factory=list)
-    apps: dict[str, str] = field(default_factory=dict)
-
-    def add(self, call: str, verdict: Verdict, detail: str) -> Step:
-        step = Step(self.olares, call, verdict, detail)
-        self.steps.append(step)
-        return step
-
-    @property
-    def aborted(self) -> bool:
-        return any(s.verdict == "abort" for s in self.steps)
-
-
-class Abort(Exception):
-    """The box stops syncing the source (the step is recorded)."""
 
 
 def release_of(version: str) -> tuple[int, ...]:
@@ -80,8 +41,9 @@ def release_of(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups())
 
 
-def check(fetch: Fetch, olares: tuple[str, ...] = DEFAULT_OLARES, source_id: str = "olarespack-check",
-          charts: bool = True) -> list[Walk]:
+def check(
+    fetch: Fetch, olares: tuple[str, ...] = DEFAULT_OLARES, source_id: str = "olarespack-check", charts: bool = True
+) -> list[Walk]:
     """Every version's walk; a step that cannot be taken ends that version's walk only."""
     walks = []
     for version in olares:
@@ -97,72 +59,49 @@ def check(fetch: Fetch, olares: tuple[str, ...] = DEFAULT_OLARES, source_id: str
     return walks
 
 
-# --------------------------------------------------------------------------- reading answers
-
-
-def _get(fetch: Fetch, walk: Walk, method: str, path: str, body: Any = None) -> tuple[int, str, bytes]:
-    try:
-        return fetch(method, path, body)
-    except OSError as exc:
-        walk.add(f"{method} {path}", "abort", f"unreachable ({shown(str(exc), 200)})")
-        raise Abort from None
-
-
-def _json(walk: Walk, call: str, status: int, data: bytes, why_abort: str) -> Any:
-    """The JSON of a 200 answer; anything else aborts with why the box stops there."""
-    if status != 200:
-        text = data[:200].decode("utf-8", "replace")
-        walk.add(call, "abort", f"HTTP {status} ({shown(text, 80)}): {why_abort}")
-        raise Abort
-    try:
-        return boundedjson.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        walk.add(call, "abort", f"not JSON ({shown(str(exc), 80)}): {why_abort}")
-        raise Abort from None
-
-
-def _field(walk: Walk, call: str, value: Any, where: str, kind: type | tuple[type, ...], why: str) -> Any:
-    """A field the box's decoder needs with this type: anything else fails the decode, which aborts."""
-    if isinstance(value, bool) or not isinstance(value, kind):
-        found = "missing" if value is None else f"{type(value).__name__} {shown(value, 60)}"
-        walk.add(call, "abort", f"{where}: {found}, expected {_kind(kind)}: {why}")
-        raise Abort
-    return value
-
-
-def _kind(kind: type | tuple[type, ...]) -> str:
-    names = {int: "an integer", str: "a string", dict: "an object", list: "a list"}
-    return " or ".join(names.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,)))
-
-
 # --------------------------------------------------------------------------- 1.12.7 and later
 
 
 def _walk_v2(fetch: Fetch, walk: Walk, source_id: str, charts: bool) -> None:
     q = f"version={walk.olares}"
     call = f"GET /api/v2/catalog?source_id={source_id}&{q}"
-    status, _, data = _get(fetch, walk, "GET", f"/api/v2/catalog?source_id={source_id}&{q}")
+    status, _, data = get(fetch, walk, "GET", f"/api/v2/catalog?source_id={source_id}&{q}")
     if status == 404:
-        walk.add(call, "abort", "404: Olares 1.12.7 starts every sync of a source here, and a 404 aborts the whole "
-                 "sync (details and charts included): the market answers only the 1.12.6 sequence")
+        walk.add(
+            call,
+            "abort",
+            "404: Olares 1.12.7 starts every sync of a source here, and a 404 aborts the whole "
+            "sync (details and charts included): the market answers only the 1.12.6 sequence",
+        )
         raise Abort
-    probe = _envelope(walk, call, _json(walk, call, status, data, "the sync of this source stops"))
+    probe = _envelope(walk, call, answer_json(walk, call, status, data, "the sync of this source stops"))
     for key in ("taxonomy_last_modify_time", "apps_last_modify_time"):
-        _field(walk, call, probe.get(key), f"data.{key}", int, "the Go decoder wants an integer (epoch ms)")
-    digest = _field(walk, call, probe.get("apps_filter_digest"), "data.apps_filter_digest", str,
-                    "the box compares it to know whether the app list changed")
+        field_of(walk, call, probe.get(key), f"data.{key}", int, "the Go decoder wants an integer (epoch ms)")
+    digest = field_of(
+        walk,
+        call,
+        probe.get("apps_filter_digest"),
+        "data.apps_filter_digest",
+        str,
+        "the box compares it to know whether the app list changed",
+    )
     if not digest:
-        walk.add(call, "note", "data.apps_filter_digest is empty: the box cannot tell a changed list from an "
-                 "unchanged one")
+        walk.add(
+            call, "note", "data.apps_filter_digest is empty: the box cannot tell a changed list from an unchanged one"
+        )
     if probe.get("source_id") != source_id:
-        walk.add(call, "note", f"data.source_id is {shown(probe.get('source_id'), 60)}, not the caller's "
-                 f"{source_id!r} (inferred: the box files the answer under the id it sent)")
+        walk.add(
+            call,
+            "note",
+            f"data.source_id is {shown(probe.get('source_id'), 60)}, not the caller's "
+            f"{source_id!r} (inferred: the box files the answer under the id it sent)",
+        )
     _times(walk, call, probe["apps_last_modify_time"], "data.apps_last_modify_time", ms=True)
     walk.add(call, "take", f"digest {shown(digest, 40)}, apps changed {_when(probe['apps_last_modify_time'])}")
 
     call = f"GET /api/v2/taxonomy?{q}"
-    status, _, data = _get(fetch, walk, "GET", f"/api/v2/taxonomy?{q}")
-    taxonomy = _envelope(walk, call, _json(walk, call, status, data, "the box has no categories or source name"))
+    status, _, data = get(fetch, walk, "GET", f"/api/v2/taxonomy?{q}")
+    taxonomy = _envelope(walk, call, answer_json(walk, call, status, data, "the box has no categories or source name"))
     _taxonomy(walk, call, taxonomy)
 
     items = _application_pages(fetch, walk, q)
@@ -171,20 +110,23 @@ def _walk_v2(fetch: Fetch, walk: Walk, source_id: str, charts: bool) -> None:
         where = f"app {shown(item.get('name'), 40)}"
         constraint = item.get("olares_version_constraint")
         if isinstance(constraint, str) and constraint and satisfies(walk.olares, constraint) is False:
-            walk.add("GET /api/v2/applications", "skip", f"{where}: olares_version_constraint {shown(constraint, 40)} "
-                     f"excludes Olares {walk.olares}")
+            walk.add(
+                "GET /api/v2/applications",
+                "skip",
+                f"{where}: olares_version_constraint {shown(constraint, 40)} excludes Olares {walk.olares}",
+            )
             continue
         offered[str(item["app_id"])] = item
-    details = _details(fetch, walk, list(offered), "/api/v2/applications/info", "/api/v1/applications/info")
-    _charts(fetch, walk, details, charts, ("/api/v2", "/api/v1"))
+    found_details = details(fetch, walk, list(offered), "/api/v2/applications/info", "/api/v1/applications/info")
+    charts_of(fetch, walk, found_details, charts, ("/api/v2", "/api/v1"))
 
 
 def _envelope(walk: Walk, call: str, answer: Any) -> dict[str, Any]:
-    answer = _field(walk, call, answer, "the answer", dict, "v2 answers are {code, msg, data}")
+    answer = field_of(walk, call, answer, "the answer", dict, "v2 answers are {code, msg, data}")
     if answer.get("code") != 0:
         walk.add(call, "abort", f"code is {shown(answer.get('code'), 20)}, not 0 ({shown(answer.get('msg'), 80)})")
         raise Abort
-    data: dict[str, Any] = _field(walk, call, answer.get("data"), "data", dict, "v2 answers are {code, msg, data}")
+    data: dict[str, Any] = field_of(walk, call, answer.get("data"), "data", dict, "v2 answers are {code, msg, data}")
     return data
 
 
@@ -192,8 +134,12 @@ def _times(walk: Walk, call: str, value: int, where: str, ms: bool) -> None:
     """Milliseconds and seconds are both integers: a value in the wrong unit decodes, and is wrong by 1000."""
     in_ms = value > 10**11
     if value and in_ms != ms:
-        walk.add(call, "note", f"{where} is {value}, which reads as epoch {'milliseconds' if in_ms else 'seconds'}; "
-                 f"the protocol wants {'milliseconds' if ms else 'seconds'}")
+        walk.add(
+            call,
+            "note",
+            f"{where} is {value}, which reads as epoch {'milliseconds' if in_ms else 'seconds'}; "
+            f"the protocol wants {'milliseconds' if ms else 'seconds'}",
+        )
 
 
 def _when(value: int) -> str:
@@ -205,22 +151,29 @@ def _when(value: int) -> str:
 
 
 def _taxonomy(walk: Walk, call: str, data: dict[str, Any]) -> None:
-    source = _field(walk, call, data.get("source"), "data.source", dict, "the box names the source from it")
+    source = field_of(walk, call, data.get("source"), "data.source", dict, "the box names the source from it")
     for key in ("source_id", "short_label"):
-        _field(walk, call, source.get(key), f"data.source.{key}", str, "the box names the source from it")
-    names = _field(walk, call, source.get("display_name"), "data.source.display_name", dict,
-                   "the box names the source from it")
+        field_of(walk, call, source.get(key), f"data.source.{key}", str, "the box names the source from it")
+    names = field_of(
+        walk, call, source.get("display_name"), "data.source.display_name", dict, "the box names the source from it"
+    )
     if source.get("is_official") is True:
         walk.add(call, "note", "data.source.is_official is true: a third-party source presents itself as Olares' own")
-    categories = _field(walk, call, data.get("categories"), "data.categories", list, "the box's menu is built from it")
+    categories = field_of(
+        walk, call, data.get("categories"), "data.categories", list, "the box's menu is built from it"
+    )
     ids = [c.get("id") for c in categories if isinstance(c, dict)]
     if len(ids) != len(categories) or not all(isinstance(i, str) and i for i in ids):
         walk.add(call, "abort", "data.categories: every category needs a string id")
         raise Abort
-    _field(walk, call, data.get("last_modify_time"), "data.last_modify_time", int, "the Go decoder wants an integer")
+    field_of(walk, call, data.get("last_modify_time"), "data.last_modify_time", int, "the Go decoder wants an integer")
     label = names.get("en-US") or next(iter(names.values()), source["short_label"])
-    walk.add(call, "take", f"source {shown(label, 60)} ({shown(source['source_id'], 60)}), {len(ids)} "
-             f"categor{'y' if len(ids) == 1 else 'ies'}")
+    walk.add(
+        call,
+        "take",
+        f"source {shown(label, 60)} ({shown(source['source_id'], 60)}), {len(ids)} "
+        f"categor{'y' if len(ids) == 1 else 'ies'}",
+    )
 
 
 def _application_pages(fetch: Fetch, walk: Walk, q: str) -> list[dict[str, Any]]:
@@ -228,18 +181,24 @@ def _application_pages(fetch: Fetch, walk: Walk, q: str) -> list[dict[str, Any]]
     for page in range(1, MAX_PAGES + 1):
         path = f"/api/v2/applications?page={page}&size={PAGE_SIZE}&{q}"
         call = f"GET {path}"
-        status, _, data = _get(fetch, walk, "GET", path)
-        answer = _envelope(walk, call, _json(walk, call, status, data, "the box gets no app list"))
-        found = _field(walk, call, answer.get("items"), "data.items", list, "the box gets no app list")
-        _field(walk, call, answer.get("removed"), "data.removed", list, "the Go decoder wants a list of app ids")
+        status, _, data = get(fetch, walk, "GET", path)
+        answer = _envelope(walk, call, answer_json(walk, call, status, data, "the box gets no app list"))
+        found = field_of(walk, call, answer.get("items"), "data.items", list, "the box gets no app list")
+        field_of(walk, call, answer.get("removed"), "data.removed", list, "the Go decoder wants a list of app ids")
         for number, item in enumerate(found):
             where = f"data.items[{number}]"
-            _field(walk, call, item, where, dict, "an item is an object")
+            field_of(walk, call, item, where, dict, "an item is an object")
             for key in ("app_id", "name", "version"):
-                _field(walk, call, item.get(key), f"{where}.{key}", str, "the box keys the app by it")
+                field_of(walk, call, item.get(key), f"{where}.{key}", str, "the box keys the app by it")
             for key, ms in (("last_modify_time", True), ("updated_at", False)):
-                value = _field(walk, call, item.get(key), f"{where}.{key}", int,
-                               f"the Go decoder wants an integer (epoch {'ms' if ms else 's'}), not an ISO string")
+                value = field_of(
+                    walk,
+                    call,
+                    item.get(key),
+                    f"{where}.{key}",
+                    int,
+                    f"the Go decoder wants an integer (epoch {'ms' if ms else 's'}), not an ISO string",
+                )
                 _times(walk, call, value, f"{where}.{key}", ms)
         items += found
         more = answer.get("has_more")
@@ -258,22 +217,34 @@ def _application_pages(fetch: Fetch, walk: Walk, q: str) -> list[dict[str, Any]]
 def _walk_v1(fetch: Fetch, walk: Walk, charts: bool) -> None:
     q = f"version={walk.olares}"
     call = f"GET /api/v1/appstore/hash?{q}"
-    status, _, data = _get(fetch, walk, "GET", f"/api/v1/appstore/hash?{q}")
-    found = _field(walk, call, _json(walk, call, status, data, "the box keeps what it had"), "the answer", dict,
-                   "an object {hash, last_updated, version}")
-    _field(walk, call, found.get("hash"), "hash", str, "the box compares it to know whether anything changed")
+    status, _, data = get(fetch, walk, "GET", f"/api/v1/appstore/hash?{q}")
+    found = field_of(
+        walk,
+        call,
+        answer_json(walk, call, status, data, "the box keeps what it had"),
+        "the answer",
+        dict,
+        "an object {hash, last_updated, version}",
+    )
+    field_of(walk, call, found.get("hash"), "hash", str, "the box compares it to know whether anything changed")
     walk.add(call, "take", f"hash {shown(found['hash'], 40)}")
 
     call = f"GET /api/v1/appstore/info?{q}"
-    status, _, data = _get(fetch, walk, "GET", f"/api/v1/appstore/info?{q}")
-    info = _field(walk, call, _json(walk, call, status, data, "the box gets no catalog"), "the answer", dict,
-                  "an object {version, hash, data, ...}")
+    status, _, data = get(fetch, walk, "GET", f"/api/v1/appstore/info?{q}")
+    info = field_of(
+        walk,
+        call,
+        answer_json(walk, call, status, data, "the box gets no catalog"),
+        "the answer",
+        dict,
+        "an object {version, hash, data, ...}",
+    )
     for key in ("version", "hash"):
         if not isinstance(info.get(key), str) or not info[key]:
             walk.add(call, "abort", f"{key} is {shown(info.get(key), 40)}: the box refuses an answer without it")
             raise Abort
-    section = _field(walk, call, info.get("data"), "data", dict, "the box gets no catalog")
-    apps = _field(walk, call, section.get("apps"), "data.apps", dict, "the box gets no catalog")
+    section = field_of(walk, call, info.get("data"), "data", dict, "the box gets no catalog")
+    apps = field_of(walk, call, section.get("apps"), "data.apps", dict, "the box gets no catalog")
     tops = section.get("tops")
     if not isinstance(tops, list) or not tops:
         walk.add(call, "note", "data.tops is empty: third-party sources report that newer Olares lists no app then")
@@ -282,96 +253,8 @@ def _walk_v1(fetch: Fetch, walk: Walk, charts: bool) -> None:
         walk.add(call, "skip", f"data.apps[{shown(key, 40)}]: its id is not its key, the box drops it")
     walk.add(call, "take", f"{len(kept)} app(s); the box sends version {shown(info['version'], 40)} from now on")
     adopted = str(info["version"])
-    details = _details(fetch, walk, kept[:MAX_APPS], "/api/v1/applications/info", None, adopted)
-    _charts(fetch, walk, details, charts, ("/api/v1",), adopted)
+    found_details = details(fetch, walk, kept[:MAX_APPS], "/api/v1/applications/info", None, adopted)
+    charts_of(fetch, walk, found_details, charts, ("/api/v1",), adopted)
 
 
 # --------------------------------------------------------------------------- details and charts (both)
-
-
-def _details(fetch: Fetch, walk: Walk, ids: list[str], path: str, fallback: str | None,
-             version: str | None = None) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), BATCH):
-        batch = ids[start:start + BATCH]
-        body = {"app_ids": batch, "version": version or walk.olares}
-        status, _, data = _get(fetch, walk, "POST", path, body)
-        used = path
-        if status == 404 and fallback:
-            status, _, data = _get(fetch, walk, "POST", fallback, body)
-            used = fallback
-        call = f"POST {used} ({len(batch)} id(s))"
-        answer = _field(walk, call, _json(walk, call, status, data, "the box gets no details"), "the answer", dict,
-                        "an object {apps, version, not_found}")
-        entries = answer.get("apps") if isinstance(answer.get("apps"), dict) else {}
-        for ident in batch:
-            entry = entries.get(ident)
-            if not isinstance(entry, dict):
-                walk.add(call, "skip", f"app id {shown(ident, 40)}: no detail entry (the id the list gave does not "
-                         "come back from the details)")
-                continue
-            found[ident] = entry
-        walk.add(call, "take", f"{sum(1 for i in batch if i in found)} detail(s)")
-    for ident, entry in list(found.items()):
-        name, version_text = entry.get("name"), entry.get("version")
-        if not isinstance(name, str) or app_id(name) != ident:
-            walk.add("details", "skip", f"app id {shown(ident, 40)}: name {shown(name, 40)} is not the app's "
-                     "(Olares' id is md5(name)[:8])")
-            del found[ident]
-            continue
-        dependency = _olares_dependency(entry)
-        if dependency and satisfies(walk.olares, dependency) is False:
-            walk.add("details", "skip", f"{name}: its manifest needs Olares {shown(dependency, 40)}: a "
-                     f"{walk.olares} box refuses to install it")
-            del found[ident]
-            continue
-        if not isinstance(version_text, str):
-            walk.add("details", "skip", f"{name}: no version")
-            del found[ident]
-    return found
-
-
-def _olares_dependency(entry: dict[str, Any]) -> str | None:
-    options = entry.get("options")
-    dependencies = options.get("dependencies") if isinstance(options, dict) else None
-    for dependency in dependencies if isinstance(dependencies, list) else []:
-        if isinstance(dependency, dict) and dependency.get("name") == "olares":
-            version = dependency.get("version")
-            return version if isinstance(version, str) else None
-    return None
-
-
-def _charts(fetch: Fetch, walk: Walk, details: dict[str, dict[str, Any]], charts: bool, prefixes: tuple[str, ...],
-            version: str | None = None) -> None:
-    for entry in sorted(details.values(), key=lambda e: str(e["name"])):
-        name, chart_name = str(entry["name"]), entry.get("chartName")
-        if not isinstance(chart_name, str) or parse_archive_name(chart_name) is None:
-            walk.add("details", "skip", f"{name}: chartName {shown(chart_name, 60)} is not <name>-<version>.tgz")
-            continue
-        if not charts:
-            walk.apps[name] = str(entry["version"])
-            continue
-        # what a box sends (beclab/market): the chart's own version, not its Olares version
-        query = f"?fileName={chart_name}&version={entry['version']}"
-        status, kind, data, used = 404, "", b"", ""
-        for prefix in prefixes:  # 1.12.7 asks under /api/v2/ first and falls back to /api/v1/ on a 404
-            used = f"{prefix}/applications/{name}/chart{query}"
-            status, kind, data = _get(fetch, walk, "GET", used)
-            if status != 404:
-                break
-        call = f"GET {used}"
-        if status != 200:
-            walk.add(call, "skip", f"HTTP {status}: the box cannot install {name}")
-            continue
-        problem, manifest = chart_archive(data, name)
-        if problem:
-            walk.add(call, "skip", f"{problem}: the box cannot install {name}")
-            continue
-        dependency = _olares_dependency(manifest)
-        if dependency and satisfies(walk.olares, dependency) is False:
-            walk.add(call, "skip", f"the archive's OlaresManifest.yaml needs Olares {shown(dependency, 40)}: a "
-                     f"{walk.olares} box refuses to install {name} (a market of olarespack gives such boxes their "
-                     "charts at <URL>/legacy)")
-            continue
-        walk.add(call, "take", f"{chart_name} ({len(data) // 1024} KiB{', ' + shown(kind, 40) if kind else ''})")
-        walk.apps[name] = str(entry["version"])

@@ -8,7 +8,7 @@ The export is decided here, in Python, by serve's own code, so the Worker's Java
   (answers.table(): statuses, headers, error texts, limits, the Olares versions of each generation), each
   generation's chart index, the icon index and the /health answer serve gives for this market.
 - assets/answers/<generation>-<digest>.json: the hash and info answers without their `version` member
-  (market.VersionedAnswer) and every serialized detail entry, the bytes serve sends. The digest in the
+  (v1.VersionedAnswer) and every serialized detail entry, the bytes serve sends. The digest in the
   name ties a script to the answers it was exported with, even while a deploy is half rolled out.
 - assets/charts/<generation>/<file>, assets/icons/<file>: exactly the files serve's load_state indexes
   (inside the market folder, names it accepts), read by the Worker through the ASSETS binding only.
@@ -49,9 +49,18 @@ MAX_ASSET_BYTES: Final = 25 * 2**20
 DEFAULT_NAME: Final = "olarespack-market"
 _WORKER_NAME: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 # serve's endpoints (the function names create_app routes to) -> the Worker's handlers of the same answer
-_ENDPOINTS: Final = {"hash_": "hash", "info": "info", "details": "details", "chart": "chart", "icon": "icon",
-                     "health": "health", "alive": "alive", "v2_catalog": "v2Catalog", "v2_taxonomy": "v2Taxonomy",
-                     "v2_applications": "v2Applications"}
+_ENDPOINTS: Final = {
+    "hash_": "hash",
+    "info": "info",
+    "details": "details",
+    "chart": "chart",
+    "icon": "icon",
+    "health": "health",
+    "alive": "alive",
+    "v2_catalog": "v2Catalog",
+    "v2_taxonomy": "v2Taxonomy",
+    "v2_applications": "v2Applications",
+}
 
 
 @dataclass(frozen=True)
@@ -85,14 +94,24 @@ def route_table(routes: list[BaseRoute]) -> list[dict[str, Any]]:
             pinned = entry.path.strip("/")
             if pinned not in GENERATION_NAMES:
                 raise ValueError(f"serve mounts {entry.path!r}, which pins no generation")
-            table.append({"pattern": js_pattern(entry.path_regex.pattern), "pinned": pinned,
-                          "routes": route_table(list(entry.routes))})
+            table.append(
+                {
+                    "pattern": js_pattern(entry.path_regex.pattern),
+                    "pinned": pinned,
+                    "routes": route_table(list(entry.routes)),
+                }
+            )
         elif isinstance(entry, Route):
             endpoint = _ENDPOINTS.get(getattr(entry.endpoint, "__name__", ""))
             if endpoint is None:  # serve grew an endpoint the Worker does not answer yet
                 raise ValueError(f"serve routes {entry.path} to {entry.endpoint!r}, which the Worker lacks")
-            table.append({"pattern": js_pattern(entry.path_regex.pattern), "methods": sorted(entry.methods or ()),
-                          "endpoint": endpoint})
+            table.append(
+                {
+                    "pattern": js_pattern(entry.path_regex.pattern),
+                    "methods": sorted(entry.methods or ()),
+                    "endpoint": endpoint,
+                }
+            )
         else:
             raise ValueError(f"serve has a route the Worker cannot mirror: {entry!r}")
     return table
@@ -114,27 +133,41 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
     """Everything the Worker needs from a market folder. Raises CatalogError (MissingCatalogError) for a
     folder serve would refuse, through serve's own loader."""
     if not _WORKER_NAME.match(name):
-        raise UsageError(f"--name: {name!r} is not a Worker name (lowercase letters, digits and dashes, at most "
-                         "63, not starting or ending with a dash)")
+        raise UsageError(
+            f"--name: {name!r} is not a Worker name (lowercase letters, digits and dashes, at most "
+            "63, not starting or ending with a dash)"
+        )
     app = serve.create_app(market_dir)
     state: MarketState = app.state.store.state
     export = Export()
     generations: dict[str, Any] = {}
     for gen, view in state.generations.items():
-        precomputed = _json({"hash": view.hash_answer.rest.decode("utf-8"),
-                             "info": view.info_answer.rest.decode("utf-8"),
-                             "details": {i: entry.decode("utf-8") for i, entry in view.details.items()},
-                             "v2": {"catalog": view.v2.catalog, "taxonomy": view.v2.taxonomy.decode("utf-8"),
-                                    "items": [item.decode("utf-8") for item in view.v2.items],
-                                    "removed": view.v2.removed.decode("utf-8"), "max_time": view.v2.max_time}})
+        precomputed = _json(
+            {
+                "hash": view.hash_answer.rest.decode("utf-8"),
+                "info": view.info_answer.rest.decode("utf-8"),
+                "details": {i: entry.decode("utf-8") for i, entry in view.details.items()},
+                "v2": {
+                    "catalog": view.v2.catalog,
+                    "taxonomy": view.v2.taxonomy.decode("utf-8"),
+                    "items": [item.decode("utf-8") for item in view.v2.items],
+                    "removed": view.v2.removed.decode("utf-8"),
+                    "max_time": view.v2.max_time,
+                },
+            }
+        )
         answers_path = f"answers/{gen}-{hashlib.sha256(precomputed).hexdigest()[:16]}.json"
         export.files[f"assets/{answers_path}"] = precomputed
         charts: dict[str, Any] = {}
         for file, (owner, source) in sorted(view.charts.items()):
             charts[file] = {"owner": owner, "asset": f"charts/{gen}/{file}"}
             export.copies[f"assets/charts/{gen}/{file}"] = source
-        generations[gen] = {"default_version": view.default_version, "answers": answers_path,
-                            "charts": charts, "latest": dict(sorted(view.latest.items()))}
+        generations[gen] = {
+            "default_version": view.default_version,
+            "answers": answers_path,
+            "charts": charts,
+            "latest": dict(sorted(view.latest.items())),
+        }
     icons: dict[str, Any] = {}
     for file, source in sorted(state.icons.items()):
         # serve.Api.icon's content type, decided once here
@@ -144,7 +177,9 @@ def build_export(market_dir: Path, name: str = DEFAULT_NAME) -> Export:
         "routes": route_table(list(app.routes)),
         "answers": answers.table(),
         "health": _health(list(app.routes)).decode("utf-8"),
-        "generations": generations, "icons": icons, "source_id": state.source.source_id,
+        "generations": generations,
+        "icons": icons,
+        "source_id": state.source.source_id,
     }
     export.files["worker/market.json"] = _json(market)
     export.files[WORKER_SOURCE] = worker_script()
@@ -166,8 +201,10 @@ def wrangler_config(name: str) -> bytes:
         # every request runs the Worker; the assets are reachable through the binding only, never by path
         "assets": {"directory": "assets", "binding": "ASSETS", "run_worker_first": True},
     }
-    return (f"{MARKER} from a published market folder; export again instead of editing.\n"
-            "// Run it locally: `wrangler dev`; put it on Cloudflare: `wrangler deploy`.\n").encode() + _json(config)
+    return (
+        f"{MARKER} from a published market folder; export again instead of editing.\n"
+        "// Run it locally: `wrangler dev`; put it on Cloudflare: `wrangler deploy`.\n"
+    ).encode() + _json(config)
 
 
 def _check_sizes(export: Export) -> None:
@@ -177,10 +214,12 @@ def _check_sizes(export: Export) -> None:
         size = len(export.files[path]) if path in export.files else export.copies[path].stat().st_size
         if size > MAX_ASSET_BYTES:
             source = export.copies.get(path, path)
-            fix = ("make the chart smaller" if path.startswith("assets/charts/") else
-                   "publish fewer apps per market") + ", or serve this market with `olarespack serve`"
-            raise UsageError(f"{source}: {size} bytes; Cloudflare serves a static asset of at most "
-                             f"{MAX_ASSET_BYTES} bytes ({fix})")
+            fix = (
+                "make the chart smaller" if path.startswith("assets/charts/") else "publish fewer apps per market"
+            ) + ", or serve this market with `olarespack serve`"
+            raise UsageError(
+                f"{source}: {size} bytes; Cloudflare serves a static asset of at most {MAX_ASSET_BYTES} bytes ({fix})"
+            )
 
 
 def _is_previous_export(out: Path) -> bool:
@@ -196,8 +235,10 @@ def write_export(export: Export, out: Path, market_dir: Path) -> None:
     if out.resolve() == market_dir.resolve() or market_dir.resolve().is_relative_to(out.resolve()):
         raise UsageError(f"--out: {out} holds the market folder {market_dir}; export into a folder of its own")
     if out.is_dir() and any(out.iterdir()) and not _is_previous_export(out):
-        raise WriteError(f"{out}: has files that are not an olarespack export (no {CONFIG_FILE} written by "
-                         "olarespack); give an empty or new folder for --out")
+        raise WriteError(
+            f"{out}: has files that are not an olarespack export (no {CONFIG_FILE} written by "
+            "olarespack); give an empty or new folder for --out"
+        )
     staging = staging_folder(out)
     try:
         for path in export.paths():

@@ -26,8 +26,14 @@ class ConnectionLimits:
     linger_seconds: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.max_connections < 1 or self.request_seconds <= 0 or self.keep_alive_seconds < 1 \
-                or self.linger_seconds <= 0 or self.response_seconds <= 0 or self.max_requests < 1:
+        if (
+            self.max_connections < 1
+            or self.request_seconds <= 0
+            or self.keep_alive_seconds < 1
+            or self.linger_seconds <= 0
+            or self.response_seconds <= 0
+            or self.max_requests < 1
+        ):
             raise ValueError(f"connection limits must be positive: {self}")
 
 
@@ -57,8 +63,11 @@ class AcceptErrors:
         if loop.time() - self.last < 1.0:
             return
         exc = context.get("exception")
-        log.warning("accept failed %d time(s): %s; new connections wait in the backlog", self.unsaid,
-                    getattr(exc, "strerror", None) or type(exc).__name__)
+        log.warning(
+            "accept failed %d time(s): %s; new connections wait in the backlog",
+            self.unsaid,
+            getattr(exc, "strerror", None) or type(exc).__name__,
+        )
         self.last, self.unsaid = loop.time(), 0
 
 
@@ -66,8 +75,13 @@ class LingeringTransport:
     """A connection's transport whose close() is a lingering close (see the module docstring); everything else
     is the transport's own. abort() still cuts at once."""
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, linger_seconds: float,
-                 on_linger: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        loop: asyncio.AbstractEventLoop,
+        linger_seconds: float,
+        on_linger: Callable[[], None],
+    ) -> None:
         self._transport = transport
         self._loop = loop
         self._linger_seconds = linger_seconds

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from olarespack.market import catalog as market
-from olarespack.market import v2
+from olarespack.market import v1, v2
 from olarespack.olares.generations import GenerationName
 from olarespack.package import Archive, write_digests
 from olarespack.write import Status, is_leftover, staging_folder, swap_in, write_file
@@ -36,9 +36,14 @@ def _carry_over(source: Path, target: Path) -> None:
                 shutil.copy2(path, destination)
 
 
-def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Archive]], icons: dict[str, bytes],
-                 catalog: dict[str, Any], verify: Callable[[Path], object],
-                 extra: dict[str, bytes] | None = None) -> dict[tuple[str, str], Status]:
+def write_market(
+    market_dir: Path,
+    archives: dict[GenerationName, dict[str, Archive]],
+    icons: dict[str, bytes],
+    catalog: dict[str, Any],
+    verify: Callable[[Path], object],
+    extra: dict[str, bytes] | None = None,
+) -> dict[tuple[str, str], Status]:
     """The whole market (published archives, new archives and icons, static answers, digests, `extra` files,
     catalog.json) assembled in a sibling folder, checked with `verify` (the server's own loader), then
     swapped in at once: a kill at any moment leaves the previous market whole, and readers never see a mix."""
@@ -52,7 +57,7 @@ def write_market(market_dir: Path, archives: dict[GenerationName, dict[str, Arch
                 written[gen, name] = write_file(staging / market.CHARTS_DIR / gen / archive.file_name, archive.data)
         for file_name, data in icons.items():
             write_file(staging / market.ICONS_DIR / file_name, data)
-        for path, data in (market.static_files(catalog) | v2.static_files(catalog)).items():
+        for path, data in (v1.static_files(catalog) | v2.static_files(catalog)).items():
             write_file(staging / path, data)
         write_digests(staging / market.CHARTS_DIR)
         if (staging / market.ICONS_DIR).is_dir():  # serve gives out only the icons listed, as it lists them

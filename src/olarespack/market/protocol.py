@@ -66,19 +66,29 @@ _CLOSE: Final = (b"connection", b"close")
 STALL_SECONDS: Final = 1.0  # an answer not drained for this long: its client is not reading it
 
 
-def access_log(client: tuple[str, int] | None, request: str, status: int, size: int, elapsed: float,
-               note: str = "") -> None:
+def access_log(
+    client: tuple[str, int] | None, request: str, status: int, size: int, elapsed: float, note: str = ""
+) -> None:
     """The one line per request, for the app's answers and the protocol's alike (`elapsed` in seconds)."""
-    log.info('%s "%s" %d %d %.2fms%s', client[0] if client else "-", request, status, size, elapsed * 1000,
-             f" {note}" if note else "")
+    log.info(
+        '%s "%s" %d %d %.2fms%s',
+        client[0] if client else "-",
+        request,
+        status,
+        size,
+        elapsed * 1000,
+        f" {note}" if note else "",
+    )
 
 
 def _raw_answer(status: int, message: str) -> bytes:
     """A complete closing answer, written straight to the socket: for the moments h11 has no request to
     answer (an unfinished head) or the app must not answer any more."""
     body = json.dumps({"error": message}).encode("ascii")
-    head = (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
     return head.encode("ascii") + body
 
 
@@ -151,8 +161,13 @@ class GuardedH11Protocol(H11Protocol):
 
     pool: ClassVar[_Pool]
 
-    def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any],
-                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.logger = _UVICORN_LOG
         self.conn = _StrictConnection(h11.SERVER, config.h11_max_incomplete_event_size or MAX_HEAD_BYTES)
@@ -166,8 +181,7 @@ class GuardedH11Protocol(H11Protocol):
     # ------------------------------------------------------------------ uvicorn's hooks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._lingering = LingeringTransport(transport, self.loop, self.pool.limits.linger_seconds,
-                                              self._on_linger)
+        self._lingering = LingeringTransport(transport, self.loop, self.pool.limits.linger_seconds, self._on_linger)
         super().connection_made(cast(asyncio.Transport, self._lingering))
         self._started = self.loop.time()
         self._deadline = self.loop.call_later(self.pool.limits.request_seconds, self._on_deadline)
@@ -269,8 +283,9 @@ class GuardedH11Protocol(H11Protocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.pool.evictable.pop(self, None)  # a request in flight is evicted only when its client stalls
             if self._answer_deadline is None:
-                self._answer_deadline = self.loop.call_later(self.pool.limits.response_seconds,
-                                                             self._on_answer_deadline)
+                self._answer_deadline = self.loop.call_later(
+                    self.pool.limits.response_seconds, self._on_answer_deadline
+                )
         elif self not in self.pool.evictable and self not in self.pool.lingering:
             self.pool.evictable[self] = None
 
@@ -327,8 +342,9 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.abort()  # closing already, still flushing or lingering: its answer was given
         elif (self.cycle is not None and not self.cycle.response_complete) or self.transport.get_write_buffer_size():
             # its answer is not taken: a close would wait for the client for ever, holding the socket
-            self._cut_reader(f"evicted: {self.pool.limits.max_connections} connections open and this client "
-                             "does not read its answer")
+            self._cut_reader(
+                f"evicted: {self.pool.limits.max_connections} connections open and this client does not read its answer"
+            )
         else:
             if self._has_head_bytes():
                 self._log(503, f"evicted: {self.pool.limits.max_connections} connections open")

@@ -102,8 +102,9 @@ def _previous_catalog(market_dir: Path) -> Any:
         return None
 
 
-def _reusable(market_dir: Path, gen: GenerationName, file_name: str, key: str,
-              previous: dict[str, dict[str, str]]) -> packaging.Archive | None:
+def _reusable(
+    market_dir: Path, gen: GenerationName, file_name: str, key: str, previous: dict[str, dict[str, str]]
+) -> packaging.Archive | None:
     if (previous.get(gen) or {}).get(file_name) != key:
         return None
     path = market_dir / market.CHARTS_DIR / gen / file_name
@@ -123,18 +124,32 @@ def dated(apps: list[App]) -> list[App]:
         try:
             out.append(replace(app, spec=market.dated_spec(app.spec, added)))
         except market.UndatedError:
-            problems.append(Problem(app.file, "changelog[0].date", "no changelog entry has a date, and git does "
-                                    "not know when they were added", "add date: YYYY-MM-DD to the newest entry",
-                                    rule="changelog-date"))
+            problems.append(
+                Problem(
+                    app.file,
+                    "changelog[0].date",
+                    "no changelog entry has a date, and git does not know when they were added",
+                    "add date: YYYY-MM-DD to the newest entry",
+                    rule="changelog-date",
+                )
+            )
     if problems:
         raise ProblemsError(problems)
     return out
 
 
-def publish(files: list[Path], market_dir: Path, base_url: str | None, others: dict[str, str] | None,
-            helms: Callable[[], Sequence[Helm]], packager: Callable[[], Helm], jobs: int = 2,
-            progress: Callable[[str], None] = lambda line: None, allow_older: bool = False,
-            source: v2.SourceIdentity = v2.DEFAULT_SOURCE) -> Published:
+def publish(
+    files: list[Path],
+    market_dir: Path,
+    base_url: str | None,
+    others: dict[str, str] | None,
+    helms: Callable[[], Sequence[Helm]],
+    packager: Callable[[], Helm],
+    jobs: int = 2,
+    progress: Callable[[str], None] = lambda line: None,
+    allow_older: bool = False,
+    source: v2.SourceIdentity = v2.DEFAULT_SOURCE,
+) -> Published:
     """`progress` gets a line per step (rendered, linted, packaged), so a long publish is never silent."""
     apps = dated(render_apps(files, GENERATION_NAMES, others))
     progress(f"rendered {len(apps)} app(s), both generations")
@@ -159,31 +174,48 @@ def publish(files: list[Path], market_dir: Path, base_url: str | None, others: d
     if problems:
         raise ProblemsError(problems)
     if len(unchecked) < len(apps):
-        progress(f"{len(apps) - len(unchecked)} app(s) unchanged since the last publish: not linted or packaged "
-                 "again")
+        progress(f"{len(apps) - len(unchecked)} app(s) unchanged since the last publish: not linted or packaged again")
     helm: Helm | None = None
     for app in apps:
         for gen, chart in app.charts.items():
             if (gen, app.spec.name) not in reused:
                 helm = helm or packager()
                 archives[gen][app.spec.name] = packaging.package_chart(
-                    chart, app.spec.name, app.spec.version, helm, market.release_epoch(app.spec))
+                    chart, app.spec.name, app.spec.version, helm, market.release_epoch(app.spec)
+                )
                 progress(f"packaged {app.spec.name} {app.spec.version} ({gen})")
     icons, problems = local_icons(apps, base_url)
     problems += conflicts(market_dir, apps, archives)
     problems += [] if allow_older else backwards(market_dir, apps)
     if problems:
         raise ProblemsError(problems)
-    catalog = market.build_catalog({
-        gen: [market.MarketApp(app.file, app.spec, app.charts[gen], archives[gen][app.spec.name].sha256,
-                               app.spec.metadata.icon) for app in apps]
-        for gen in GENERATION_NAMES})
+    catalog = market.build_catalog(
+        {
+            gen: [
+                market.MarketApp(
+                    app.file, app.spec, app.charts[gen], archives[gen][app.spec.name].sha256, app.spec.metadata.icon
+                )
+                for app in apps
+            ]
+            for gen in GENERATION_NAMES
+        }
+    )
     catalog = v2.with_sync(catalog, source, _previous_catalog(market_dir))
-    state = {"tools": tools, "archives": {gen: {archive.file_name: keys[gen, name]
-                                                 for name, archive in sorted(archives[gen].items())}
-                                          for gen in GENERATION_NAMES}}
-    written = write_market(market_dir, archives, icons, catalog, load_state,
-                           {STATE_FILE: (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()})
+    state = {
+        "tools": tools,
+        "archives": {
+            gen: {archive.file_name: keys[gen, name] for name, archive in sorted(archives[gen].items())}
+            for gen in GENERATION_NAMES
+        },
+    }
+    written = write_market(
+        market_dir,
+        archives,
+        icons,
+        catalog,
+        load_state,
+        {STATE_FILE: (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()},
+    )
     return Published(apps, archives, reused, catalog, written)
 
 
@@ -198,20 +230,48 @@ def local_icons(apps: list[App], base_url: str | None) -> tuple[dict[str, bytes]
         local = Path(app.file).parent / "icons" / file_name
         ours = base_url is not None and url.startswith(f"{base_url}/{market.ICONS_DIR}/")
         if _SAFE_FILE.match(file_name) and local.is_symlink():
-            problems.append(Problem(app.file, "metadata.icon", f"{local} is a symbolic link", "make it a regular "
-                                    "file: a link could publish any file of the machine", rule="icon-file"))
+            problems.append(
+                Problem(
+                    app.file,
+                    "metadata.icon",
+                    f"{local} is a symbolic link",
+                    "make it a regular file: a link could publish any file of the machine",
+                    rule="icon-file",
+                )
+            )
         elif _SAFE_FILE.match(file_name) and local.is_file():
             if local.stat().st_size > MAX_ICON_BYTES:
-                problems.append(Problem(app.file, "metadata.icon", f"{local} is over {MAX_ICON_BYTES // 2**20} MiB",
-                                        "use a smaller image (icons show at 256 pixels)", rule="icon-file"))
+                problems.append(
+                    Problem(
+                        app.file,
+                        "metadata.icon",
+                        f"{local} is over {MAX_ICON_BYTES // 2**20} MiB",
+                        "use a smaller image (icons show at 256 pixels)",
+                        rule="icon-file",
+                    )
+                )
                 continue
             data = local.read_bytes()
             if icons.setdefault(file_name, data) != data:
-                problems.append(Problem(app.file, "metadata.icon", f"another app publishes a different {file_name}",
-                                        "give each icon its own file name", rule="icon-file"))
+                problems.append(
+                    Problem(
+                        app.file,
+                        "metadata.icon",
+                        f"another app publishes a different {file_name}",
+                        "give each icon its own file name",
+                        rule="icon-file",
+                    )
+                )
         elif ours:
-            problems.append(Problem(app.file, "metadata.icon", f"{url} is served by this market but {local} "
-                                    "does not exist", f"add the icon as {local}", rule="icon-file"))
+            problems.append(
+                Problem(
+                    app.file,
+                    "metadata.icon",
+                    f"{url} is served by this market but {local} does not exist",
+                    f"add the icon as {local}",
+                    rule="icon-file",
+                )
+            )
     return icons, problems
 
 
@@ -223,10 +283,15 @@ def conflicts(market_dir: Path, apps: list[App], archives: Archives) -> list[Pro
             archive = by_app[app.spec.name]
             target = market_dir / market.CHARTS_DIR / gen / archive.file_name
             if target.is_file() and target.read_bytes() != archive.data:
-                problems.append(Problem(
-                    app.file, "version", f"{app.spec.version} is already published ({target}) with other content",
-                    "bump version and add a changelog entry: a published version never changes",
-                    rule="published-version"))
+                problems.append(
+                    Problem(
+                        app.file,
+                        "version",
+                        f"{app.spec.version} is already published ({target}) with other content",
+                        "bump version and add a changelog entry: a published version never changes",
+                        rule="published-version",
+                    )
+                )
     return problems
 
 
@@ -235,16 +300,26 @@ def backwards(market_dir: Path, apps: list[App]) -> list[Problem]:
     (a box that installed the newer one sees no update, and one that did not is offered the older)."""
     try:
         current = json.loads((market_dir / market.CATALOG_FILE).read_bytes())
-        offered = {name: version for gen in current["generations"].values() for name, file in gen["charts"].items()
-                   if (parsed := parse_archive_name(str(file))) and (version := parsed[1])}
+        offered = {
+            name: version
+            for gen in current["generations"].values()
+            for name, file in gen["charts"].items()
+            if (parsed := parse_archive_name(str(file))) and (version := parsed[1])
+        }
     except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
         return []  # no market yet, or one serve refuses anyway: nothing offered to move back from
     problems = []
     for app in apps:
         now = offered.get(app.spec.name)
         if is_version(now) and is_higher(str(now), app.spec.version):
-            problems.append(Problem(
-                app.file, "version", f"{app.spec.version} is older than {now}, which {market_dir} offers now: "
-                "publishing it moves the market back", f"bump above {now} (olarespack bump), or pass "
-                "--allow-older to move the market back on purpose", rule="published-version"))
+            problems.append(
+                Problem(
+                    app.file,
+                    "version",
+                    f"{app.spec.version} is older than {now}, which {market_dir} offers now: "
+                    "publishing it moves the market back",
+                    f"bump above {now} (olarespack bump), or pass --allow-older to move the market back on purpose",
+                    rule="published-version",
+                )
+            )
     return problems

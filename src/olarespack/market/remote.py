@@ -73,8 +73,9 @@ def http_fetch(base_url: str, timeout: float = 20.0, max_bytes: int = MAX_ANSWER
     import httpx
 
     base = base_url.rstrip("/")
-    client = httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False,
-                          headers={"user-agent": "olarespack-market-check"})
+    client = httpx.Client(
+        timeout=httpx.Timeout(timeout), follow_redirects=False, headers={"user-agent": "olarespack-market-check"}
+    )
 
     def fetch(method: str, path: str, body: Any) -> tuple[int, str, bytes]:
         try:
@@ -99,17 +100,25 @@ def offered_apps(answer: Any) -> dict[str, str]:
     (`data.apps`) or the v1 details (`apps`). ValueError when it is none of them."""
     if isinstance(answer, dict) and isinstance(answer.get("data"), dict):
         data = answer["data"]
-        entries = data.get("items") if isinstance(data.get("items"), list) else (
-            list(data["apps"].values()) if isinstance(data.get("apps"), dict) else None)
+        entries = (
+            data.get("items")
+            if isinstance(data.get("items"), list)
+            else (list(data["apps"].values()) if isinstance(data.get("apps"), dict) else None)
+        )
     elif isinstance(answer, dict) and isinstance(answer.get("apps"), dict):
         entries = list(answer["apps"].values())
     else:
         entries = None
     if entries is None:
-        raise ValueError("not a market answer: expected the v2 application list (data.items), the v1 info (data.apps) "
-                         "or the v1 details (apps)")
-    return {entry["name"]: entry["version"] for entry in entries if isinstance(entry, dict)
-            and isinstance(entry.get("name"), str) and isinstance(entry.get("version"), str)}
+        raise ValueError(
+            "not a market answer: expected the v2 application list (data.items), the v1 info (data.apps) "
+            "or the v1 details (apps)"
+        )
+    return {
+        entry["name"]: entry["version"]
+        for entry in entries
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("version"), str)
+    }
 
 
 def source_apps(source: str, fetch: Fetch | None = None) -> dict[str, str]:

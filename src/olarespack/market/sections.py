@@ -56,11 +56,21 @@ def sections(apps: list[tuple[str, list[str]]]) -> dict[str, Any]:
         content: list[dict[str, str]] = []
         if category != "All" and members:
             topic_id, list_name = f"{slug}-apps", f"{slug}-apps"
-            topics[topic_id] = {"_id": topic_id, "name": list_name, "data": {
-                locale: {"group": category, "title": text, "des": "", "apps": ",".join(members)}
-                for locale, text in title.items()}}
-            topic_lists[list_name] = {"name": list_name, "type": "Category", "description": "",
-                                      "content": topic_id, "title": title}
+            topics[topic_id] = {
+                "_id": topic_id,
+                "name": list_name,
+                "data": {
+                    locale: {"group": category, "title": text, "des": "", "apps": ",".join(members)}
+                    for locale, text in title.items()
+                },
+            }
+            topic_lists[list_name] = {
+                "name": list_name,
+                "type": "Category",
+                "description": "",
+                "content": topic_id,
+                "title": title,
+            }
             content.append({"type": "Topic", "id": list_name})
         content.append(NEWEST)
         pages[category] = {"category": category, "content": json.dumps(content, separators=(",", ":"))}

@@ -17,7 +17,7 @@ Every status, header, error text and limit below, and the Olares versions that p
 answers.py, which the exported Cloudflare Worker reads too (cloudflare.py): both answer alike by construction.
 
 Answers are JSON bytes built once per catalog load: everything but the echoed `version` is serialized
-once and the version is written in front of it (market.VersionedAnswer, the same code that writes the
+once and the version is written in front of it (v1.VersionedAnswer, the same code that writes the
 static files), so a request costs a dict lookup and a concatenation, and no catalog content can change
 how an answer is put together. Only files indexed at load time, inside the market folder, are ever sent:
 a request names a key, never a path; and each is read with state.read_inside, so a file or folder swapped
@@ -38,7 +38,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
@@ -48,16 +47,16 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import answers
 from olarespack.market import catalog as market
+from olarespack.market.access import AccessLogAndCors
 from olarespack.market.connections import AcceptErrors, ConnectionLimits, default_max_connections
-from olarespack.market.protocol import ABORTED_KEY, MAX_HEAD_BYTES, access_log, protocol_class
+from olarespack.market.protocol import MAX_HEAD_BYTES, protocol_class
 from olarespack.market.state import GenerationView, MarketState, Store, load_state, read_listed
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName
 
@@ -168,8 +167,12 @@ class Api:
                 data = await anyio.to_thread.run_sync(read_listed, self.store.state, path)
             except OSError:
                 raise _fail("chart_gone", file_name=file_name) from None
-            return Response(data, headers={header: answers.fill(value, file_name=file_name)
-                                           for header, value in answers.CHART_HEADERS.items()})
+            return Response(
+                data,
+                headers={
+                    header: answers.fill(value, file_name=file_name) for header, value in answers.CHART_HEADERS.items()
+                },
+            )
 
         async def v2_catalog(request: Request) -> Response:
             view, _ = self._view(request.query_params.get(answers.QUERY["version"]), pinned)
@@ -191,8 +194,9 @@ class Api:
             count = 0 if size is None else answers.whole_number(size, 0, answers.MAX_PAGE_SIZE)
             if count is None:
                 raise _fail("bad_size", size=size)
-            return _json(answers.v2_applications_answer(view.v2.items, view.v2.removed, view.v2.max_time, number,
-                                                        count))
+            return _json(
+                answers.v2_applications_answer(view.v2.items, view.v2.removed, view.v2.max_time, number, count)
+            )
 
         # 1.12.7's sync (market/v2.py): these have no v1 form; the v1 calls below answer under both prefixes
         routes: list[BaseRoute] = [
@@ -235,8 +239,9 @@ class Api:
         body: dict[str, Any] = {"status": "stale" if error else "ok"}
         if error:
             body["error"] = error
-        body["generations"] = {g: {"hash": v.hash, "apps": v.apps, "charts": len(v.charts)}
-                               for g, v in state.generations.items()}
+        body["generations"] = {
+            g: {"hash": v.hash, "apps": v.apps, "charts": len(v.charts)} for g, v in state.generations.items()
+        }
         body["icons"] = len(state.icons)
         return _json(market.served_json(body), 503 if error else 200)
 
@@ -245,8 +250,12 @@ async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, Refusal):
         status, detail = exc.status_code, exc.detail
         if exc.close:  # uvicorn closes the connection after an answer that says so
-            return Response(market.served_json({"error": detail}), status_code=status, media_type=answers.JSON_TYPE,
-                            headers={"connection": "close"})
+            return Response(
+                market.served_json({"error": detail}),
+                status_code=status,
+                media_type=answers.JSON_TYPE,
+                headers={"connection": "close"},
+            )
     elif isinstance(exc, HTTPException) and exc.status_code in _STARLETTE_FAILURES:
         status, detail = answers.failure(_STARLETTE_FAILURES[exc.status_code])
     elif isinstance(exc, HTTPException):
@@ -254,65 +263,6 @@ async def _error(request: Request, exc: Exception) -> Response:
     else:
         status, detail = answers.failure("internal")
     return _json(market.served_json({"error": detail}), status)
-
-
-class AccessLogAndCors:
-    """CORS on every answer (and preflights), and one log line per request, whatever happens to it: a
-    client that goes away mid-request is logged as 499, a request the protocol cut off with the status
-    it was given (ABORTED_KEY), a bug as 500 with its traceback; nothing is raised past this point, so
-    neither Starlette nor uvicorn logs a request a second time. Plain ASGI: no per-request task or body
-    buffering, unlike BaseHTTPMiddleware."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.cors = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in answers.CORS]
-        self.preflight = answers.PREFLIGHT_STATUS
-        status, text = answers.failure("internal")
-        self.internal = (status, market.served_json({"error": text}))
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status, size, note = 0, 0, ""
-
-        async def send_with_cors(message: Message) -> None:
-            nonlocal status, size
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", []), *self.cors]
-            elif message["type"] == "http.response.body":
-                size += len(message.get("body", b""))
-            await send(message)
-
-        try:
-            if scope["method"] == "OPTIONS":
-                await send_with_cors({"type": "http.response.start", "status": self.preflight, "headers": []})
-                await send_with_cors({"type": "http.response.body", "body": b""})
-            else:
-                await self.app(scope, receive, send_with_cors)
-        except ClientDisconnect:
-            status, note = 499, "client disconnected"
-        except asyncio.CancelledError:
-            status, note = status or 503, "cancelled at shutdown"
-            raise
-        except Exception:
-            log.exception("internal error on %s %s", scope["method"], scope["path"][:200])
-            note = "internal error"
-            if not status:
-                status, body = self.internal
-                await send_with_cors({"type": "http.response.start", "status": status,
-                                      "headers": [(b"content-type", answers.JSON_TYPE.encode())]})
-                await send_with_cors({"type": "http.response.body", "body": body})
-        finally:
-            status, note = scope.get(ABORTED_KEY, (status, note))
-            target = scope.get("raw_path") or scope["path"].encode("utf-8")
-            if scope.get("query_string"):
-                target += b"?" + scope["query_string"]
-            # repr() escapes control bytes, so a crafted URL cannot forge log lines
-            access_log(scope.get("client"), f"{scope['method']} {repr(target)[2:-1]}", status, size,
-                       time.perf_counter() - started, note)
 
 
 def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
@@ -338,29 +288,45 @@ def create_app(market_dir: Path, poll_seconds: float = 1.0) -> Starlette:
         Route("/health", api.health, methods=["GET"]),
         Route("/healthz", api.alive, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AccessLogAndCors)],
-                    exception_handlers={HTTPException: _error})
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(AccessLogAndCors)],
+        exception_handlers={HTTPException: _error},
+    )
     app.state.store = store
     return app
 
 
-def make_server(market_dir: Path, host: str, port: int, poll_seconds: float = 1.0,
-                limits: ConnectionLimits | None = None) -> uvicorn.Server:
+def make_server(
+    market_dir: Path, host: str, port: int, poll_seconds: float = 1.0, limits: ConnectionLimits | None = None
+) -> uvicorn.Server:
     """A uvicorn server for the market (not started). Logging is configured by the caller; uvicorn's
     access log is off because AccessLogAndCors and the protocol write one richer line per request.
     uvicorn's limit_concurrency is off: it refuses new requests while idle connections hold the slots;
     the guarded protocol's cap evicts those instead."""
     limits = limits or ConnectionLimits(max_connections=default_max_connections())
     config = uvicorn.Config(
-        create_app(market_dir, poll_seconds), host=host, port=port, http=protocol_class(limits), ws="none",
-        log_config=None, access_log=False, server_header=False, proxy_headers=False,
-        timeout_keep_alive=limits.keep_alive_seconds, limit_concurrency=None, backlog=2048,
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=5,
+        create_app(market_dir, poll_seconds),
+        host=host,
+        port=port,
+        http=protocol_class(limits),
+        ws="none",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=limits.keep_alive_seconds,
+        limit_concurrency=None,
+        backlog=2048,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        timeout_graceful_shutdown=5,
     )
     return uvicorn.Server(config)
 
 
-def run(market_dir: Path, host: str, port: int, poll_seconds: float = 1.0,
-        limits: ConnectionLimits | None = None) -> None:
+def run(
+    market_dir: Path, host: str, port: int, poll_seconds: float = 1.0, limits: ConnectionLimits | None = None
+) -> None:
     """Serve until interrupted (see make_server; ConnectionLimits has the cap and timeouts)."""
     make_server(market_dir, host, port, poll_seconds, limits).run()

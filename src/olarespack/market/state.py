@@ -1,7 +1,7 @@
 """The market folder as `olarespack serve` holds it in memory, and the check that a folder can be served.
 
 load_state() reads catalog.json and indexes the archives and icons into a MarketState: every answer
-precomputed (market.VersionedAnswer for the GET answers, serialized detail entries), and only regular
+precomputed (v1.VersionedAnswer for the GET answers, serialized detail entries), and only regular
 files inside the market folder. It is pure and raises CatalogError for anything unusable, so the server runs
 it at start and on every catalog change, and publish can run it on the market it has just written
 (import it from here: this module does not import the HTTP stack).
@@ -38,7 +38,7 @@ import anyio
 
 from olarespack.core.errors import CatalogError, MissingCatalogError
 from olarespack.market import catalog as market
-from olarespack.market import v2
+from olarespack.market import v1, v2
 from olarespack.olares.generations import GENERATION_NAMES, GenerationName, parse_archive_name
 
 log = logging.getLogger("olarespack.serve")
@@ -48,8 +48,8 @@ _ICON_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.(png|jpe?g|we
 
 @dataclass(frozen=True)
 class GenerationView:
-    hash_answer: market.VersionedAnswer
-    info_answer: market.VersionedAnswer
+    hash_answer: v1.VersionedAnswer
+    info_answer: v1.VersionedAnswer
     default_version: str
     details: dict[str, bytes]  # app id -> its entry, serialized
     charts: dict[str, tuple[str, Path]]  # archive file name -> (app name, file under the market folder)
@@ -181,8 +181,9 @@ def load_state(market_dir: Path) -> MarketState:
         stamp = _stamp(path)
         catalog = json.loads(path.read_bytes())
     except FileNotFoundError:
-        raise MissingCatalogError(path, "no catalog", f"run `olarespack publish --market-dir {market_dir}` first") \
-            from None
+        raise MissingCatalogError(
+            path, "no catalog", f"run `olarespack publish --market-dir {market_dir}` first"
+        ) from None
     except OSError as exc:  # strerror: the message without the path, which /health must not show
         raise CatalogError(path, f"unreadable catalog: {exc.strerror or type(exc).__name__}") from None
     except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
@@ -192,47 +193,57 @@ def load_state(market_dir: Path) -> MarketState:
     listed = digest_list(root, market.CHARTS_DIR)
     if listed is None:  # every publish writes it: archives without it are no market's, and none would be served
         if any(_files(root, (market.CHARTS_DIR, name), parse_archive_name) for name in GENERATION_NAMES):
-            raise CatalogError(path, f"no {market.CHARTS_DIR}/{market.DIGESTS_FILE} beside the archives: publish "
-                                     "the market again")
+            raise CatalogError(
+                path, f"no {market.CHARTS_DIR}/{market.DIGESTS_FILE} beside the archives: publish the market again"
+            )
         listed = {}
     try:
         source = v2.SourceIdentity.of(catalog.get("source"))
         unknown = sorted(set(catalog["generations"]) - set(GENERATION_NAMES))
         if unknown or not catalog["generations"]:
-            raise CatalogError(path, f"malformed catalog (generations {sorted(catalog['generations'])}; expected "
-                                     f"some of {list(GENERATION_NAMES)})")
+            raise CatalogError(
+                path,
+                f"malformed catalog (generations {sorted(catalog['generations'])}; expected "
+                f"some of {list(GENERATION_NAMES)})",
+            )
         views = {name: _view(root, name, gen, listed, source) for name, gen in catalog["generations"].items()}
     except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise CatalogError(path, f"malformed catalog ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
-        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
-            from None
+        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") from None
     try:
         icons = _files(root, (market.ICONS_DIR,), _ICON_RE.match)
     except OSError as exc:
-        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") \
-            from None
+        raise CatalogError(path, f"cannot index the market folder: {exc.strerror or type(exc).__name__}") from None
     icon_digests = digest_list(root, market.ICONS_DIR)
     if icon_digests is not None:
         icons = {name: file for name, file in icons.items() if name in icon_digests}
-    digests = {file: listed[f"{name}/{archive}"] for name, view in views.items()
-               for archive, (_, file) in view.charts.items()}
+    digests = {
+        file: listed[f"{name}/{archive}"] for name, view in views.items() for archive, (_, file) in view.charts.items()
+    }
     digests |= {file: icon_digests[name] for name, file in icons.items() if icon_digests is not None}
     return MarketState(root, views, icons, stamp, digests, source)
 
 
-def _view(root: Path, name: str, gen: dict[str, Any], listed: dict[str, str],
-          source: v2.SourceIdentity) -> GenerationView:
+def _view(
+    root: Path, name: str, gen: dict[str, Any], listed: dict[str, str], source: v2.SourceIdentity
+) -> GenerationView:
     """One generation's answers and the archives charts/SHA256SUMS lists for it (a file it does not list is
     not the market's: never served)."""
-    charts = {file: (parsed[0], real) for file, real in
-              _files(root, (market.CHARTS_DIR, name), parse_archive_name).items()
-              if (parsed := parse_archive_name(file)) and f"{name}/{file}" in listed}
+    charts = {
+        file: (parsed[0], real)
+        for file, real in _files(root, (market.CHARTS_DIR, name), parse_archive_name).items()
+        if (parsed := parse_archive_name(file)) and f"{name}/{file}" in listed
+    }
     return GenerationView(
-        hash_answer=market.hash_template(gen), info_answer=market.info_template(gen),
+        hash_answer=v1.hash_template(gen),
+        info_answer=v1.info_template(gen),
         default_version=str(gen["olares_version"]),
         details={ident: market.served_json(entry) for ident, entry in gen["details"].items()},
-        charts=charts, latest=dict(gen["charts"]), hash=str(gen["hash"]), apps=len(gen["apps"]),
+        charts=charts,
+        latest=dict(gen["charts"]),
+        hash=str(gen["hash"]),
+        apps=len(gen["apps"]),
         v2=v2.answers_of(gen, cast(GenerationName, name), source),
     )
 

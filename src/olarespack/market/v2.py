@@ -34,9 +34,21 @@ SCHEMA_VERSION: Final = "v2"
 _APP_ID: Final = re.compile(r"[0-9a-f]{8}")  # Olares' app id (generations.app_id)
 # How the Market names a language in its language list; a locale not here is named by its code.
 LANGUAGE_NAMES: Final = {
-    "en-US": "English", "zh-CN": "简体中文", "zh-TW": "繁體中文", "fr-FR": "Français", "de-DE": "Deutsch",
-    "es-ES": "Español", "it-IT": "Italiano", "pt-BR": "Português (Brasil)", "ja-JP": "日本語", "ko-KR": "한국어",
-    "ru-RU": "Русский", "nl-NL": "Nederlands", "pl-PL": "Polski", "tr-TR": "Türkçe", "vi-VN": "Tiếng Việt",
+    "en-US": "English",
+    "zh-CN": "简体中文",
+    "zh-TW": "繁體中文",
+    "fr-FR": "Français",
+    "de-DE": "Deutsch",
+    "es-ES": "Español",
+    "it-IT": "Italiano",
+    "pt-BR": "Português (Brasil)",
+    "ja-JP": "日本語",
+    "ko-KR": "한국어",
+    "ru-RU": "Русский",
+    "nl-NL": "Nederlands",
+    "pl-PL": "Polski",
+    "tr-TR": "Türkçe",
+    "vi-VN": "Tiếng Việt",
 }
 
 
@@ -51,8 +63,13 @@ class SourceIdentity:
 
     def as_json(self) -> dict[str, Any]:
         # is_official: only Olares' own market is; a third-party source claiming it would mislead the box's owner
-        return {"source_id": self.source_id, "short_label": self.short_label,
-                "display_name": dict(sorted(self.display_name.items())), "icon": self.icon, "is_official": False}
+        return {
+            "source_id": self.source_id,
+            "short_label": self.short_label,
+            "display_name": dict(sorted(self.display_name.items())),
+            "icon": self.icon,
+            "is_official": False,
+        }
 
     @classmethod
     def of(cls, data: Any) -> SourceIdentity:
@@ -60,9 +77,12 @@ class SourceIdentity:
         if not isinstance(data, dict):
             return DEFAULT_SOURCE
         names = data.get("display_name")
-        return cls(str(data["source_id"]), str(data["short_label"]),
-                   {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {},
-                   str(data.get("icon") or ""))
+        return cls(
+            str(data["source_id"]),
+            str(data["short_label"]),
+            {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {},
+            str(data.get("icon") or ""),
+        )
 
 
 DEFAULT_SOURCE: Final = SourceIdentity("olarespack", "olarespack", {"en-US": "olarespack market"})
@@ -94,14 +114,24 @@ def application_items(generation: dict[str, Any], gen: GenerationName) -> list[d
     for detail in sorted(generation["details"].values(), key=lambda d: str(d["name"])):
         released = int(detail["updateTime"])
         categories = [str(c) for c in detail["categories"]]
-        items.append({
-            "app_id": detail["id"], "name": detail["name"], "title": detail["title"], "version": detail["version"],
-            "icon": detail["icon"], "featured_image": detail.get("featuredImage") or "",
-            "cfg_type": detail.get("cfgType") or "app", "categories": categories,
-            "categories_v2": [ids[c] for c in categories if c in ids], "tags": list(detail.get("tags") or []),
-            "app_labels": [], "olares_version_constraint": _olares_constraint(detail, gen),
-            "last_modify_time": released * 1000, "updated_at": released,
-        })
+        items.append(
+            {
+                "app_id": detail["id"],
+                "name": detail["name"],
+                "title": detail["title"],
+                "version": detail["version"],
+                "icon": detail["icon"],
+                "featured_image": detail.get("featuredImage") or "",
+                "cfg_type": detail.get("cfgType") or "app",
+                "categories": categories,
+                "categories_v2": [ids[c] for c in categories if c in ids],
+                "tags": list(detail.get("tags") or []),
+                "app_labels": [],
+                "olares_version_constraint": _olares_constraint(detail, gen),
+                "last_modify_time": released * 1000,
+                "updated_at": released,
+            }
+        )
     return items
 
 
@@ -110,24 +140,39 @@ def taxonomy_data(generation: dict[str, Any], source: SourceIdentity) -> dict[st
     English first) and one category per app category, each page listing all of that category's apps."""
     categories = _categories(generation)
     ids = category_ids(categories)
-    locales = sorted({str(locale) for d in generation["details"].values() for locale in d.get("locale") or []},
-                     key=lambda code: (code != "en-US", code))
+    locales = sorted(
+        {str(locale) for d in generation["details"].values() for locale in d.get("locale") or []},
+        key=lambda code: (code != "en-US", code),
+    )
     return {
         "source": source.as_json(),
-        "languages": [{"code": code, "display_name": LANGUAGE_NAMES.get(code, code), "sort": sort, "enabled": True}
-                      for sort, code in enumerate(locales or ["en-US"], 1)],
-        "categories": [{"id": ids[name], "builtin": False, "sort": sort,
-                        "icon": KNOWN.get(name, ({}, "sym_r_apps"))[1],
-                        "title": KNOWN.get(name, ({"en-US": name}, ""))[0], "description": {}}
-                       for sort, name in enumerate(categories, 1)],
+        "languages": [
+            {"code": code, "display_name": LANGUAGE_NAMES.get(code, code), "sort": sort, "enabled": True}
+            for sort, code in enumerate(locales or ["en-US"], 1)
+        ],
+        "categories": [
+            {
+                "id": ids[name],
+                "builtin": False,
+                "sort": sort,
+                "icon": KNOWN.get(name, ({}, "sym_r_apps"))[1],
+                "title": KNOWN.get(name, ({"en-US": name}, ""))[0],
+                "description": {},
+            }
+            for sort, name in enumerate(categories, 1)
+        ],
         "nav": [ids[name] for name in categories],
         "pages": [{"category_id": ids[name], "items": [{"id": "all", "type": "all"}]} for name in categories],
-        "tags": [], "topic_lists": [], "topics": [], "recommends": [],
+        "tags": [],
+        "topic_lists": [],
+        "topics": [],
+        "recommends": [],
     }
 
 
-def sync_record(generation: dict[str, Any], gen: GenerationName, source: SourceIdentity,
-                previous: dict[str, Any] | None) -> dict[str, Any]:
+def sync_record(
+    generation: dict[str, Any], gen: GenerationName, source: SourceIdentity, previous: dict[str, Any] | None
+) -> dict[str, Any]:
     """What publish keeps for the next publish and the probe: the ids no longer offered, and per part (apps,
     taxonomy) its digest and the time it last changed, from the previous catalog's generation (None: a new
     market). A time is the newest release's, or a millisecond past the part's previous time when that is
@@ -141,8 +186,10 @@ def sync_record(generation: dict[str, Any], gen: GenerationName, source: SourceI
     removed = sorted(earlier - offered)
     newest = max((int(d["updateTime"]) * 1000 for d in generation["details"].values()), default=0)
     record: dict[str, Any] = {"removed": removed}
-    digests = {"apps": _md5({"hash": generation["hash"], "removed": removed, "gen": gen}),
-               "taxonomy": _md5(taxonomy_data(generation, source))}
+    digests = {
+        "apps": _md5({"hash": generation["hash"], "removed": removed, "gen": gen}),
+        "taxonomy": _md5(taxonomy_data(generation, source)),
+    }
     for part, digest in digests.items():
         old_digest, old_time = kept.get(f"{part}_digest"), kept.get(f"{part}_time")
         old_time = old_time if isinstance(old_time, int) else 0
@@ -170,8 +217,12 @@ def answers_of(generation: dict[str, Any], gen: GenerationName, source: SourceId
     taxonomy = {"last_modify_time": int(record["taxonomy_time"]), **taxonomy_data(generation, source)}
     items = application_items(generation, gen)
     return Answers(
-        catalog={"taxonomy_time": str(int(record["taxonomy_time"])), "apps_time": str(int(record["apps_time"])),
-                 "digest": served_json(str(record["apps_digest"])).decode("ascii"), "schema": f'"{SCHEMA_VERSION}"'},
+        catalog={
+            "taxonomy_time": str(int(record["taxonomy_time"])),
+            "apps_time": str(int(record["apps_time"])),
+            "digest": served_json(str(record["apps_digest"])).decode("ascii"),
+            "schema": f'"{SCHEMA_VERSION}"',
+        },
         taxonomy=answers.V2_HEAD.encode("ascii") + served_json(taxonomy) + b"}",
         items=tuple(served_json(item) for item in items),
         removed=served_json([str(i) for i in record["removed"]]),
@@ -184,13 +235,15 @@ def with_sync(catalog: dict[str, Any], source: SourceIdentity, previous: Any) ->
     market's catalog.json before this publish, parsed; anything else: a new market)."""
     earlier = previous.get("generations") if isinstance(previous, dict) else None
     earlier = earlier if isinstance(earlier, dict) else {}
-    generations = {gen: {**generation, "sync": sync_record(generation, gen, source, earlier.get(gen))}
-                   for gen, generation in catalog["generations"].items()}
+    generations = {
+        gen: {**generation, "sync": sync_record(generation, gen, source, earlier.get(gen))}
+        for gen, generation in catalog["generations"].items()
+    }
     return {**catalog, "source": source.as_json(), "generations": generations}
 
 
 def static_files(catalog: dict[str, Any]) -> dict[str, bytes]:
-    """The v2 GET answers as files, beside catalog.static_files' v1 ones: what serve answers for a request
+    """The v2 GET answers as files, beside v1.static_files' ones: what serve answers for a request
     without parameters (the market's own source id; every app on one page)."""
     source = SourceIdentity.of(catalog.get("source"))
     files: dict[str, bytes] = {}

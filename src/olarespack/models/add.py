@@ -19,28 +19,46 @@ import yaml
 
 from olarespack.core.errors import ModelDataError, SpecError, UsageError
 from olarespack.core.yamlfile import parse_yaml
-from olarespack.models.arch import (
-    MAX_CONFIG_INT,
-    ModelInfo,
-    arch_from_hf_config,
-    family_of,
-    model_from_data,
-)
+from olarespack.models.arch import MAX_CONFIG_INT, ModelInfo
 from olarespack.models.folder import model_files
 from olarespack.models.gguf_file import GgufHeader, read_gguf
+from olarespack.models.hf_config import arch_from_hf_config, family_of
 from olarespack.models.localfile import parse_json, read_local_file
 from olarespack.models.projector import width_mismatch
+from olarespack.models.registry import model_from_data
 from olarespack.write import Status, write_file
 
 # The config.json fields arch.arch_from_hf_config reads (see its module docstring), and model_type for the
 # family: everything else in a real config (vision towers, quantization tables) is left out of models/.
 CONFIG_FIELDS = (
-    "model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "num_global_key_value_heads", "global_head_dim", "sliding_window", "layer_types", "sliding_window_pattern",
-    "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "max_position_embeddings", "vocab_size",
-    "intermediate_size", "moe_intermediate_size", "num_experts_per_tok", "top_k_experts", "torch_dtype", "dtype",
-    "hidden_size_per_layer_input", "num_experts", "num_local_experts", "n_routed_experts",
-    "backbone_hidden_size", "target_hidden_size",
+    "model_type",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "num_global_key_value_heads",
+    "global_head_dim",
+    "sliding_window",
+    "layer_types",
+    "sliding_window_pattern",
+    "use_sliding_window",
+    "max_window_layers",
+    "num_kv_shared_layers",
+    "max_position_embeddings",
+    "vocab_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+    "top_k_experts",
+    "torch_dtype",
+    "dtype",
+    "hidden_size_per_layer_input",
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "backbone_hidden_size",
+    "target_hidden_size",
 )
 
 
@@ -78,8 +96,9 @@ def _common(described: Described, family: str | None) -> dict[str, Any]:
     return data
 
 
-def safetensors_data(described: Described, config_path: Path, *, weights_bytes: int | None = None,
-                     index_path: Path | None = None) -> dict[str, Any]:
+def safetensors_data(
+    described: Described, config_path: Path, *, weights_bytes: int | None = None, index_path: Path | None = None
+) -> dict[str, Any]:
     """A model file's data for a safetensors checkpoint (vLLM): its config.json and its weight size, given
     or read exactly from model.safetensors.index.json (metadata.total_size)."""
     # each file is read once, bounded, and its digest taken from the bytes that were parsed
@@ -101,14 +120,14 @@ def safetensors_data(described: Described, config_path: Path, *, weights_bytes: 
         if isinstance(total, bool) or not isinstance(total, int) or not 0 < total <= MAX_CONFIG_INT * 1024:
             raise ModelDataError(f"{index_path}: metadata.total_size: missing or not a positive integer")
         weights = {"bytes": total, "exact": True}
-        sources.append(f"weights: metadata.total_size of {index_path.name} "
-                       f"sha256:{_sha256(index_bytes)}, exact")
+        sources.append(f"weights: metadata.total_size of {index_path.name} sha256:{_sha256(index_bytes)}, exact")
     elif weights_bytes is not None:
         weights = {"bytes": weights_bytes, "exact": False}
         sources.append(f"weights: {weights_bytes} bytes as given on the command line, not checked")
     else:
-        raise UsageError("give the weights' size: --weights-bytes N or --safetensors-index "
-                         "model.safetensors.index.json")
+        raise UsageError(
+            "give the weights' size: --weights-bytes N or --safetensors-index model.safetensors.index.json"
+        )
     sources.append(f"written by: {described.command}")
     return {**_common(described, family_of(config)), "weights": weights, "config": kept, "sources": sources}
 
@@ -118,8 +137,9 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
     architecture from the first file that is not a projector."""
     models = [h for h in headers if not h.projector]
     if not models:
-        raise UsageError("every --gguf file is a projector (general.architecture clip): give the model's own "
-                         "GGUF file too")
+        raise UsageError(
+            "every --gguf file is a projector (general.architecture clip): give the model's own GGUF file too"
+        )
     names = [h.name for h in headers]
     if len(set(names)) != len(names):
         raise UsageError(f"two --gguf files share a name: {', '.join(names)}")
@@ -148,9 +168,10 @@ def gguf_data(described: Described, headers: Sequence[GgufHeader]) -> dict[str, 
     sources.append(f"architecture: from the metadata of {main.name} (llama.cpp keys, in config.json names)")
     sources += [f"note: {note}" for note in main.notes]
     if main.host_bytes:
-        sources.append("host part: token_embd and any per_layer_token_embd, which llama.cpp keeps in host "
-                       "memory, exact" + ("; token_embd also on the GPU as the tied output" if main.gpu_copy_bytes
-                                          else ""))
+        sources.append(
+            "host part: token_embd and any per_layer_token_embd, which llama.cpp keeps in host "
+            "memory, exact" + ("; token_embd also on the GPU as the tied output" if main.gpu_copy_bytes else "")
+        )
     sources.append(f"written by: {described.command}")
     return {**_common(described, main.architecture), "files": files, "config": main.config, "sources": sources}
 
@@ -163,8 +184,10 @@ def _projectors_fit(models: Sequence[GgufHeader], projectors: Sequence[GgufHeade
             if projector.embedding_width and isinstance(width, int):
                 problem = width_mismatch(header.name, width, projector.name, projector.embedding_width)
                 if problem:
-                    raise ModelDataError(f"{problem}; give the projector made for this model (the mmproj file of "
-                                         "the model's own repository)")
+                    raise ModelDataError(
+                        f"{problem}; give the projector made for this model (the mmproj file of "
+                        "the model's own repository)"
+                    )
 
 
 class _Dumper(yaml.SafeDumper):
@@ -180,9 +203,11 @@ _Dumper.add_representer(list, _sequence)
 
 
 def render(data: Mapping[str, Any], described: Described) -> str:
-    head = (f"# {described.repo}: model facts for olarespack fit, from the model's own files, written by\n"
-            f"#   {described.command}\n"
-            "# Edit with care, or run the command again with --force.\n")
+    head = (
+        f"# {described.repo}: model facts for olarespack fit, from the model's own files, written by\n"
+        f"#   {described.command}\n"
+        "# Edit with care, or run the command again with --force.\n"
+    )
     return head + yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
 
 
@@ -211,8 +236,9 @@ def target_file(folder: Path, repo: str, force: bool) -> Path:
         candidate = folder / f"{name}.yaml"
         if not candidate.exists():
             return candidate
-    raise UsageError(f"{folder}: {slug(repo)}.yaml and its owner--name form are taken by other files; "
-                     "rename one of them")
+    raise UsageError(
+        f"{folder}: {slug(repo)}.yaml and its owner--name form are taken by other files; rename one of them"
+    )
 
 
 def write_model(folder: Path, data: Mapping[str, Any], described: Described, force: bool) -> tuple[Path, Status]:

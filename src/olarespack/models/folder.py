@@ -14,7 +14,8 @@ from pathlib import Path
 
 from olarespack.core.errors import ModelDataError, SpecError
 from olarespack.core.yamlfile import MAX_FILE, decode, parse_yaml, read_spec_bytes
-from olarespack.models.arch import ModelInfo, model_from_data
+from olarespack.models.arch import ModelInfo
+from olarespack.models.registry import model_from_data
 
 MAX_FILES = 1000
 MAX_TOTAL = 32 << 20
@@ -41,8 +42,9 @@ def _listing(folder: Path) -> Listing:
             if not stat.S_ISREG(info.st_mode):
                 raise ModelDataError(f"{folder / entry.name}: not a regular file")
             if info.st_size > MAX_FILE:
-                raise ModelDataError(f"{folder / entry.name}: larger than {MAX_FILE >> 10} KiB; a model file is "
-                                     "a few KiB")
+                raise ModelDataError(
+                    f"{folder / entry.name}: larger than {MAX_FILE >> 10} KiB; a model file is a few KiB"
+                )
             total += info.st_size
             if total > MAX_TOTAL:
                 raise ModelDataError(f"{folder}: more than {MAX_TOTAL >> 20} MiB of model files")
@@ -71,8 +73,9 @@ def _read(folder: Path, listing: Listing) -> tuple[dict[str, ModelInfo], dict[st
     for name, _, _ in listing:
         info = read_model_file(folder / name)
         if info.repo in found:
-            raise ModelDataError(f"{folder / name}: repo: {info.repo} is also in {where[info.repo]}; keep one file "
-                                 "per model")
+            raise ModelDataError(
+                f"{folder / name}: repo: {info.repo} is also in {where[info.repo]}; keep one file per model"
+            )
         found[info.repo] = info
         where[info.repo] = name
     return found, where

@@ -102,8 +102,10 @@ def _walked(path: Path, read: Callable[[int, GgufIndex], _T]) -> _T:
             info = os.fstat(handle.fileno())
             size = info.st_size
             if not stat.S_ISREG(info.st_mode):
-                raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path "
-                                     "of the .gguf file saved on disk")
+                raise ModelDataError(
+                    f"{path}: not a regular file (a pipe, a device or a socket); give the path "
+                    "of the .gguf file saved on disk"
+                )
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return read(size, read_index(buf, (*HOST_TENSORS, OUTPUT)))
     except OSError as exc:
@@ -119,13 +121,15 @@ def _walked(path: Path, read: Callable[[int, GgufIndex], _T]) -> _T:
 def _facts(path: Path, size: int, index: GgufIndex) -> GgufHeader:
     """What the walked header says (read while the file is still mapped)."""
     with memoryview(index.buf) as view:  # hashed in place: the header is not copied
-        digest = hashlib.sha256(view[:index.data_offset])
+        digest = hashlib.sha256(view[: index.data_offset])
     # a download cut inside the padding before the data: the padding is zeros, as the whole file has it
     digest.update(bytes(max(0, index.data_offset - size)))
     notes = []
     if size < index.full_bytes:
-        notes.append(f"{path.name}: read from its first {size} bytes (the header); its size {index.full_bytes} "
-                     "is the one its tensor index gives")
+        notes.append(
+            f"{path.name}: read from its first {size} bytes (the header); its size {index.full_bytes} "
+            "is the one its tensor index gives"
+        )
         size = index.full_bytes
 
     def value(key: str) -> Any:
@@ -185,17 +189,21 @@ def _sliding(arch: str, n: int, window: int, pattern: Any, notes: list[str]) -> 
     if period is None:
         period = _LLAMACPP_SWA_PERIOD.get(arch)
         if period is None:
-            notes.append(f"{arch}.attention.sliding_window is set without a pattern: every layer is taken as full "
-                         "attention (an over-estimate of the KV cache)")
+            notes.append(
+                f"{arch}.attention.sliding_window is set without a pattern: every layer is taken as full "
+                "attention (an over-estimate of the KV cache)"
+            )
             return [False] * n
         notes.append(f"sliding pattern: llama.cpp's built-in period {period} for {arch}")
     return [period == 0 or i % period < period - 1 for i in range(n)]
 
 
-def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None = None) -> tuple[dict[str, Any],
-                                                                                             list[str]]:
+def hf_config(
+    arch: str, value: Callable[[str], Any], vocab_tokens: int | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """A GGUF architecture's metadata (`value(key)`) -> a Hugging Face style config, and notes on what was
     assumed. Refuses what the fit arithmetic cannot size: MLA caches and layers without KV heads."""
+
     def key(name: str) -> Any:
         return value(f"{arch}.{name}")
 
@@ -207,18 +215,25 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
     if n is None or not 1 <= n <= 4096:
         raise ModelDataError(f"metadata {arch}.block_count: required (1 to 4096 layers)")
     if key("attention.kv_lora_rank") is not None:
-        raise ModelDataError(f"metadata {arch}.attention.kv_lora_rank: MLA attention (DeepSeek-style latent KV) "
-                             "is not sized by olarespack's fit arithmetic")
+        raise ModelDataError(
+            f"metadata {arch}.attention.kv_lora_rank: MLA attention (DeepSeek-style latent KV) "
+            "is not sized by olarespack's fit arithmetic"
+        )
     heads = one("attention.head_count")
     hidden = one("embedding_length")
     kv = _count(key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", n)
     kv_heads = kv if isinstance(kv, list) else [kv if kv is not None else heads or 0] * n
     if 0 in kv_heads:
-        raise ModelDataError(f"metadata {arch}.attention.head_count_kv: layers without KV heads (recurrent or "
-                             "linear attention) are not sized by olarespack's fit arithmetic")
+        raise ModelDataError(
+            f"metadata {arch}.attention.head_count_kv: layers without KV heads (recurrent or "
+            "linear attention) are not sized by olarespack's fit arithmetic"
+        )
     # counts past any model (2^39 heads) would size a KV cache of exabytes: refused, naming the key
-    for name, count, high in (("attention.head_count", heads, MAX_HEADS), ("embedding_length", hidden, MAX_WIDTH),
-                              ("attention.head_count_kv", max(kv_heads), MAX_HEADS)):
+    for name, count, high in (
+        ("attention.head_count", heads, MAX_HEADS),
+        ("embedding_length", hidden, MAX_WIDTH),
+        ("attention.head_count_kv", max(kv_heads), MAX_HEADS),
+    ):
         if count is not None and not 0 <= count <= high:
             raise ModelDataError(f"metadata {arch}.{name}: {count} is past any model (at most {high})")
     derived = hidden // heads if hidden and heads else None
@@ -237,18 +252,25 @@ def hf_config(arch: str, value: Callable[[str], Any], vocab_tokens: int | None =
     if len(set(sliding_kv)) > 1 or len(set(full_kv)) > 1:
         notes.append("head_count_kv differs between layers of one kind: the largest is taken for each")
     config: dict[str, Any] = {"model_type": arch, "num_hidden_layers": n}
-    optional = {"hidden_size": hidden, "num_attention_heads": heads,
-                "max_position_embeddings": one("context_length"),
-                "intermediate_size": one("feed_forward_length"),
-                "moe_intermediate_size": one("expert_feed_forward_length"),
-                "num_experts_per_tok": one("expert_used_count"),
-                "num_experts": one("expert_count"),
-                "vocab_size": one("vocab_size") or vocab_tokens,
-                "hidden_size_per_layer_input": one("embedding_length_per_layer_input")}
+    optional = {
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "max_position_embeddings": one("context_length"),
+        "intermediate_size": one("feed_forward_length"),
+        "moe_intermediate_size": one("expert_feed_forward_length"),
+        "num_experts_per_tok": one("expert_used_count"),
+        "num_experts": one("expert_count"),
+        "vocab_size": one("vocab_size") or vocab_tokens,
+        "hidden_size_per_layer_input": one("embedding_length_per_layer_input"),
+    }
     config.update({k: v for k, v in optional.items() if v})
     if sliding_kv:
-        config.update(num_key_value_heads=max(sliding_kv), head_dim=swa_dim, sliding_window=window,
-                      layer_types=["sliding_attention" if s else "full_attention" for s in slides])
+        config.update(
+            num_key_value_heads=max(sliding_kv),
+            head_dim=swa_dim,
+            sliding_window=window,
+            layer_types=["sliding_attention" if s else "full_attention" for s in slides],
+        )
         if full_kv and max(full_kv) != max(sliding_kv):
             config["num_global_key_value_heads"] = max(full_kv)
         if full_kv and full_dim != swa_dim:

@@ -70,8 +70,9 @@ class GgufIndex:
         if entry.kind != _ARRAY:
             return self._scalar(entry.kind, entry.at)[0]
         if entry.count > MAX_LIST_ITEMS:
-            raise HeaderError(f"metadata {key}: an array of {entry.count} items; at most {MAX_LIST_ITEMS} are read "
-                              "as a value")
+            raise HeaderError(
+                f"metadata {key}: an array of {entry.count} items; at most {MAX_LIST_ITEMS} are read as a value"
+            )
         values, at = [], entry.at
         for _ in range(entry.count):
             value, at = self._scalar(entry.sub, at)
@@ -87,7 +88,7 @@ class GgufIndex:
         if kind == _STRING:
             (length,) = struct.unpack_from(self.order + "Q", self.buf, at)
             try:
-                return bytes(self.buf[at + 8:at + 8 + length]).decode("utf-8"), at + 8 + length
+                return bytes(self.buf[at + 8 : at + 8 + length]).decode("utf-8"), at + 8 + length
             except UnicodeDecodeError:
                 raise HeaderError("a metadata text is not UTF-8") from None
         (value,) = struct.unpack_from(self.order + _SCALARS[kind], self.buf, at)
@@ -107,8 +108,10 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
     if version not in (2, 3):
         raise HeaderError(f"GGUF version {version} is not supported (2 and 3 are)")
     if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
-        raise HeaderError(f"{n_tensors} tensors and {n_kv} metadata entries: more than a model has (at most "
-                          f"{MAX_TENSORS} and {MAX_KV} are read)")
+        raise HeaderError(
+            f"{n_tensors} tensors and {n_kv} metadata entries: more than a model has (at most "
+            f"{MAX_TENSORS} and {MAX_KV} are read)"
+        )
     walk.at = 24
     entries: dict[str, _Entry] = {}
     for _ in range(n_kv):
@@ -121,8 +124,9 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
     alignment = 32  # GGUF's default, unless general.alignment says otherwise
     found = entries.get("general.alignment")
     if found is not None and found.kind != 4:  # ggml's gguf reader refuses the file: the key must be a uint32
-        raise HeaderError(f"general.alignment is of GGUF type {found.kind}, not uint32 (4): llama.cpp does not "
-                          "load the file")
+        raise HeaderError(
+            f"general.alignment is of GGUF type {found.kind}, not uint32 (4): llama.cpp does not load the file"
+        )
     if found is not None:
         (alignment,) = walk.unpack("I", found.at, "general.alignment")
         if not 1 <= alignment <= 1 << 16 or alignment & (alignment - 1):
@@ -146,8 +150,9 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
         for dim in dims:
             values *= dim
         if values % block or values > MAX_FILE_BYTES:
-            raise HeaderError(f"tensor {name}: {values} values do not fill whole blocks of its type, or are more "
-                              "than any model holds")
+            raise HeaderError(
+                f"tensor {name}: {values} values do not fill whole blocks of its type, or are more than any model holds"
+            )
         end = max(end, at + values // block * size)
         if name in keep:
             sizes[name] = values // block * size
@@ -156,8 +161,9 @@ def read_index(buf: Any, keep: tuple[str, ...]) -> GgufIndex:
     index_end = walk.at
     data_offset = -(-index_end // alignment) * alignment
     if data_offset > MAX_HEADER_BYTES:
-        raise HeaderError(f"the tensor data starts at byte {data_offset}; a GGUF header is read up to "
-                          f"{MAX_HEADER_BYTES // _MIB} MiB")
+        raise HeaderError(
+            f"the tensor data starts at byte {data_offset}; a GGUF header is read up to {MAX_HEADER_BYTES // _MIB} MiB"
+        )
     # writers pad every tensor's data to the alignment, the last one too (gguf-py, ggml's gguf_write)
     full = data_offset + -(-end // alignment) * alignment
     if full > MAX_FILE_BYTES:
@@ -182,8 +188,10 @@ class _Walk:
         if end > MAX_HEADER_BYTES:
             raise HeaderError(f"{what}: runs past {MAX_HEADER_BYTES // _MIB} MiB, the most a GGUF header is read")
         if end > self.limit:
-            raise HeaderError(f"{what}: runs past the end of the file; a download of the header alone must reach "
-                              "the end of its tensor index")
+            raise HeaderError(
+                f"{what}: runs past the end of the file; a download of the header alone must reach "
+                "the end of its tensor index"
+            )
 
     def unpack(self, fmt: str, at: int, what: str) -> tuple[Any, ...]:
         self.reach(at + struct.calcsize(self.order + fmt), what)
@@ -197,7 +205,7 @@ class _Walk:
         start = self.at + 8
         self.reach(start + length, what)
         self.at = start + length
-        return bytes(self.buf[start:self.at]) if keep else b""
+        return bytes(self.buf[start : self.at]) if keep else b""
 
     def value(self, key: str, kind: int) -> _Entry:
         """Step over one metadata value, checking its lengths; where it lies."""
@@ -211,16 +219,20 @@ class _Walk:
             sub, count = self.unpack("IQ", at, f"metadata {key}")
             self.items += count
             if self.items > MAX_ARRAY_ITEMS:
-                raise HeaderError(f"metadata {key}: an array of {count} items; at most {MAX_ARRAY_ITEMS} array "
-                                  "items are read over the whole header (a 262,144-token vocabulary has about "
-                                  "1.3 million)")
+                raise HeaderError(
+                    f"metadata {key}: an array of {count} items; at most {MAX_ARRAY_ITEMS} array "
+                    "items are read over the whole header (a 262,144-token vocabulary has about "
+                    "1.3 million)"
+                )
             self.at = at + 12
             if sub == _STRING:
                 self.strings += count
                 if self.strings > MAX_STRING_ITEMS:
-                    raise HeaderError(f"metadata {key}: an array of {count} strings; at most {MAX_STRING_ITEMS} "
-                                      "array strings are read over the whole header (a 262,144-token vocabulary "
-                                      "and its merges are under 800,000)")
+                    raise HeaderError(
+                        f"metadata {key}: an array of {count} strings; at most {MAX_STRING_ITEMS} "
+                        "array strings are read over the whole header (a 262,144-token vocabulary "
+                        "and its merges are under 800,000)"
+                    )
                 self._strings(key, count)
             elif sub in _SCALARS:
                 self.at += count * struct.calcsize(_SCALARS[sub])

@@ -25,8 +25,9 @@ def read_local_file(path: Path, what: str = "a config.json", limit: int = MAX_CO
         raise ModelDataError(f"{path}: cannot read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ModelDataError(f"{path}: not a regular file (a pipe, a device or a socket); give the path of "
-                                 f"{what} saved on disk")
+            raise ModelDataError(
+                f"{path}: not a regular file (a pipe, a device or a socket); give the path of {what} saved on disk"
+            )
         try:
             raw = handle.read(limit + 1)
         except OSError as exc:

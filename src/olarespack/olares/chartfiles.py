@@ -27,10 +27,12 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _problem(chart: Chart, path: str, field: str, message: str, fix: str, rule: str,
-             severity: str = "error") -> Problem:
-    return Problem(chart.where(path), field, message, fix, rule=rule,
-                   severity="warning" if severity == "warning" else "error")
+def _problem(
+    chart: Chart, path: str, field: str, message: str, fix: str, rule: str, severity: str = "error"
+) -> Problem:
+    return Problem(
+        chart.where(path), field, message, fix, rule=rule, severity="warning" if severity == "warning" else "error"
+    )
 
 
 def _chart_yaml(chart: Chart) -> dict[str, Any]:
@@ -68,7 +70,7 @@ def mask_strings(text: str) -> list[str]:
                     quote = None
                 out.append(char if char == '"' else " ")
             elif quote == "'":
-                if char == "'" and line[i + 1:i + 2] == "'":
+                if char == "'" and line[i + 1 : i + 2] == "'":
                     out.append("  ")
                     i += 2
                     continue
@@ -100,27 +102,51 @@ def file_problems(chart: Chart) -> list[Problem]:
     """CheckLayout, the manifest's parse and, for 0.12.0 and later, its template-syntax gate."""
     problems: list[Problem] = []
     if not APP_NAME.match(chart.name):
-        problems.append(_problem(chart, "", "folder", f"invalid folder name {chart.name!r}: must match "
-                                 "^[a-z0-9]{1,30}$", "rename the folder and the app", "olares-name"))
+        problems.append(
+            _problem(
+                chart,
+                "",
+                "folder",
+                f"invalid folder name {chart.name!r}: must match ^[a-z0-9]{{1,30}}$",
+                "rename the folder and the app",
+                "olares-name",
+            )
+        )
     elif chart.name in RESERVED_APP_NAMES:  # oac checks these only on a PR title; the install refuses them
-        problems.append(_problem(chart, "", "folder", f"{chart.name!r} is a name Olares reserves", "rename the app",
-                                 "olares-name", "warning"))
+        problems.append(
+            _problem(
+                chart,
+                "",
+                "folder",
+                f"{chart.name!r} is a name Olares reserves",
+                "rename the app",
+                "olares-name",
+                "warning",
+            )
+        )
     for required in ("Chart.yaml", "values.yaml"):
         if required not in chart.files:
             problems.append(_problem(chart, required, "", f"missing {required}", f"add {required}", "olares-files"))
     if not any(path.startswith("templates/") for path in chart.files):
-        problems.append(_problem(chart, "templates", "", "missing templates folder", "add the chart's templates",
-                                 "olares-files"))
+        problems.append(
+            _problem(chart, "templates", "", "missing templates folder", "add the chart's templates", "olares-files")
+        )
     if chart.manifest_error:
         problems.append(_problem(chart, MANIFEST, "", chart.manifest_error, "fix the YAML", "olares-files"))
     text = chart.files.get(MANIFEST)
     if text is not None and (is_modern(chart.manifest) or (chart.manifest_error and peek_modern(text))):
         for number, line in enumerate(mask_strings(text), 1):
             if _TEMPLATE.search(line):
-                problems.append(_problem(
-                    chart, MANIFEST, f"line {number}", "template syntax outside any YAML string: Olares reads a "
-                    "0.12.0 manifest as plain YAML", "quote the value or move it into a | or > block scalar",
-                    "olares-manifest-template"))
+                problems.append(
+                    _problem(
+                        chart,
+                        MANIFEST,
+                        f"line {number}",
+                        "template syntax outside any YAML string: Olares reads a 0.12.0 manifest as plain YAML",
+                        "quote the value or move it into a | or > block scalar",
+                        "olares-manifest-template",
+                    )
+                )
                 break
     return problems
 
@@ -131,18 +157,34 @@ def consistency_problems(chart: Chart) -> list[Problem]:
     chart_yaml = _chart_yaml(chart)
     for key in ("apiVersion", "name", "version"):
         if not str(chart_yaml.get(key) or "").strip():
-            problems.append(_problem(chart, "Chart.yaml", key, f"{key} field empty in Chart.yaml", f"set {key}",
-                                     "olares-files"))
+            problems.append(
+                _problem(chart, "Chart.yaml", key, f"{key} field empty in Chart.yaml", f"set {key}", "olares-files")
+            )
     metadata = _map(chart.manifest.get("metadata"))
     name, chart_name = str(metadata.get("name", "")), str(chart_yaml.get("name", ""))
     if not chart.name == chart_name == name:
-        problems.append(_problem(chart, MANIFEST, "metadata.name", f"folder {chart.name!r}, Chart.yaml name "
-                                 f"{chart_name!r} and metadata.name {name!r} must be equal", "use one name",
-                                 "olares-name"))
+        problems.append(
+            _problem(
+                chart,
+                MANIFEST,
+                "metadata.name",
+                f"folder {chart.name!r}, Chart.yaml name {chart_name!r} and metadata.name {name!r} must be equal",
+                "use one name",
+                "olares-name",
+            )
+        )
     version, chart_version = str(metadata.get("version", "")), str(chart_yaml.get("version", ""))
     if version != chart_version:
-        problems.append(_problem(chart, MANIFEST, "metadata.version", f"{version!r} differs from Chart.yaml "
-                                 f"version {chart_version!r}", "make them equal", "olares-version"))
+        problems.append(
+            _problem(
+                chart,
+                MANIFEST,
+                "metadata.version",
+                f"{version!r} differs from Chart.yaml version {chart_version!r}",
+                "make them equal",
+                "olares-version",
+            )
+        )
     return problems
 
 
@@ -151,25 +193,46 @@ def scan_problems(chart: Chart) -> list[Problem]:
     problems: list[Problem] = []
     manifest = chart.manifest
     permission = _map(manifest.get("permission"))
-    templates = {path: text for path, text in sorted(chart.files.items())
-                 if path.startswith("templates/") and path.endswith((".yaml", ".yml"))}
-    uses = (("userspace.appdata", "appData", True), ("userspace.appcommon", "appCommon", True),
-            ("sharedlib", "externalData", is_modern(manifest)))
+    templates = {
+        path: text
+        for path, text in sorted(chart.files.items())
+        if path.startswith("templates/") and path.endswith((".yaml", ".yml"))
+    }
+    uses = (
+        ("userspace.appdata", "appData", True),
+        ("userspace.appcommon", "appCommon", True),
+        ("sharedlib", "externalData", is_modern(manifest)),
+    )
     for needle, key, applies in uses:
         user = next((path for path, text in templates.items() if f".values.{needle}" in text.lower()), None)
         if applies and user and not permission.get(key):
-            problems.append(_problem(chart, MANIFEST, f"permission.{key}", f"{user} reads .Values.{needle} but "
-                                     f"permission.{key} is not set", f"set permission.{key}: true",
-                                     "olares-permission"))
+            problems.append(
+                _problem(
+                    chart,
+                    MANIFEST,
+                    f"permission.{key}",
+                    f"{user} reads .Values.{needle} but permission.{key} is not set",
+                    f"set permission.{key}: true",
+                    "olares-permission",
+                )
+            )
     if api_version(manifest).lower() == "v3":
         for path, text in sorted(chart.files.items()):
             parts = PurePosixPath(path)
             scanned = parts.name in ("values.yaml", "values.yml") or (
-                parts.suffix in (".yaml", ".yml") and parts.parent.name == "templates")
+                parts.suffix in (".yaml", ".yml") and parts.parent.name == "templates"
+            )
             if scanned and parts.name != MANIFEST and _OLARES_USER.search(text):
-                problems.append(_problem(chart, path, "", "mentions OLARES_USER: apiVersion v3 apps must not use "
-                                         "OLARES_USER_* names in chart files", "declare envs[].envName in the "
-                                         "manifest and read .Values.olaresEnv.<envName>", "olares-user-env"))
+                problems.append(
+                    _problem(
+                        chart,
+                        path,
+                        "",
+                        "mentions OLARES_USER: apiVersion v3 apps must not use OLARES_USER_* names in chart files",
+                        "declare envs[].envName in the manifest and read .Values.olaresEnv.<envName>",
+                        "olares-user-env",
+                    )
+                )
     replicas = manifest.get("workloadReplicas")
     if isinstance(replicas, dict) and replicas:
         try:
@@ -180,9 +243,16 @@ def scan_problems(chart: Chart) -> list[Problem]:
         for name in sorted(map(str, replicas)):
             entry = workloads.get(name)
             if not isinstance(entry, dict) or "replicaCount" not in entry:
-                problems.append(_problem(chart, "values.yaml", f"workloads.{name}.replicaCount", "values.yaml must "
-                                         f"define workloads.{name}.replicaCount", "add replicaCount: 1",
-                                         "olares-workload-replicas"))
+                problems.append(
+                    _problem(
+                        chart,
+                        "values.yaml",
+                        f"workloads.{name}.replicaCount",
+                        f"values.yaml must define workloads.{name}.replicaCount",
+                        "add replicaCount: 1",
+                        "olares-workload-replicas",
+                    )
+                )
     return problems
 
 

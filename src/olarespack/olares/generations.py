@@ -31,23 +31,49 @@ class Generation:
 
 GENERATIONS: Final[dict[GenerationName, Generation]] = {
     "current": Generation(
-        "current", "0.12.0", "v3", ">=1.12.6-0",
-        "HF_ENDPOINT", "OLARES_SYSTEM_HUGGINGFACE_SERVICE", "HF_TOKEN", "OLARES_SYSTEM_HUGGINGFACE_TOKEN",
+        "current",
+        "0.12.0",
+        "v3",
+        ">=1.12.6-0",
+        "HF_ENDPOINT",
+        "OLARES_SYSTEM_HUGGINGFACE_SERVICE",
+        "HF_TOKEN",
+        "OLARES_SYSTEM_HUGGINGFACE_TOKEN",
     ),
     # apiVersion v1, the single-chart format: Olares' linter refuses v2 without spec.subCharts
     # (checkSubCharts), and a v1 app is kept off 1.12.6, which would refuse it (validateOlaresDependency).
     "legacy": Generation(
-        "legacy", "0.10.0", "v1", ">=1.12.3-0,<1.12.6",
-        "OLARES_USER_HUGGINGFACE_SERVICE", "OLARES_USER_HUGGINGFACE_SERVICE",
-        "OLARES_USER_HUGGINGFACE_TOKEN", "OLARES_USER_HUGGINGFACE_TOKEN",
+        "legacy",
+        "0.10.0",
+        "v1",
+        ">=1.12.3-0,<1.12.6",
+        "OLARES_USER_HUGGINGFACE_SERVICE",
+        "OLARES_USER_HUGGINGFACE_SERVICE",
+        "OLARES_USER_HUGGINGFACE_TOKEN",
+        "OLARES_USER_HUGGINGFACE_TOKEN",
     ),
 }
 GENERATION_NAMES: Final[tuple[GenerationName, ...]] = tuple(GENERATIONS)
 
-RESERVED_APP_NAMES: Final = frozenset({
-    "user", "system", "space", "default", "os", "kubesphere", "kube", "kubekey", "kubernetes", "gpu", "tapr",
-    "bfl", "bytetrade", "project", "pod",
-})
+RESERVED_APP_NAMES: Final = frozenset(
+    {
+        "user",
+        "system",
+        "space",
+        "default",
+        "os",
+        "kubesphere",
+        "kube",
+        "kubekey",
+        "kubernetes",
+        "gpu",
+        "tapr",
+        "bfl",
+        "bytetrade",
+        "project",
+        "pod",
+    }
+)
 APP_NAME: Final = re.compile(r"^[a-z0-9]{1,30}$")
 _ARCHIVE: Final = re.compile(r"^([a-z0-9]{1,30})-(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)\.tgz$")
 

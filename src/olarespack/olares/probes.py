@@ -50,8 +50,11 @@ def _metadata(document: dict[str, Any]) -> dict[str, Any]:
 def cluster_scoped(documents: Documents) -> list[tuple[str, str, str]]:
     """(kind, name, template) of each object rendered without a namespace, sorted by kind and name: what oac
     counts as cluster-scoped, since a dry run leaves an unset namespace empty."""
-    found = [(str(document.get("kind") or "Resource"), str(_metadata(document).get("name") or ""), source)
-             for source, document, _ in documents if not _metadata(document).get("namespace")]
+    found = [
+        (str(document.get("kind") or "Resource"), str(_metadata(document).get("name") or ""), source)
+        for source, document, _ in documents
+        if not _metadata(document).get("namespace")
+    ]
     return sorted(found, key=lambda entry: f"{entry[0]}/{entry[1]}")
 
 
@@ -61,8 +64,9 @@ def fixed_names(probe_a: Documents, probe_b: Documents) -> list[tuple[str, str, 
     return [entry for entry in dict.fromkeys(cluster_scoped(probe_a)) if entry[:2] in in_b]
 
 
-def _named_after_owner(fixed: list[tuple[str, str, str]], release: Documents, user_a: Documents,
-                       user_b: Documents) -> list[tuple[str, str, str]]:
+def _named_after_owner(
+    fixed: list[tuple[str, str, str]], release: Documents, user_a: Documents, user_b: Documents
+) -> list[tuple[str, str, str]]:
     """filterUsernameScopedClusterKeys: drop the fixed names that change with the owner, pairing objects by
     their place in the kind-and-name order (kept only while all three renders list the same kinds)."""
     ordered, first, second = cluster_scoped(release), cluster_scoped(user_a), cluster_scoped(user_b)
@@ -79,8 +83,11 @@ def _named_after_owner(fixed: list[tuple[str, str, str]], release: Documents, us
 
 
 def needs_owner_probes(manifest: dict[str, Any], probe_a: Documents, probe_b: Documents) -> bool:
-    return cluster_check_applies(manifest) and not allows_multiple_install(manifest) and \
-        bool(fixed_names(probe_a, probe_b))
+    return (
+        cluster_check_applies(manifest)
+        and not allows_multiple_install(manifest)
+        and bool(fixed_names(probe_a, probe_b))
+    )
 
 
 def probe_problems(chart: Chart, probes: dict[str, Documents]) -> list[Problem]:
@@ -94,19 +101,29 @@ def probe_problems(chart: Chart, probes: dict[str, Documents]) -> list[Problem]:
             fixed = _named_after_owner(fixed, a, *(probes[user] for user in USER_PROBES))
         for kind, name, source in fixed:
             why = "a second install" if allows_multiple_install(manifest) else "the same app installed by another user"
-            problems.append(Problem(
-                chart.where(source), f"{kind}/{name}.metadata.name",
-                f"cluster-scoped {kind} {name!r} has the same name for every install, so {why} collides with it",
-                "name it after the release ({{ .Release.Name }}) or the owner ({{ .Values.bfl.username }}), or "
-                "give it metadata.namespace", rule="olares-cluster-names"))
+            problems.append(
+                Problem(
+                    chart.where(source),
+                    f"{kind}/{name}.metadata.name",
+                    f"cluster-scoped {kind} {name!r} has the same name for every install, so {why} collides with it",
+                    "name it after the release ({{ .Release.Name }}) or the owner ({{ .Values.bfl.username }}), or "
+                    "give it metadata.namespace",
+                    rule="olares-cluster-names",
+                )
+            )
     if workload_check_applies(manifest):
         for release in PROBE_RELEASES:
             named = {str(_metadata(d).get("name")) for _, d, _ in probes[release] if d.get("kind") in WORKLOADS}
             if release not in named:
-                problems.append(Problem(
-                    chart.where(MANIFEST), "options.allowMultipleInstall",
-                    "allowMultipleInstall is true but no Deployment or StatefulSet is named after the release: a "
-                    "second install would collide on workload names",
-                    "set a workload's metadata.name to {{ .Release.Name }}", rule="olares-multiple-install"))
+                problems.append(
+                    Problem(
+                        chart.where(MANIFEST),
+                        "options.allowMultipleInstall",
+                        "allowMultipleInstall is true but no Deployment or StatefulSet is named after the release: a "
+                        "second install would collide on workload names",
+                        "set a workload's metadata.name to {{ .Release.Name }}",
+                        rule="olares-multiple-install",
+                    )
+                )
                 break
     return problems

@@ -18,8 +18,10 @@ from olarespack.core.errors import Problem
 
 SCALE_PROBES = (0, 1)
 # oac refuses it since this change; charts the Market merged before it (grafana, gitlab) do not pass it yet
-SINCE = "oac's CheckWorkloadReplicasRendered, since beclab/Olares #4040 of 2026-08-27; charts merged before it " \
+SINCE = (
+    "oac's CheckWorkloadReplicasRendered, since beclab/Olares #4040 of 2026-08-27; charts merged before it "
     "may still carry this"
+)
 WORKLOADS = frozenset({"Deployment", "StatefulSet"})
 Documents = list[tuple[str, dict[str, Any], str]]  # (template path, document, its text), as helm rendered them
 
@@ -72,10 +74,15 @@ def scale_problems(chart: Chart, renders: dict[int, Documents]) -> list[Problem]
             if count == want:
                 continue
             name = str(_map(document.get("metadata")).get("name"))
-            problems.append(Problem(
-                chart.where(source), f"{kind}/{name}.spec.replicas",
-                f"rendered as {shown} while workloads.{name}.replicaCount was {want}: Olares starts and stops "
-                f"an app by setting that value, so it could not stop or start this workload ({SINCE})",
-                f"set spec.replicas: {{{{ .Values.workloads.{name}.replicaCount }}}} (no `default` or other "
-                "filter that turns 0 into another count)", rule="olares-workload-replicas"))
+            problems.append(
+                Problem(
+                    chart.where(source),
+                    f"{kind}/{name}.spec.replicas",
+                    f"rendered as {shown} while workloads.{name}.replicaCount was {want}: Olares starts and stops "
+                    f"an app by setting that value, so it could not stop or start this workload ({SINCE})",
+                    f"set spec.replicas: {{{{ .Values.workloads.{name}.replicaCount }}}} (no `default` or other "
+                    "filter that turns 0 into another count)",
+                    rule="olares-workload-replicas",
+                )
+            )
     return problems

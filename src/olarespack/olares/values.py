@@ -28,24 +28,39 @@ def olares_values(app: str, user: str = "alice") -> dict[str, Any]:
     return values
 
 
-MIDDLEWARE = {"postgres": "databases", "redis": None, "mongodb": "databases", "mariadb": "databases",
-              "mysql": "databases", "minio": "buckets", "rabbitmq": "vhosts", "elasticsearch": "indexes",
-              "nats": "subjects", "zinc": "indexes"}
+MIDDLEWARE = {
+    "postgres": "databases",
+    "redis": None,
+    "mongodb": "databases",
+    "mariadb": "databases",
+    "mysql": "databases",
+    "minio": "buckets",
+    "rabbitmq": "vhosts",
+    "elasticsearch": "indexes",
+    "nats": "subjects",
+    "zinc": "indexes",
+}
 
 
-def install_values(app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "",
-                   user: str = "alice") -> dict[str, Any]:
+def install_values(
+    app: str, entrances: list[str], olares_env: dict[str, str], gpu_mode: str = "", user: str = "alice"
+) -> dict[str, Any]:
     """What Olares' own linter gives any chart: the injected values, a domain per entrance, the system
     objects (schedule, os, oidc, dep, svcs) and every middleware, so foreign charts render too."""
     values = olares_values(app, user)
     values["domain"] = {name: f"{i:08x}.{user}.olares.com" for i, name in enumerate(sorted({app, *entrances}))}
     values["olaresEnv"] = dict(olares_env)
     values["gpu"] = gpu_mode or values["gpu"]
-    values["GPU"] = {**values["GPU"], "Type": gpu_mode} if gpu_mode else {k: v for k, v in values["GPU"].items()
-                                                                           if k != "Type"}
-    values.update(schedule={"nodeName": "node1"}, os={"appKey": "key", "appSecret": "secret"},
-                  oidc={"client": {"id": "id", "secret": "secret"}, "issuer": f"https://auth.{user}.olares.com"},
-                  dep={}, svcs={})
+    values["GPU"] = (
+        {**values["GPU"], "Type": gpu_mode} if gpu_mode else {k: v for k, v in values["GPU"].items() if k != "Type"}
+    )
+    values.update(
+        schedule={"nodeName": "node1"},
+        os={"appKey": "key", "appSecret": "secret"},
+        oidc={"client": {"id": "id", "secret": "secret"}, "issuer": f"https://auth.{user}.olares.com"},
+        dep={},
+        svcs={},
+    )
     for name, collection in MIDDLEWARE.items():
         entry: dict[str, Any] = {"host": f"{name}.svc", "port": 1, "username": "u", "password": "p"}
         if collection:
@@ -62,13 +77,28 @@ def oac_values(entrances: list[str], api_version: str) -> dict[str, Any]:
     "admin", then ApplyDefaultInstallProfile): sparser than an install's (no GPU type, no olaresEnv values, no
     `gpu`, `userspace.appdata` spelled so), so a template that reads more than these fails there."""
     values: dict[str, Any] = {
-        "bfl": {"username": OAC_OWNER}, "user": {"zone": "user-zone"}, "schedule": {"nodeName": "node"},
+        "bfl": {"username": OAC_OWNER},
+        "user": {"zone": "user-zone"},
+        "schedule": {"nodeName": "node"},
         "userspace": {"appdata": "appdata", "data": "userspace/Home"},
         "os": {"appKey": "appKey", "appSecret": "appSecret"},
-        "dep": {}, "postgres": {"databases": {}}, "redis": {}, "mongodb": {"databases": {}}, "zinc": {"indexes": {}},
-        "mariadb": {"databases": {}}, "mysql": {"databases": {}}, "minio": {"buckets": {}}, "rabbitmq": {"vhosts": {}},
-        "elasticsearch": {"indexes": {}}, "nats": {"subjects": {}, "refs": {}}, "svcs": {}, "cluster": {}, "GPU": {},
-        "oidc": {"client": {}, "issuer": "issuer"}, "olaresEnv": {}, "admin": OAC_ADMIN,
+        "dep": {},
+        "postgres": {"databases": {}},
+        "redis": {},
+        "mongodb": {"databases": {}},
+        "zinc": {"indexes": {}},
+        "mariadb": {"databases": {}},
+        "mysql": {"databases": {}},
+        "minio": {"buckets": {}},
+        "rabbitmq": {"vhosts": {}},
+        "elasticsearch": {"indexes": {}},
+        "nats": {"subjects": {}, "refs": {}},
+        "svcs": {},
+        "cluster": {},
+        "GPU": {},
+        "oidc": {"client": {}, "issuer": "issuer"},
+        "olaresEnv": {},
+        "admin": OAC_ADMIN,
         "domain": {name: "random-string" for name in entrances},
     }
     if api_version.strip().lower() == "v2":  # v2 charts gate their workloads on these

@@ -38,8 +38,11 @@ def render_modes(manifest: dict[str, Any]) -> list[str]:
     one render without a GPU type when there is none."""
     spec = manifest.get("spec")
     accelerator = spec.get("accelerator") if isinstance(spec, dict) else None
-    modes = [str(entry.get("mode") or "").strip() for entry in accelerator or [] if isinstance(entry, dict)] \
-        if isinstance(accelerator, list) else []
+    modes = (
+        [str(entry.get("mode") or "").strip() for entry in accelerator or [] if isinstance(entry, dict)]
+        if isinstance(accelerator, list)
+        else []
+    )
     return [mode for mode in dict.fromkeys(modes) if mode] or [""]
 
 
@@ -66,9 +69,16 @@ def satisfies(version: str, constraint: str) -> bool | None:
             op = match.group(1) or "="
             # Masterminds ignores prereleases of the bound for release targets: compare the release parts
             low = bound.replace(prerelease=None, build=None) if bound.prerelease == "0" else bound
-            result = {">=": target >= low, "<=": target <= low, ">": target > low, "<": target < low,
-                      "=": target == low, "!=": target != low,
-                      "~": low <= target < low.bump_minor(), "^": low <= target < low.bump_major()}[op]
+            result = {
+                ">=": target >= low,
+                "<=": target <= low,
+                ">": target > low,
+                "<": target < low,
+                "=": target == low,
+                "!=": target != low,
+                "~": low <= target < low.bump_minor(),
+                "^": low <= target < low.bump_major(),
+            }[op]
             ok = ok and result
         if ok:
             return True

@@ -15,7 +15,7 @@ from olarespack.core.yamlfile import load_spec_data
 from olarespack.engines.fit import FitReport
 from olarespack.fit.budget import fit_report, spec_calibration
 from olarespack.fit.starts import Starts, market_driver, starts
-from olarespack.models.arch import models_for
+from olarespack.models.registry import models_for
 from olarespack.plan.shares import Plan, PlanApp
 from olarespack.release.edit import set_gpu_memory
 from olarespack.spec.inplace import editing, read_spec_text, write_spec_text
@@ -50,43 +50,77 @@ def read_box(path: Path) -> Box:
     shown = str(path)
     data = load_spec_data(path)
     if not isinstance(data, dict):
-        raise _refuse(shown, "", "a box file must be a YAML mapping with hardware and apps",
-                      "start from boxes/olares-one.yaml", "yaml")
+        raise _refuse(
+            shown,
+            "",
+            "a box file must be a YAML mapping with hardware and apps",
+            "start from boxes/olares-one.yaml",
+            "yaml",
+        )
     unknown = sorted(str(key) for key in data if key not in BOX_KEYS)
     if unknown:
         raise _refuse(shown, unknown[0], "unknown key", f"use only {', '.join(BOX_KEYS)}", "spec-unknown-key")
     hardware = data.get("hardware")
     if hardware is not None and (not isinstance(hardware, str) or hardware not in profiles()):
-        raise _refuse(shown, "hardware", f"unknown hardware profile {str(hardware)[:60]!r}",
-                      f"use one of {', '.join(sorted(profiles()))}", "hardware-profile")
+        raise _refuse(
+            shown,
+            "hardware",
+            f"unknown hardware profile {str(hardware)[:60]!r}",
+            f"use one of {', '.join(sorted(profiles()))}",
+            "hardware-profile",
+        )
     olares = data.get("olares")
     driver = None
     if olares is not None:
         known = ", ".join(olares_drivers())
         driver = driver_for(str(olares)) if isinstance(olares, str) else None
         if driver is None:
-            raise _refuse(shown, "olares", f"{str(olares)[:40]!r} is not an Olares release the driver table reaches",
-                          f'write the release the box runs as a quoted version, e.g. "1.12.3" (known: {known})',
-                          "spec-format")
+            raise _refuse(
+                shown,
+                "olares",
+                f"{str(olares)[:40]!r} is not an Olares release the driver table reaches",
+                f'write the release the box runs as a quoted version, e.g. "1.12.3" (known: {known})',
+                "spec-format",
+            )
     keep = data.get("keep_mib")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
-        raise _refuse(shown, "keep_mib", "must be a whole number of MiB, 0 or more",
-                      "give the GPU memory the box keeps for itself, e.g. 463", "spec-type")
+        raise _refuse(
+            shown,
+            "keep_mib",
+            "must be a whole number of MiB, 0 or more",
+            "give the GPU memory the box keeps for itself, e.g. 463",
+            "spec-type",
+        )
     apps = data.get("apps")
     if not isinstance(apps, list) or not apps:
-        raise _refuse(shown, "apps", "must be a list of app spec files", "list paths such as ../apps/gemma4-audio.yaml",
-                      "spec-missing" if apps is None else "spec-type")
+        raise _refuse(
+            shown,
+            "apps",
+            "must be a list of app spec files",
+            "list paths such as ../apps/gemma4-audio.yaml",
+            "spec-missing" if apps is None else "spec-type",
+        )
     if len(apps) > MAX_APPS:
         raise _refuse(shown, "apps", f"more than {MAX_APPS} apps", "plan fewer apps per box", "spec-range")
     files = []
     for index, entry in enumerate(apps):
         if not isinstance(entry, str) or not entry:
-            raise _refuse(shown, f"apps[{index}]", "must be the path of an app spec file",
-                          "write a path relative to the box file", "spec-type")
+            raise _refuse(
+                shown,
+                f"apps[{index}]",
+                "must be the path of an app spec file",
+                "write a path relative to the box file",
+                "spec-type",
+            )
         file = Path(os.path.normpath(path.parent / entry))
         if not file.is_file():
-            raise _refuse(shown, f"apps[{index}]", f"no spec file at {file}",
-                          "write a path relative to the box file's folder", "file")
+            raise _refuse(
+                shown,
+                f"apps[{index}]",
+                f"no spec file at {file}",
+                "write a path relative to the box file's folder",
+                "file",
+            )
         files.append(file)
     return Box(shown, hardware, keep, tuple(files), driver)
 
@@ -99,8 +133,7 @@ def profile_for(specs: list[tuple[Path, AppSpec]], hardware: str | None) -> Hard
         return profiles()[hardware]
     targets = sorted({spec.hardware for _, spec in specs})
     if len(targets) > 1:
-        raise UsageError(f"the apps target different hardware ({', '.join(targets)}): "
-                         "name the box's with --hardware")
+        raise UsageError(f"the apps target different hardware ({', '.join(targets)}): name the box's with --hardware")
     return profiles()[targets[0]]
 
 
@@ -110,8 +143,13 @@ def load_apps(files: list[Path], hardware: str | None) -> tuple[HardwareProfile,
     seen: dict[str, Path] = {}
     for file, spec in specs:
         if spec.name in seen:
-            raise _refuse(str(file), "name", f"{spec.name} is already in the plan from {seen[spec.name]}",
-                          "list each app once", "duplicate-name")
+            raise _refuse(
+                str(file),
+                "name",
+                f"{spec.name} is already in the plan from {seen[spec.name]}",
+                "list each app once",
+                "duplicate-name",
+            )
         seen[spec.name] = file
     profile = profile_for(specs, hardware)
     return profile, [_plan_app(file, spec.model_copy(update={"hardware": profile.name})) for file, spec in specs]
@@ -149,8 +187,13 @@ def write_shares(plan: Plan, source: str) -> list[tuple[str, Status]]:
     for app in plan.apps:
         path = Path(app.file)
         if path.is_symlink() or not path.is_file():  # write_file refuses these: refused before anything is written
-            raise _refuse(app.file, "", "not a regular file: its share cannot be written in place",
-                          "give the spec file itself, not a link to it", "plan")
+            raise _refuse(
+                app.file,
+                "",
+                "not a regular file: its share cannot be written in place",
+                "give the spec file itself, not a link to it",
+                "plan",
+            )
     edits = []
     with editing(*(Path(app.file) for app in plan.apps)):  # from the reads to the writes: no edit is lost
         for app in plan.apps:
@@ -169,5 +212,7 @@ def check_writable(files: list[Path], hardware: str | None) -> None:
     for file in files:
         target = load_spec(file).hardware
         if target != hardware:
-            raise UsageError(f"{file} targets {target}, the plan {hardware}: --write books shares only for the "
-                             "hardware the specs target (leave out --hardware, or change the spec's hardware)")
+            raise UsageError(
+                f"{file} targets {target}, the plan {hardware}: --write books shares only for the "
+                "hardware the specs target (leave out --hardware, or change the spec's hardware)"
+            )

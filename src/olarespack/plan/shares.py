@@ -80,14 +80,23 @@ class PlannedApp:
     def as_dict(self) -> dict[str, Any]:
         report = self.report
         return {
-            "name": self.name, "file": self.file, "engine": report.engine, "model": report.model,
-            "gpu_memory_bytes": self.gpu_memory_bytes, "need_bytes": self.need_bytes,
-            "shortfall_bytes": self.shortfall_bytes, "spec_gpu_memory_bytes": self.spec_gpu_memory_bytes,
-            "left_bytes": self.left_bytes, "fits_alone": self.fits_alone,
-            "context": self.context, "context_fit": self.context_fit, "fits": self.fits,
+            "name": self.name,
+            "file": self.file,
+            "engine": report.engine,
+            "model": report.model,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "need_bytes": self.need_bytes,
+            "shortfall_bytes": self.shortfall_bytes,
+            "spec_gpu_memory_bytes": self.spec_gpu_memory_bytes,
+            "left_bytes": self.left_bytes,
+            "fits_alone": self.fits_alone,
+            "context": self.context,
+            "context_fit": self.context_fit,
+            "fits": self.fits,
             "gpu_memory_utilization": report.gpu_memory_utilization,
             "weights_bytes": report.weights_bytes + report.drafter_weights_bytes,
-            "overhead_bytes": report.overhead_bytes, "overhead_source": report.overhead_source,
+            "overhead_bytes": report.overhead_bytes,
+            "overhead_source": report.overhead_source,
             "kv_cache_needed_bytes": report.kv_cache_needed_bytes,
             # in a share too small for the weights the engine would have none (never a negative amount)
             "kv_cache_available_bytes": max(report.kv_cache_available_bytes, 0),
@@ -116,9 +125,16 @@ class Plan:
         return all(app.fits for app in self.apps)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"hardware": self.hardware, "gpu_memory_bytes": self.gpu_memory_bytes, "kept_bytes": self.kept_bytes,
-                "booked_bytes": self.booked_bytes, "free_bytes": self.free_bytes, "fits": self.fits,
-                "fit_together": list(self.together), "apps": [app.as_dict() for app in self.apps]}
+        return {
+            "hardware": self.hardware,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "kept_bytes": self.kept_bytes,
+            "booked_bytes": self.booked_bytes,
+            "free_bytes": self.free_bytes,
+            "fits": self.fits,
+            "fit_together": list(self.together),
+            "apps": [app.as_dict() for app in self.apps],
+        }
 
     def table(self) -> list[str]:
         """The plan as lines of text, for a person."""
@@ -126,14 +142,27 @@ class Plan:
         rows = [header]
         for app in self.apps:
             need = f"{gib(app.need_bytes):.2f} GiB" if app.need_bytes is not None else "> 1 TiB"
-            rows.append((app.name, app.report.engine_title, f"{gib(app.gpu_memory_bytes):.2f} GiB", need,
-                         f"{gib(app.spec_gpu_memory_bytes):.2f} GiB", str(app.context), str(app.context_fit),
-                         "ok" if app.fits else "DOES NOT FIT"))
+            rows.append(
+                (
+                    app.name,
+                    app.report.engine_title,
+                    f"{gib(app.gpu_memory_bytes):.2f} GiB",
+                    need,
+                    f"{gib(app.spec_gpu_memory_bytes):.2f} GiB",
+                    str(app.context),
+                    str(app.context_fit),
+                    "ok" if app.fits else "DOES NOT FIT",
+                )
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [f"{self.hardware}: {gib(self.gpu_memory_bytes):.2f} GiB registered, "
-                 f"{gib(self.kept_bytes):.2f} GiB kept by the box"]
-        lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-                  for row in rows]
+        lines = [
+            f"{self.hardware}: {gib(self.gpu_memory_bytes):.2f} GiB registered, "
+            f"{gib(self.kept_bytes):.2f} GiB kept by the box"
+        ]
+        lines += [
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in rows
+        ]
         lines.append(f"  booked {gib(self.booked_bytes):.2f} GiB, free {gib(self.free_bytes):.2f} GiB")
         for app in self.apps:
             lines += [f"  {line}" for line in _app_lines(app)]
@@ -145,14 +174,18 @@ class Plan:
     def _advice(self) -> list[str]:
         left_out = [app.name for app in self.apps if app.name not in self.together]
         if self.together:
-            lines = [f"  these fit together: {', '.join(self.together)}; leave out {', '.join(left_out)} (or give "
-                     f"{'it' if len(left_out) == 1 else 'them'} another box)"]
+            lines = [
+                f"  these fit together: {', '.join(self.together)}; leave out {', '.join(left_out)} (or give "
+                f"{'it' if len(left_out) == 1 else 'them'} another box)"
+            ]
         else:
             lines = ["  no app fits this card, even alone"]
         alone = [app.name for app in self.apps if not app.fits and app.fits_alone]
         if alone:
-            lines.append(f"  fits the card alone: {', '.join(alone)} (give it a box of its own, or shrink what "
-                         "comes before it: a smaller context books a smaller share)")
+            lines.append(
+                f"  fits the card alone: {', '.join(alone)} (give it a box of its own, or shrink what "
+                "comes before it: a smaller context books a smaller share)"
+            )
         return lines
 
 
@@ -181,20 +214,27 @@ def _fitting_set(needs: Sequence[int | None], room: int) -> tuple[int, ...]:
 def _app_lines(app: PlannedApp) -> list[str]:
     report = app.report
     # the engine's full settings are in the JSON; the table keeps the one that sizes the share
-    settings = "" if report.gpu_memory_utilization is None else \
-        f"{report.memory_fraction} {report.gpu_memory_utilization:g} of the share"
+    settings = (
+        ""
+        if report.gpu_memory_utilization is None
+        else f"{report.memory_fraction} {report.gpu_memory_utilization:g} of the share"
+    )
     weights = gib(report.weights_bytes + report.drafter_weights_bytes)
-    lines = [f"{app.name}: weights {weights:.2f} GiB, non-KV {gib(report.overhead_bytes):.2f} GiB "
-             f"({report.overhead_source}), KV {gib(report.kv_cache_needed_bytes):.2f} GiB at {app.context} tokens"
-             + (f"; {settings}" if settings else "")]
+    lines = [
+        f"{app.name}: weights {weights:.2f} GiB, non-KV {gib(report.overhead_bytes):.2f} GiB "
+        f"({report.overhead_source}), KV {gib(report.kv_cache_needed_bytes):.2f} GiB at {app.context} tokens"
+        + (f"; {settings}" if settings else "")
+    ]
     if app.fits:
         lines.append(f"  book {app.gpu_memory_bytes // MiB} MiB (resources.gpu_memory request = limit)")
     elif app.need_bytes is None:
         lines.append(f"  needs more than {SEARCH_LIMIT_MIB // 1024} GiB at {app.context} tokens")
     else:
         largest = f"the largest context that fits in it is {app.context_fit}" if app.context_fit else "no context fits"
-        lines.append(f"  short of {gib(app.shortfall_bytes or 0):.2f} GiB: needs {app.need_bytes // MiB} MiB, "
-                     f"{app.left_bytes // MiB} MiB are left for it; {largest}; books nothing")
+        lines.append(
+            f"  short of {gib(app.shortfall_bytes or 0):.2f} GiB: needs {app.need_bytes // MiB} MiB, "
+            f"{app.left_bytes // MiB} MiB are left for it; {largest}; books nothing"
+        )
     return lines
 
 
@@ -232,8 +272,17 @@ def plan(profile: HardwareProfile, apps: Sequence[PlanApp], keep_mib: int | None
             left -= share
         # an app that does not fit is shown as it would run in what is left for it (its largest context there)
         report = app.fit_at(share if fits else max(at_turn, 1))
-        placed.append(PlannedApp(app.name, app.file, share * MiB, None if need is None else need * MiB,
-                                 app.spec_gpu_memory_bytes, report, left_bytes=at_turn * MiB,
-                                 fits_alone=need is not None and need <= room))
+        placed.append(
+            PlannedApp(
+                app.name,
+                app.file,
+                share * MiB,
+                None if need is None else need * MiB,
+                app.spec_gpu_memory_bytes,
+                report,
+                left_bytes=at_turn * MiB,
+                fits_alone=need is not None and need <= room,
+            )
+        )
     together = tuple(apps[i].name for i in _fitting_set(needs, room))
     return Plan(profile.name, profile.gpu_memory_mib * MiB, kept * MiB, tuple(placed), together)

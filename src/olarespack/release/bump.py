@@ -62,8 +62,10 @@ class Repo:
         """Whether a version's sweep record was already there at the base (released with that version)."""
         changelog = (self._spec_at_base(file) or {}).get("changelog")
         entries = changelog if isinstance(changelog, list) else []
-        return any(isinstance(entry, dict) and str(entry.get("version")) == version and entry.get("sweep") == sweep
-                   for entry in entries)
+        return any(
+            isinstance(entry, dict) and str(entry.get("version")) == version and entry.get("sweep") == sweep
+            for entry in entries
+        )
 
 
 def diffs(helm: Helm, repo: Repo, files: list[Path]) -> tuple[list[App], list[AppDiff]]:
@@ -86,8 +88,9 @@ class Bump:
     warnings: tuple[str, ...] = ()  # claims of the descriptions a changed setting made stale
 
 
-def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: Part, note: str | None,
-               today: dt.date) -> tuple[list[Bump], list[str]]:
+def plan_bumps(
+    helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: Part, note: str | None, today: dt.date
+) -> tuple[list[Bump], list[str]]:
     """Every bump validated and rendered in memory before anything is written; messages for apps left alone."""
     apps, found = diffs(helm, repo, files)
     bumps: list[Bump] = []
@@ -97,8 +100,10 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
         if not explicit and not diff.changed:
             continue
         if diff.base_version is None:  # no chart at the base: nothing of it is out, so its version is its first
-            skipped.append(f"{app.spec.name}: new in this market, ships as {diff.version} (the version it is "
-                           "written with; bump it once it is published)")
+            skipped.append(
+                f"{app.spec.name}: new in this market, ships as {diff.version} (the version it is "
+                "written with; bump it once it is published)"
+            )
             continue
         # a SPEC named on the command line is bumped even when its chart did not change
         ahead = None if explicit else _released_ahead(repo, app, diff)
@@ -111,8 +116,15 @@ def plan_bumps(helm: Helm, repo: Repo, files: list[Path], explicit: bool, part: 
             continue
         text = note or (upgrade_note(diff) if diff.changed else None)
         if not text:
-            problems.append(Problem(app.file, "changelog", "nothing changed in the rendered chart since the base",
-                                    "say what this release is with --note", rule="bump"))
+            problems.append(
+                Problem(
+                    app.file,
+                    "changelog",
+                    "nothing changed in the rendered chart since the base",
+                    "say what this release is with --note",
+                    rule="bump",
+                )
+            )
             continue
         path = Path(app.file)
         try:
@@ -150,8 +162,13 @@ def hand_edited(repo: Repo, app: App) -> Problem | None:
     on_disk = {path: data.decode("utf-8", errors="replace") for path, data in read_folder(folder).items()}
     if not on_disk or (app.charts and on_disk == dict(app.chart)) or on_disk == repo.base_chart(app.spec.name):
         return None
-    return Problem(str(folder), "", "has edits that are not in the spec (a bump re-renders it and would lose "
-                   "them)", f"move the change into {app.file}, or restore the folder with git", rule="bump")
+    return Problem(
+        str(folder),
+        "",
+        "has edits that are not in the spec (a bump re-renders it and would lose them)",
+        f"move the change into {app.file}, or restore the folder with git",
+        rule="bump",
+    )
 
 
 def _render_edit(edit: SpecEdit) -> Chart:

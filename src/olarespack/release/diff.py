@@ -50,9 +50,15 @@ class AppDiff:
     def gate_problem(self) -> Problem | None:
         if not self.changed or self.version_raised:
             return None
-        return Problem(self.file, "version", f"the rendered chart of {self.app} changed since the base but its "
-                       f"version is still {self.version}: Olares and the market ignore a changed chart whose "
-                       "version did not rise", "run olarespack bump --patch (or --minor)", rule="version-gate")
+        return Problem(
+            self.file,
+            "version",
+            f"the rendered chart of {self.app} changed since the base but its "
+            f"version is still {self.version}: Olares and the market ignore a changed chart whose "
+            "version did not rise",
+            "run olarespack bump --patch (or --minor)",
+            rule="version-gate",
+        )
 
 
 def _unified(old: str, new: str, name: str) -> tuple[str, ...]:
@@ -92,8 +98,15 @@ def chart_changes(helm: Helm, app: str, base: dict[str, str], now: dict[str, str
         if before and after and before[1] == after[1]:
             continue
         kind = "added" if before is None else "removed" if after is None else "changed"
-        changes.append(ResourceChange(key, kind, _unified(before[1] if before else "", after[1] if after else "", key),
-                                      before[0] if before else None, after[0] if after else None))
+        changes.append(
+            ResourceChange(
+                key,
+                kind,
+                _unified(before[1] if before else "", after[1] if after else "", key),
+                before[0] if before else None,
+                after[0] if after else None,
+            )
+        )
     return tuple(changes)
 
 
@@ -158,8 +171,11 @@ def as_text(diffs: list[AppDiff], color: bool) -> str:
     for diff in diffs:
         for change in diff.changes:
             verb = {"added": "has been added", "removed": "has been removed", "changed": "has changed"}[change.change]
-            out.append(style(f"{diff.app}, {change.key} {verb}:", fg="yellow", bold=True) if color
-                       else f"{diff.app}, {change.key} {verb}:")
+            out.append(
+                style(f"{diff.app}, {change.key} {verb}:", fg="yellow", bold=True)
+                if color
+                else f"{diff.app}, {change.key} {verb}:"
+            )
             for line in change.diff:
                 if color and line.startswith("+"):
                     line = style(line, fg="green")
@@ -178,14 +194,28 @@ def as_markdown(diffs: list[AppDiff]) -> str:
 
 
 def as_json(diffs: list[AppDiff]) -> str:
-    return json.dumps([{"app": d.app, "file": d.file, "base_version": d.base_version, "version": d.version,
-                        "version_raised": d.version_raised, "summary": summary(d),
-                        "changes": [{"resource": c.key, "change": c.change, "diff": list(c.diff)} for c in d.changes]}
-                       for d in diffs], indent=2)
+    return json.dumps(
+        [
+            {
+                "app": d.app,
+                "file": d.file,
+                "base_version": d.base_version,
+                "version": d.version,
+                "version_raised": d.version_raised,
+                "summary": summary(d),
+                "changes": [{"resource": c.key, "change": c.change, "diff": list(c.diff)} for c in d.changes],
+            }
+            for d in diffs
+        ],
+        indent=2,
+    )
 
 
-def diff_apps(helm: Helm, apps: list[tuple[str, str, dict[str, str]]], base_charts: dict[str, dict[str, str]],
-              ) -> list[AppDiff]:
+def diff_apps(
+    helm: Helm,
+    apps: list[tuple[str, str, dict[str, str]]],
+    base_charts: dict[str, dict[str, str]],
+) -> list[AppDiff]:
     """apps: (spec file, version, rendered chart) keyed by app name in base_charts (the charts at the base)."""
     diffs = []
     for (file, version, chart), (name, base) in zip(apps, base_charts.items(), strict=True):

@@ -66,8 +66,11 @@ def edit_spec(file: Path, text: str, part: Part, note: str, today: dt.date, carr
         del lines[slice(*key_block(data, ("changelog", 0, "sweep"), lines))]
     first_line, first_column = changelog.lc.item(0)
     indent = " " * (first_column - 2)
-    entry = [f"{indent}- version: {new_version}\n", f"{indent}  date: {today.isoformat()}\n",
-             f"{indent}  note: {_yaml_text(note)}\n"]
+    entry = [
+        f"{indent}- version: {new_version}\n",
+        f"{indent}  date: {today.isoformat()}\n",
+        f"{indent}  note: {_yaml_text(note)}\n",
+    ]
     lines[first_line:first_line] = entry
     new_text = "".join(lines)
     new_entry: dict[str, Any] = {"version": new_version, "date": today, "note": note}
@@ -121,8 +124,11 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
     try:
         TypeAdapter(Image).validate_python(new_image)
     except ValidationError:
-        raise refuse("engine.image", f"--image {given!r} is not an image reference",
-                     "give registry/name:tag, or a tag alone for the current image's repository") from None
+        raise refuse(
+            "engine.image",
+            f"--image {given!r} is not an image reference",
+            "give registry/name:tag, or a tag alone for the current image's repository",
+        ) from None
     lines = text.splitlines(keepends=True)
     if not _replace_value(lines, engine.lc.key("image")[0], "image", old_image, new_image):
         raise refuse("engine.image", "the image line is not a plain `image: REF` line", "write it on one line")
@@ -131,8 +137,10 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
     stale = measured if measured is not None and measured != new_image else None
     old_version = engine.get("version")
     stale_version = str(old_version) if old_version is not None else None
-    why = {"calibration": f"stale: measured on {stale}; re-measure with `olarespack calibrate`",
-           "version": f"stale: the release inside {old_image}"}
+    why = {
+        "calibration": f"stale: measured on {stale}; re-measure with `olarespack calibrate`",
+        "version": f"stale: the release inside {old_image}",
+    }
     stale_keys = [key for key, found in (("calibration", stale), ("version", stale_version)) if found is not None]
     # bottom up: commenting a key out adds a line, which would move the keys below it, never those above
     for key in sorted(stale_keys, key=lambda k: engine.lc.key(k)[0], reverse=True):
@@ -143,8 +151,11 @@ def move_image(file: Path, text: str, given: str) -> ImageEdit:
         after = YAML(typ="safe", pure=True).load(new_text)
     except YAMLError:
         after = None
-    expected_engine = {k: v for k, v in before["engine"].items()
-                       if not (stale and k == "calibration") and not (stale_version and k == "version")}
+    expected_engine = {
+        k: v
+        for k, v in before["engine"].items()
+        if not (stale and k == "calibration") and not (stale_version and k == "version")
+    }
     if after != {**before, "engine": {**expected_engine, "image": new_image}}:
         raise refuse("engine.image", "the spec's layout defeats an in-place edit", "edit the image by hand")
     return ImageEdit(new_text, old_image, new_image, stale, stale_version)
@@ -163,6 +174,7 @@ def _replace_value(lines: list[str], line: int, key: str, old: str, new: str) ->
 def _comment_out(lines: list[str], mapping: Any, key: str, why: str) -> list[str]:
     """The key's lines (itself and every more indented line after it) turned into comments under `why`."""
     first, column = mapping.lc.key(key)
+
     def inside(line: str) -> bool:
         return not line.strip() or line.lstrip().startswith("#") or len(line) - len(line.lstrip(" ")) > column
 
@@ -195,8 +207,12 @@ def set_gpu_memory(file: Path, text: str, mib: int, why: str) -> str:
     if "gpu_memory" in resources:
         first, column = resources.lc.key("gpu_memory")
         end = first + 1
-        while end < len(lines) and lines[end].strip() and not lines[end].lstrip().startswith("#") \
-                and len(lines[end]) - len(lines[end].lstrip(" ")) > column:
+        while (
+            end < len(lines)
+            and lines[end].strip()
+            and not lines[end].lstrip().startswith("#")
+            and len(lines[end]) - len(lines[end].lstrip(" ")) > column
+        ):
             end += 1
     else:
         last = list(resources)[-1]
@@ -214,6 +230,8 @@ def set_gpu_memory(file: Path, text: str, mib: int, why: str) -> str:
         after = None
     expected = {**before, "resources": {**before["resources"], "gpu_memory": {"request": booking, "limit": booking}}}
     if after != expected:
-        raise refuse("the spec's layout defeats an in-place edit", f"write `gpu_memory: {{request: {booking}, "
-                     f"limit: {booking}}}` under resources by hand")
+        raise refuse(
+            "the spec's layout defeats an in-place edit",
+            f"write `gpu_memory: {{request: {booking}, limit: {booking}}}` under resources by hand",
+        )
     return new_text

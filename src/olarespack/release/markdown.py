@@ -80,20 +80,26 @@ def _code(value: str) -> str:
 
 def text(value: str) -> str:
     """Markdown showing value as text in a line: markup characters escaped, linkable words in code spans."""
-    return "".join(_code(word) if _LINKABLE.search(word) else _MARKUP.sub(lambda m: f"\\{m.group()}", word)
-                   for word in _SPACES.split(_one_line(value)) if word)
+    return "".join(
+        _code(word) if _LINKABLE.search(word) else _MARKUP.sub(lambda m: f"\\{m.group()}", word)
+        for word in _SPACES.split(_one_line(value))
+        if word
+    )
 
 
 def html_text(value: str, code: bool = False) -> str:
     """value for our raw-HTML summaries (markdown is not read there): escaped, linkable words in <code>."""
     words = [_one_line(value)] if code else _SPACES.split(_one_line(value))
-    return "".join(f"<code>{html.escape(word)}</code>" if code or _LINKABLE.search(word) else html.escape(word)
-                   for word in words if word)
+    return "".join(
+        f"<code>{html.escape(word)}</code>" if code or _LINKABLE.search(word) else html.escape(word)
+        for word in words
+        if word
+    )
 
 
 def _short(value: str, limit: int = 80) -> str:
     value = _one_line(value)
-    return value if len(value) <= limit else f"{value[:limit // 2 - 1]}…{value[-(limit // 2 - 1):]}"
+    return value if len(value) <= limit else f"{value[: limit // 2 - 1]}…{value[-(limit // 2 - 1) :]}"
 
 
 def _flatten(value: Any, path: str = "", out: dict[str, str] | None = None) -> dict[str, str]:
@@ -138,8 +144,11 @@ def _arguments(args: list[Any]) -> dict[str, str]:
 
 
 def _changes(old: dict[str, str], new: dict[str, str], prefix: str = "") -> list[Setting]:
-    return [(f"{prefix}{key}", old.get(key), new.get(key)) for key in [*new, *(k for k in old if k not in new)]
-            if old.get(key) != new.get(key)]
+    return [
+        (f"{prefix}{key}", old.get(key), new.get(key))
+        for key in [*new, *(k for k in old if k not in new)]
+        if old.get(key) != new.get(key)
+    ]
 
 
 def _container_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Setting]:
@@ -147,8 +156,15 @@ def _container_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Setting
     found = _changes(_flatten(args[0]), _flatten(args[1]))
     if list(args[0]) != list(args[1]) and args[0] == args[1]:
         found.append(("argument order", " ".join(args[0]), " ".join(args[1])))
-    env = [_flatten({str(e.get("name")): e.get("value", {k: v for k, v in e.items() if k != "name"})
-                     for e in c.get("env") or []}) for c in (old, new)]
+    env = [
+        _flatten(
+            {
+                str(e.get("name")): e.get("value", {k: v for k, v in e.items() if k != "name"})
+                for e in c.get("env") or []
+            }
+        )
+        for c in (old, new)
+    ]
     rest = [_flatten({k: v for k, v in c.items() if k not in ("args", "env", "name")}) for c in (old, new)]
     return found + _changes(env[0], env[1], "env ") + _changes(rest[0], rest[1])
 
@@ -200,8 +216,10 @@ def _line_pairs(diff: tuple[str, ...]) -> list[tuple[str | None, str | None]]:
     runs: tuple[list[str], list[str]] = ([], [])
     for line in (*diff, " "):
         if line[:1] not in "-+" or (line[:1] == "-" and runs[1]):
-            pairs += [(a if i < len(runs[0]) else None, b if i < len(runs[1]) else None)
-                      for i, (a, b) in enumerate(zip_longest(*runs, fillvalue=""))]
+            pairs += [
+                (a if i < len(runs[0]) else None, b if i < len(runs[1]) else None)
+                for i, (a, b) in enumerate(zip_longest(*runs, fillvalue=""))
+            ]
             runs[0].clear()
             runs[1].clear()
         if line[:1] in "-+":
@@ -280,15 +298,19 @@ def _file_block(changes: list[ResourceChange], said: _Said) -> list[str]:
     return [f"{fence}diff", *body, fence]
 
 
-def _box(diff: AppDiff, pods: list[ResourceChange], others: list[ResourceChange], files: list[ResourceChange],
-         note: str) -> str:
+def _box(
+    diff: AppDiff, pods: list[ResourceChange], others: list[ResourceChange], files: list[ResourceChange], note: str
+) -> str:
     """What a box running the base version sees."""
     if diff.base_version is None:
         return f"New app: a box can install {text(diff.version)}."
     base, version = text(diff.base_version), text(diff.version)
-    head = (f"A box on {base} is offered {version}:" if diff.version_raised else
-            f"A box on {base} is offered **no upgrade**: the chart changed but its version did not "
-            "rise (run `olarespack bump --patch`). Once raised:")
+    head = (
+        f"A box on {base} is offered {version}:"
+        if diff.version_raised
+        else f"A box on {base} is offered **no upgrade**: the chart changed but its version did not "
+        "rise (run `olarespack bump --patch`). Once raised:"
+    )
     parts = [text(note.rstrip("."))]
     parts += ["the pods are not restarted"] if pods and all(_pod_spec(c.old) == _pod_spec(c.new) for c in pods) else []
     parts += [f"{len(others)} other resource(s) change"] if others else []
@@ -319,8 +341,11 @@ def as_markdown(diffs: list[AppDiff]) -> str:
         out += ["#### Pods\n"] if pods else []
         for change in pods:
             lines = _pod_lines(change, said) if change.change == "changed" else []
-            out += [f"{_code(change.key)} {change.change}" + (":\n" if lines else "\n"), *lines,
-                    *([""] if lines else [])]
+            out += [
+                f"{_code(change.key)} {change.change}" + (":\n" if lines else "\n"),
+                *lines,
+                *([""] if lines else []),
+            ]
             out += _details(f"{html_text(change.key, code=True)} {change.change}", change.diff)
         out += ["#### Other resources\n"] if others else []
         for change in others:
@@ -328,6 +353,10 @@ def as_markdown(diffs: list[AppDiff]) -> str:
             said.add("\n".join(change.diff), "\n".join(change.diff))
         if files:
             names = ", ".join(html_text(c.key) for c in files)
-            out += ["#### Chart files and store listing\n", f"<details><summary>{len(files)} file(s): {names}"
-                    "</summary>\n", *_file_block(files, said), "</details>\n"]
+            out += [
+                "#### Chart files and store listing\n",
+                f"<details><summary>{len(files)} file(s): {names}</summary>\n",
+                *_file_block(files, said),
+                "</details>\n",
+            ]
     return "\n".join(out) if out else "No rendered change.\n"

@@ -96,8 +96,11 @@ def _speculative_change(old: str, new: str) -> str:
         if before.get(key) != after.get(key):
             was, now = before.get(key, "none"), after.get(key, "none")
             parts.append(f"{was} -> {now} tokens" if key == "num_speculative_tokens" else f"{name} {was} -> {now}")
-    others = sorted(k for k in set(before) | set(after) if k not in ("method", "model", "num_speculative_tokens")
-                    and before.get(k) != after.get(k))
+    others = sorted(
+        k
+        for k in set(before) | set(after)
+        if k not in ("method", "model", "num_speculative_tokens") and before.get(k) != after.get(k)
+    )
     parts += [f"{k} {before.get(k, 'none')} -> {after.get(k, 'none')}" for k in others]
     return ", ".join(parts) or "unchanged"
 
@@ -190,14 +193,25 @@ def box_changes(diff: AppDiff, named_only: bool = False) -> tuple[list[str], lis
         settings.append("Pod settings updated")
     box = []
     if restarts:
-        box.append("Upgrading restarts the app" + (
-            "; the new model files download on its first start" if downloads else
-            "; the downloaded model files are kept"))
+        box.append(
+            "Upgrading restarts the app"
+            + (
+                "; the new model files download on its first start"
+                if downloads
+                else "; the downloaded model files are kept"
+            )
+        )
     return settings, box
 
 
-def release_note(title: str, old: str, new: str, before: dict[str, list[str]], after: dict[str, list[str]],
-                 seen: tuple[list[str], list[str]] | None = None) -> str:
+def release_note(
+    title: str,
+    old: str,
+    new: str,
+    before: dict[str, list[str]],
+    after: dict[str, list[str]],
+    seen: tuple[list[str], list[str]] | None = None,
+) -> str:
     """The entry of a move to another engine release, for the people who install the app: what their box gets
     since the released chart (`seen`, from box_changes: "Context 128K -> 78K", "Upgrading restarts the app"),
     and each setting people know that the new release writes differently ("llama.cpp b9101 -> b11434: memory
@@ -210,8 +224,11 @@ def release_note(title: str, old: str, new: str, before: dict[str, list[str]], a
         if was == now:
             continue
         if field not in FIELD_LABELS:  # a flag the new release needs that no setting names: said as it is
-            changes.append(f"the server now runs with {' '.join(now)}" if now else
-                           f"the server no longer runs with {' '.join(was)}")
+            changes.append(
+                f"the server now runs with {' '.join(now)}"
+                if now
+                else f"the server no longer runs with {' '.join(was)}"
+            )
             continue
         label = FIELD_LABELS[field]
         if len(was) == len(now) == 2 and LABELS.get(was[0], ("", ""))[1] == "speculative":
@@ -240,17 +257,21 @@ def stale_figures(diff: AppDiff) -> list[str]:
         removed = [line[1:] for line in change.diff if line.startswith("-") and not line.startswith("---")]
         added = [line[1:] for line in change.diff if line.startswith("+") and not line.startswith("+++")]
         for version in sorted({m.group(1) for line in added for m in STALE_PATTERN.finditer(line)}):
-            found.append(f"{diff.file}: {change.key}: the bench figures measured on {version} were measured with "
-                         "settings that changed since (marked so in the text): re-measure them with `olarespack "
-                         "bench run SPEC --url URL --record`")
+            found.append(
+                f"{diff.file}: {change.key}: the bench figures measured on {version} were measured with "
+                "settings that changed since (marked so in the text): re-measure them with `olarespack "
+                "bench run SPEC --url URL --record`"
+            )
         for old in removed:
             figures = FIGURE.findall(old)
             if not figures:
                 continue
             for new in added:
                 if new != old and FIGURE.findall(new) == figures and _same_words(old, new):
-                    found.append(f"{diff.file}: {change.key}: {', '.join(figures)} stays beside a changed setting "
-                                 f"({_changed_words(old, new)}): re-measure it or say what it was measured at")
+                    found.append(
+                        f"{diff.file}: {change.key}: {', '.join(figures)} stays beside a changed setting "
+                        f"({_changed_words(old, new)}): re-measure it or say what it was measured at"
+                    )
                     break
     return sorted(set(found))
 

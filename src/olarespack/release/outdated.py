@@ -38,8 +38,14 @@ class Candidate:
     reasons: tuple[str, ...] = ()  # why it cannot move there (lint's refusals), or what is unsure (warnings)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "image": self.image, "evaluated": self.evaluated, "movable": self.movable,
-                "note": self.note, "reasons": list(self.reasons)}
+        return {
+            "release": self.release,
+            "image": self.image,
+            "evaluated": self.evaluated,
+            "movable": self.movable,
+            "note": self.note,
+            "reasons": list(self.reasons),
+        }
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,13 @@ class AppReleases:
         return next((c for c in self.candidates if c.movable), None)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"app": self.app, "file": self.file, "image": self.image, "release": self.release,
-                "newer": [c.as_dict() for c in self.candidates]}
+        return {
+            "app": self.app,
+            "file": self.file,
+            "image": self.image,
+            "release": self.release,
+            "newer": [c.as_dict() for c in self.candidates],
+        }
 
 
 @dataclass(frozen=True)
@@ -70,8 +81,11 @@ class Outdated:
         return not any(app.movable for app in self.apps)
 
     def as_dict(self) -> dict[str, Any]:
-        driver = None if self.driver is None else {"olares": self.driver.olares, "driver": self.driver.driver,
-                                                   "cuda": self.driver.cuda}
+        driver = (
+            None
+            if self.driver is None
+            else {"olares": self.driver.olares, "driver": self.driver.driver, "cuda": self.driver.cuda}
+        )
         return {"driver": driver, "up_to_date": self.fits, "apps": [app.as_dict() for app in self.apps]}
 
     def table(self) -> list[str]:
@@ -81,8 +95,9 @@ class Outdated:
             if not app.candidates:
                 lines.append(f"{head}: up to date with the release tables")
                 continue
-            lines.append(f"{head}: {len(app.candidates)} newer release(s) known: "
-                         + ", ".join(c.release for c in app.candidates))
+            lines.append(
+                f"{head}: {len(app.candidates)} newer release(s) known: " + ", ".join(c.release for c in app.candidates)
+            )
             evaluated = [c for c in app.candidates if c.evaluated]
             for at, candidate in enumerate(evaluated):
                 follows = evaluated[at + 1] if at + 1 < len(evaluated) else None
@@ -93,28 +108,31 @@ class Outdated:
                     lines.append(f"  -> {candidate.release}: cannot move, for the reason below")
                     continue  # releases refused alike: the reason is said once, under the last of them
                 else:
-                    lines.append(f"  -> {candidate.release}: cannot move" + (f" to {candidate.image}"
-                                                                              if candidate.image else ""))
+                    lines.append(
+                        f"  -> {candidate.release}: cannot move" + (f" to {candidate.image}" if candidate.image else "")
+                    )
                 lines += [f"     {reason}" for reason in candidate.reasons]
         lines.append("up to date" if self.fits else "upgrades available")
         return lines
 
 
-def outdated(helm: Helm, repo: Repo, files: Sequence[Path], driver: OlaresDriver | None, every: bool,
-             today: dt.date) -> Outdated:
+def outdated(
+    helm: Helm, repo: Repo, files: Sequence[Path], driver: OlaresDriver | None, every: bool, today: dt.date
+) -> Outdated:
     return Outdated(driver, tuple(_app(helm, repo, path, driver, every, today) for path in files))
 
 
-def _app(helm: Helm, repo: Repo, path: Path, driver: OlaresDriver | None, every: bool,
-         today: dt.date) -> AppReleases:
+def _app(helm: Helm, repo: Repo, path: Path, driver: OlaresDriver | None, every: bool, today: dt.date) -> AppReleases:
     spec = load_spec(path)
     bound = engine_for(spec.engine)
     engine = bound.engine
     current = bound.version()
     key = engine.release_key(current) if current else None
-    newer_tables = [facts.release for facts in tables(engine.kind)
-                    if key is not None and (found := engine.release_key(facts.release)) is not None
-                    and found > key[:len(found)]]
+    newer_tables = [
+        facts.release
+        for facts in tables(engine.kind)
+        if key is not None and (found := engine.release_key(facts.release)) is not None and found > key[: len(found)]
+    ]
     newer_tables.sort(key=lambda release: engine.release_key(release) or (), reverse=True)
     candidates: list[Candidate] = []
     for release in newer_tables:
@@ -154,8 +172,10 @@ def _image(engine: EngineBase, image: str, release: str, driver: OlaresDriver | 
         return same, ""
     runnable = found.runnable(driver)
     if runnable is None:
-        return None, (f"{same} is built on CUDA {found.cuda}, newer than {driver.title}, and no image of "
-                      f"{release} on an older CUDA is known")
+        return None, (
+            f"{same} is built on CUDA {found.cuda}, newer than {driver.title}, and no image of "
+            f"{release} on an older CUDA is known"
+        )
     return runnable, ""
 
 
@@ -164,7 +184,8 @@ def _planned(helm: Helm, repo: Repo, path: Path, release: str, image: str, today
         with editing(path):  # read as bump reads it; nothing is written
             [bump] = plan_moves(helm, repo, [path], image, "minor", None, today)
     except ProblemsError as exc:
-        reasons = tuple(f"{p.path or p.file}: {p.message}" + (f" (fix: {p.fix})" if p.fix else "")
-                        for p in exc.problems)
+        reasons = tuple(
+            f"{p.path or p.file}: {p.message}" + (f" (fix: {p.fix})" if p.fix else "") for p in exc.problems
+        )
         return Candidate(release, image, True, reasons=reasons)
     return Candidate(release, image, True, movable=True, note=bump.note, reasons=bump.warnings)

@@ -55,9 +55,16 @@ def branch_name(app: str, release: str) -> str:
     return f"olarespack/upgrade-{app}-{re.sub(r'[^A-Za-z0-9._-]', '-', release)}"
 
 
-def propose(helm: Helm, root: Path, remote: str, files: Sequence[Path], driver: OlaresDriver | None,
-            charts_dir: Path, today: dt.date,
-            record: Callable[[Proposal], None] = lambda proposal: None) -> list[Proposal]:
+def propose(
+    helm: Helm,
+    root: Path,
+    remote: str,
+    files: Sequence[Path],
+    driver: OlaresDriver | None,
+    charts_dir: Path,
+    today: dt.date,
+    record: Callable[[Proposal], None] = lambda proposal: None,
+) -> list[Proposal]:
     """Every proposal, as a transaction per app: the move is made and committed in a worktree of its own (the
     checkout the command runs in is never switched, so an interruption leaves it as it was), `record` writes the
     proposal (the pull request's body) before its branch is pushed, and a branch the remote already has with
@@ -75,19 +82,49 @@ def propose(helm: Helm, root: Path, remote: str, files: Sequence[Path], driver: 
             branch = branch_name(app.app, candidate.release)
             title = f"{app.app}: move to {candidate.release}" + (f" ({candidate.image})" if candidate.image else "")
             if not candidate.movable or candidate.image is None:
-                proposals.append(Proposal(app.app, candidate.release, branch, title, "",
-                                          "; ".join(candidate.reasons) or "no image of it is known"))
+                proposals.append(
+                    Proposal(
+                        app.app,
+                        candidate.release,
+                        branch,
+                        title,
+                        "",
+                        "; ".join(candidate.reasons) or "no image of it is known",
+                    )
+                )
                 continue
-            proposal = _transaction(helm, root, base, remote, charts_dir, Path(app.file), candidate.image,
-                                    Proposal(app.app, candidate.release, branch, title, ""), driver, today,
-                                    branch in remote_branches, record)
+            proposal = _transaction(
+                helm,
+                root,
+                base,
+                remote,
+                charts_dir,
+                Path(app.file),
+                candidate.image,
+                Proposal(app.app, candidate.release, branch, title, ""),
+                driver,
+                today,
+                branch in remote_branches,
+                record,
+            )
             proposals.append(proposal)
     return proposals
 
 
-def _transaction(helm: Helm, root: Path, base: str, remote: str, charts_dir: Path, file: Path, image: str,
-                 proposal: Proposal, driver: OlaresDriver | None, today: dt.date, on_remote: bool,
-                 record: Callable[[Proposal], None]) -> Proposal:
+def _transaction(
+    helm: Helm,
+    root: Path,
+    base: str,
+    remote: str,
+    charts_dir: Path,
+    file: Path,
+    image: str,
+    proposal: Proposal,
+    driver: OlaresDriver | None,
+    today: dt.date,
+    on_remote: bool,
+    record: Callable[[Proposal], None],
+) -> Proposal:
     """One app's move in its worktree: made, committed, recorded, then pushed (or found pushed already)."""
     work = Path(tempfile.mkdtemp(prefix=WORKTREE_PREFIX))
     try:
@@ -100,8 +137,11 @@ def _transaction(helm: Helm, root: Path, base: str, remote: str, charts_dir: Pat
             _git(work, "fetch", "--quiet", remote, proposal.branch)
             theirs = _git(work, "rev-parse", "FETCH_HEAD^{tree}").strip()
             if theirs != _git(work, "rev-parse", "HEAD^{tree}").strip():
-                return dataclasses.replace(proposal, reason=f"{remote} has {proposal.branch} with other content "
-                                           "(edited since, or moved on another day): left as it is")
+                return dataclasses.replace(
+                    proposal,
+                    reason=f"{remote} has {proposal.branch} with other content "
+                    "(edited since, or moved on another day): left as it is",
+                )
             record(made)  # the same move, pushed by an earlier run whose proposal may never have been opened
             return made
         record(made)  # before the push: a branch the remote has is always one a proposal says
@@ -125,8 +165,9 @@ def _forget_worktrees(root: Path) -> None:
                 _git(root, "worktree", "remove", "--force", path)
 
 
-def _moved(helm: Helm, repo: Repo, file: Path, shown: Path, image: str, title: str, driver: OlaresDriver | None,
-           today: dt.date) -> str:
+def _moved(
+    helm: Helm, repo: Repo, file: Path, shown: Path, image: str, title: str, driver: OlaresDriver | None, today: dt.date
+) -> str:
     """The move made and committed in the worktree `repo` stands for; the pull request's body (`shown`: the
     spec as people name it)."""
     with editing(file):  # from the read to the write, as bump holds it
@@ -135,11 +176,25 @@ def _moved(helm: Helm, repo: Repo, file: Path, shown: Path, image: str, title: s
     [bump] = bumps
     _, [diff] = diffs(helm, repo, [file])
     _git(repo.root, "add", "--all", "--", str(file), str(repo.charts_dir))
-    _git(repo.root, "-c", "user.name=olarespack", "-c", "user.email=olarespack@users.noreply.github.com",
-         "commit", "--quiet", "-m", f"{title}\n\n{bump.note}")
-    lines = [MARKER, f"## {text(title)}", "", text(bump.note), "",
-             f"- version {bump.edit.old_version} -> {bump.edit.new_version}, by `olarespack bump {shown} --image "
-             f"{image}`"]
+    _git(
+        repo.root,
+        "-c",
+        "user.name=olarespack",
+        "-c",
+        "user.email=olarespack@users.noreply.github.com",
+        "commit",
+        "--quiet",
+        "-m",
+        f"{title}\n\n{bump.note}",
+    )
+    lines = [
+        MARKER,
+        f"## {text(title)}",
+        "",
+        text(bump.note),
+        "",
+        f"- version {bump.edit.old_version} -> {bump.edit.new_version}, by `olarespack bump {shown} --image {image}`",
+    ]
     if driver is not None:
         lines.append(f"- the image starts on the box: {text(driver.title)}")
     lines += [f"- {text(warning)}" for warning in bump.warnings]

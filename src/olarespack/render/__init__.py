@@ -42,8 +42,9 @@ class MarkerLeftover(RenderError):
     """A citation opener printed into a chart file: text the spec's guards refuse with its field named."""
 
 
-def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = None,
-                 env: jinja2.Environment | None = None) -> Chart:
+def render_chart(
+    spec: AppSpec, file: str, generation: GenerationName | None = None, env: jinja2.Environment | None = None
+) -> Chart:
     """Render one app's chart folder into memory. Pure: reads only templates."""
     plan = plan_chart(spec, file, generation)
     env = env or chart_env()
@@ -65,8 +66,9 @@ def render_chart(spec: AppSpec, file: str, generation: GenerationName | None = N
         files[path] = _render_file(env, template, {"plan": plan, "spec": spec}, file, path)
     for locale in plan.locales:
         path = f"i18n/{locale}/OlaresManifest.yaml"
-        files[path] = _render_file(env, "manifest/i18n.yaml.j2", {"plan": plan, "texts": plan.texts[locale]},
-                                   file, path)
+        files[path] = _render_file(
+            env, "manifest/i18n.yaml.j2", {"plan": plan, "texts": plan.texts[locale]}, file, path
+        )
     if template_file:
         # verbatim, outside templates/: Helm reads it with .Files and never renders it
         files[f"{CHAT_TEMPLATE_DIR}/{template_file['file']}"] = template_file["text"]
@@ -103,9 +105,16 @@ def _check_files_read(files: dict[str, str], file: str) -> None:
             continue
         for wanted in _FILES_READ.findall(text):
             if not any(fnmatch.fnmatchcase(carried, wanted) for carried in files):
-                problems.append(Problem(file, path, f"reads {wanted} with .Files, which the chart does not carry",
-                                        "report this as a bug in olarespack's templates (this installation "
-                                        "lacks a file olarespack ships)", rule="render"))
+                problems.append(
+                    Problem(
+                        file,
+                        path,
+                        f"reads {wanted} with .Files, which the chart does not carry",
+                        "report this as a bug in olarespack's templates (this installation "
+                        "lacks a file olarespack ships)",
+                        rule="render",
+                    )
+                )
     if problems:
         raise RenderError(problems)
 
@@ -122,12 +131,29 @@ def _render_file(env: jinja2.Environment, template: str, context: dict[str, Any]
     try:
         text = env.get_template(template).render(context)
     except jinja2.TemplateError as exc:
-        raise RenderError([Problem(file, path, f"template {template}: {exc}", "report this as a bug in "
-                                   "olarespack's templates", rule="render")]) from None
+        raise RenderError(
+            [
+                Problem(
+                    file,
+                    path,
+                    f"template {template}: {exc}",
+                    "report this as a bug in olarespack's templates",
+                    rule="render",
+                )
+            ]
+        ) from None
     leftover = _MARKERS.search(text)
     if leftover:
         line = text.count("\n", 0, leftover.start()) + 1
-        raise MarkerLeftover([Problem(file, path, f"Jinja marker {leftover.group()!r} survived rendering at "
-                                      f"line {line}", "remove [[ from spec values outside citations",
-                                      rule="render")])
+        raise MarkerLeftover(
+            [
+                Problem(
+                    file,
+                    path,
+                    f"Jinja marker {leftover.group()!r} survived rendering at line {line}",
+                    "remove [[ from spec values outside citations",
+                    rule="render",
+                )
+            ]
+        )
     return text

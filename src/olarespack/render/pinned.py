@@ -48,6 +48,12 @@ class PinnedPlan:
 def pinned_plan(pinned: PinnedModel, shape: PinnedShape) -> PinnedPlan:
     supports = [name for name in ("vision", "tools", "thinking") if name in pinned.supports]
     return PinnedPlan(
-        shape=shape, console_image=pinned.console_image, mode=pinned.mode, supports=",".join(supports) or "none",
+        shape=shape,
+        console_image=pinned.console_image,
+        mode=pinned.mode,
+        supports=",".join(supports) or "none",
         supports_keys=",".join(key for name in supports for key in SUPPORT_KEYS[name]),
-        gpu_memory_env=f"{shape.env_prefix}_REQUIRED_GPU_MEMORY", containers=[CONSOLE], init_containers=[CHOWN])
+        gpu_memory_env=f"{shape.env_prefix}_REQUIRED_GPU_MEMORY",
+        containers=[CONSOLE],
+        init_containers=[CHOWN],
+    )

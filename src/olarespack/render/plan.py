@@ -61,10 +61,13 @@ class Plan:
         pods = [(self.containers, self.init_containers)]
         if self.pinned is not None:
             pods.append((self.pinned.containers, self.pinned.init_containers))
-        return {key: sum(quantity.pod_effective([getattr(c, key) for c in containers],
-                                                [getattr(c, key) for c in init])
-                         for containers, init in pods)
-                for key in ("cpu_request", "cpu_limit", "memory_request", "memory_limit")}
+        return {
+            key: sum(
+                quantity.pod_effective([getattr(c, key) for c in containers], [getattr(c, key) for c in init])
+                for containers, init in pods
+            )
+            for key in ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
+        }
 
 
 def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = None) -> Plan:
@@ -76,8 +79,11 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
     version = engine.version()
     res = spec.resources
     server = ContainerResources(
-        engine.engine.container_name, quantity.parse_cpu(res.cpu.request), quantity.parse_cpu(res.cpu.limit),
-        quantity.parse_bytes(res.memory.request), quantity.parse_bytes(res.memory.limit),
+        engine.engine.container_name,
+        quantity.parse_cpu(res.cpu.request),
+        quantity.parse_cpu(res.cpu.limit),
+        quantity.parse_bytes(res.memory.request),
+        quantity.parse_bytes(res.memory.limit),
     )
     gpu_memory = spec.gpu_memory()
     shape = engine.pinned_shape(spec.olares.pinned_model.tag) if spec.olares.pinned_model is not None else None
@@ -89,21 +95,30 @@ def plan_chart(spec: AppSpec, file: str, generation: GenerationName | None = Non
         # HAMi-core reads Olares' default CUDA_DEVICE_MEMORY_LIMIT_0=0m as zero bytes.
         engine_env.insert(0, ("CUDA_DEVICE_MEMORY_LIMIT_0", f"{quantity.mib(gpu_memory)}m"))
     return Plan(
-        spec=spec, generation=gen, hardware=hardware, engine_template=engine.engine.template,
-        engine_version=version, container_name=engine.engine.container_name, command=engine.server_command(),
-        args=[item for arg in args for item in arg.container_items()], effective_args=effective,
-        port=shape.port if shape else engine.server_port(), containers=[server],
+        spec=spec,
+        generation=gen,
+        hardware=hardware,
+        engine_template=engine.engine.template,
+        engine_version=version,
+        container_name=engine.engine.container_name,
+        command=engine.server_command(),
+        args=[item for arg in args for item in arg.container_items()],
+        effective_args=effective,
+        port=shape.port if shape else engine.server_port(),
+        containers=[server],
         init_containers=[] if pinned else engine.init_containers(),
         gpu_memory=gpu_memory,
         startup_failure_threshold=math.ceil(spec.startup_timeout_minutes * 60 / STARTUP_PERIOD_SECONDS),
-        startup_period_seconds=STARTUP_PERIOD_SECONDS, hf_env=engine.engine.hf_env,
+        startup_period_seconds=STARTUP_PERIOD_SECONDS,
+        hf_env=engine.engine.hf_env,
         container_env=_pinned_env(engine.container_env(), shape) if shape else engine.container_env(),
         engine_env=engine_env,
         texts=market_texts(spec, file, context, preset),
         locales=[spec.metadata.default_locale, *sorted(spec.metadata.locales)],
-        llm_gateway=gen.name == "current" and spec.olares.gateway(), pinned=pinned,
-        shared_models=not pinned and any(item == SHARED_MODEL_DIR or item.startswith(f"{SHARED_MODEL_DIR}/")
-                                         for item in effective),
+        llm_gateway=gen.name == "current" and spec.olares.gateway(),
+        pinned=pinned,
+        shared_models=not pinned
+        and any(item == SHARED_MODEL_DIR or item.startswith(f"{SHARED_MODEL_DIR}/") for item in effective),
         extra=engine.template_values(),
     )
 

@@ -18,14 +18,20 @@ from olarespack.spec.models import AppSpec
 Texts = dict[str, str]  # title, description, full_description, upgrade_description
 
 
-def citation_context(spec: AppSpec, engine: Bound[EngineSpec], hardware: HardwareProfile, effective: list[str],
-                     version: str | None) -> dict[str, Any]:
+def citation_context(
+    spec: AppSpec, engine: Bound[EngineSpec], hardware: HardwareProfile, effective: list[str], version: str | None
+) -> dict[str, Any]:
     """What a description may cite: every spec field, a few facts of the chart, and the newest bench record as
     `bench` (its fields, the version it was measured on, whether it is stale; None when no entry has one)."""
     context = spec.model_dump(mode="json")
     recorded = newest_record(spec)
-    context.update(hardware_profile=hardware.model_dump(), engine_version=version, command_line=shell_join(effective),
-                   port=engine.server_port(), **{CITED_AS: recorded.cited() if recorded else None})
+    context.update(
+        hardware_profile=hardware.model_dump(),
+        engine_version=version,
+        command_line=shell_join(effective),
+        port=engine.server_port(),
+        **{CITED_AS: recorded.cited() if recorded else None},
+    )
     return context
 
 
@@ -56,36 +62,60 @@ class _Citing:
             if error.unset in _DERIVED:
                 self.unset.setdefault(error.unset, []).append(path)
             else:
-                self.problems.append(Problem(self.file, path, str(error), "cite an existing spec field, e.g. "
-                                             "[[ engine.max_model_len ]]", rule="render"))
+                self.problems.append(
+                    Problem(
+                        self.file,
+                        path,
+                        str(error),
+                        "cite an existing spec field, e.g. [[ engine.max_model_len ]]",
+                        rule="render",
+                    )
+                )
         return text.strip()
 
     def raise_problems(self) -> None:
         for derived, paths in self.unset.items():
             source = _DERIVED[derived]
             if derived == CITED_AS:
-                self.problems.append(Problem(
-                    self.file, source, f"{' and '.join(sorted(set(paths)))} cite [[ {CITED_AS}.* ]], but no changelog "
-                    "entry records a bench", "measure the app with `olarespack bench run SPEC --url URL --record`, or "
-                    "remove the citation", rule="render"))
+                self.problems.append(
+                    Problem(
+                        self.file,
+                        source,
+                        f"{' and '.join(sorted(set(paths)))} cite [[ {CITED_AS}.* ]], but no changelog "
+                        "entry records a bench",
+                        "measure the app with `olarespack bench run SPEC --url URL --record`, or remove the citation",
+                        rule="render",
+                    )
+                )
                 continue
             example = engine_for(self.spec.engine).engine.pinned_image
             fix = f"pin {source} to a tag that names the engine release (e.g. {example})"
             if "version" in type(self.spec.engine).model_fields:
                 fix += " or set engine.version"
-            self.problems.append(Problem(
-                self.file, source, f"{self.spec.engine.image!r} does not say which engine release it runs, and "
-                f"{' and '.join(sorted(set(paths)))} cite it as [[ {derived} ]]",
-                f"{fix}, or remove the citation", rule="render"))
+            self.problems.append(
+                Problem(
+                    self.file,
+                    source,
+                    f"{self.spec.engine.image!r} does not say which engine release it runs, and "
+                    f"{' and '.join(sorted(set(paths)))} cite it as [[ {derived} ]]",
+                    f"{fix}, or remove the citation",
+                    rule="render",
+                )
+            )
         if self.problems:
             raise RenderError(self.problems)
 
 
-def preset_section(spec: AppSpec, engine: Bound[EngineSpec], listed_args: list[str], hardware: HardwareProfile,
-                   gpu_memory: int) -> str:
-    lines = ["**Preset configuration**", f"- Image: `{spec.engine.image}`", *engine.preset_lines(),
-             f"- Engine args: `{shell_join(listed_args)}`",
-             f"- GPU: {hardware.title}, {quantity.format_bytes(gpu_memory)} GPU memory"]
+def preset_section(
+    spec: AppSpec, engine: Bound[EngineSpec], listed_args: list[str], hardware: HardwareProfile, gpu_memory: int
+) -> str:
+    lines = [
+        "**Preset configuration**",
+        f"- Image: `{spec.engine.image}`",
+        *engine.preset_lines(),
+        f"- Engine args: `{shell_join(listed_args)}`",
+        f"- GPU: {hardware.title}, {quantity.format_bytes(gpu_memory)} GPU memory",
+    ]
     return "\n".join(lines)
 
 
@@ -94,9 +124,11 @@ def changelog_text(spec: AppSpec) -> str:
     from olarespack.fit.record import comparisons
 
     moved = comparisons(spec)
-    return "\n\n".join(f"v{entry.version}: {entry.note.strip()}"
-                        + (f" Measured: {moved[str(entry.version)]}." if str(entry.version) in moved else "")
-                        for entry in spec.changelog)
+    return "\n\n".join(
+        f"v{entry.version}: {entry.note.strip()}"
+        + (f" Measured: {moved[str(entry.version)]}." if str(entry.version) in moved else "")
+        for entry in spec.changelog
+    )
 
 
 def market_texts(spec: AppSpec, file: str, context: dict[str, Any], preset: str) -> dict[str, Texts]:
@@ -116,9 +148,11 @@ def market_texts(spec: AppSpec, file: str, context: dict[str, Any], preset: str)
         texts[locale] = {
             "title": translated.title or meta.title,
             "description": cite(translated.description, f"{base}.description")
-            if translated.description else default["description"],
-            "full_description": cite(translated.full_description, f"{base}.full_description")
-            + "\n\n" + preset if translated.full_description else default["full_description"],
+            if translated.description
+            else default["description"],
+            "full_description": cite(translated.full_description, f"{base}.full_description") + "\n\n" + preset
+            if translated.full_description
+            else default["full_description"],
             "upgrade_description": upgrade,
         }
     cite.raise_problems()

@@ -120,8 +120,9 @@ def booted(
         # the engine's flags are the same in both shapes (ENGINE_ARGS is the command line but the wrapper's own
         # words); the single-Deployment shape boots them here without the Model Console's download
         say(f"{spec.name}: a pinned-model app: its engine flags boot in the single-Deployment shape")
-        spec = spec.model_copy(update={"olares": spec.olares.model_copy(update={"pinned_model": None,
-                                                                                "llm_gateway": None})})
+        spec = spec.model_copy(
+            update={"olares": spec.olares.model_copy(update={"pinned_model": None, "llm_gateway": None})}
+        )
     chart = render_chart(spec, label)
     folder = work / "chart" / chart.name
     write_chart(chart, folder)
@@ -140,10 +141,17 @@ def booted(
     # a stranger's chart boots here: what would reach outside the boot's folder is refused first, then checked
     # again on what the engine's changes made of it
     roots = [work, *([models] if models is not None else []), *files.paths.values()]
-    confined = confine(argv, env, local.policy(bound.spec), local.swapped(bound.spec, files), roots, work,
-                       local.chart_head)
+    confined = confine(
+        argv, env, local.policy(bound.spec), local.swapped(bound.spec, files), roots, work, local.chart_head
+    )
     booting = local.booting(
-        bound.spec, confined.argv, confined.env, runtime, files, free_port(), work,
+        bound.spec,
+        confined.argv,
+        confined.env,
+        runtime,
+        files,
+        free_port(),
+        work,
         say=lambda line: say(f"{spec.name}: {line}"),
     )
     booting.changes[:0] = confined.changes
@@ -189,8 +197,9 @@ def smoke(
 ) -> SmokeReport:
     """Boot the spec's chart here and ask it what the app offers; tiny stand-in models unless `models` is given.
     SmokeError: it cannot start here (no local engine build, a model file missing)."""
-    with booted(spec_file, work, models=models, engine_path=engine_path, cache=cache, say=say,
-                boot_timeout=boot_timeout) as serving:
+    with booted(
+        spec_file, work, models=models, engine_path=engine_path, cache=cache, say=say, boot_timeout=boot_timeout
+    ) as serving:
         report = serving.report
         if not report.refused:
             requests = serving.engine.requests(serving.engine_spec, report.files)
@@ -266,10 +275,14 @@ def _checked(request: Request, reply: Reply, real: bool, chat_prompt: int | None
     message = message if isinstance(message, dict) else {}
     text = str(message.get("content") or "")
     listed = message.get("tool_calls") if isinstance(message, dict) else None
-    calls = [f for c in (listed if isinstance(listed, list) else [])[:16] if isinstance(c, dict)
-             and isinstance(f := c.get("function"), dict)]
+    calls = [
+        f
+        for c in (listed if isinstance(listed, list) else [])[:16]
+        if isinstance(c, dict) and isinstance(f := c.get("function"), dict)
+    ]
     said = f"200, {reply.prompt_tokens} prompt tokens, " + (
-        f"tool call {str(calls[0].get('name'))[:60]!r} {str(calls[0].get('arguments'))[:120]!r}" if calls
+        f"tool call {str(calls[0].get('name'))[:60]!r} {str(calls[0].get('arguments'))[:120]!r}"
+        if calls
         else f"said {text[:60]!r}"
     )
     if request.tool and (real or request.only_tiny) and not any(c.get("name") == request.tool for c in calls):

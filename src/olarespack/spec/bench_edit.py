@@ -48,11 +48,15 @@ def record_bench(file: str, text: str, values: dict[str, Any], key: str = "bench
     data: Any = YAML(typ="rt").load(text)
     changelog = data.get("changelog") if hasattr(data, "lc") else None
     if not hasattr(changelog, "lc") or not changelog or not hasattr(changelog[0], "lc"):
-        raise _refuse(file, "changelog", "no changelog entry to record the bench in",
-                      "start from one of apps/*.yaml")
+        raise _refuse(file, "changelog", "no changelog entry to record the bench in", "start from one of apps/*.yaml")
     if str(changelog[0].get("version")) != str(data.get("version")):
-        raise _refuse(file, "changelog[0].version", f"the newest changelog entry is {changelog[0].get('version')}, "
-                      f"not the spec's version {data.get('version')}", "add the entry first (olarespack bump)")
+        raise _refuse(
+            file,
+            "changelog[0].version",
+            f"the newest changelog entry is {changelog[0].get('version')}, "
+            f"not the spec's version {data.get('version')}",
+            "add the entry first (olarespack bump)",
+        )
     entry = changelog[0]
     first_line, column = entry.lc.key(next(iter(entry)))
     if changelog.lc.item(0)[0] != first_line:

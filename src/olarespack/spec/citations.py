@@ -20,8 +20,10 @@ MAX_CITATIONS = 200
 MAX_MAGNITUDE = 2**63
 OPEN, CLOSE = "[[", "]]"
 
-_TOKEN = re.compile(r"\s*(?:(?P<number>\d{1,18}(?:\.\d{1,18})?)|(?P<name>[A-Za-z_][A-Za-z0-9_]{0,63})"
-                    r"|(?P<op>//|[-+*/%().\[\]]))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>\d{1,18}(?:\.\d{1,18})?)|(?P<name>[A-Za-z_][A-Za-z0-9_]{0,63})"
+    r"|(?P<op>//|[-+*/%().\[\]]))"
+)
 Number = int | float
 
 
@@ -151,8 +153,7 @@ def _lookup(path: _Path, context: Mapping[str, Any]) -> Any:
             if value is None and depth:
                 raise _Missing(f"cites {cited}, but {here} is not set (set it, or remove the citation)", here)
             if not isinstance(value, Mapping) or part not in value:
-                raise _Missing(f"cites {cited}, but {_Path(path.parts[:depth + 1]).text()} is not a field of the "
-                               "spec")
+                raise _Missing(f"cites {cited}, but {_Path(path.parts[: depth + 1]).text()} is not a field of the spec")
             value = value[part]
     return value
 
@@ -199,14 +200,16 @@ def _evaluate(tree: Any, context: Mapping[str, Any]) -> Any:
 
 def _show(value: Any, source: str, tree: Any) -> str:
     if value is None:
-        raise CitationError(f"[[ {source} ]] cites a field that is not set",
-                            tree.text() if isinstance(tree, _Path) else None)
+        raise CitationError(
+            f"[[ {source} ]] cites a field that is not set", tree.text() if isinstance(tree, _Path) else None
+        )
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float | str):
         return str(value)
-    raise CitationError(f"[[ {source} ]] cites a {'list' if isinstance(value, list) else 'mapping'}; "
-                        "cite one of its values")
+    raise CitationError(
+        f"[[ {source} ]] cites a {'list' if isinstance(value, list) else 'mapping'}; cite one of its values"
+    )
 
 
 def _paths(tree: Any) -> set[str]:
@@ -234,12 +237,14 @@ def evaluate(source: str, context: Mapping[str, Any], marks: Mapping[str, str] |
     except _Missing as exc:  # name the citation and the field path it cites
         raise CitationError(f"[[ {source.strip()} ]] {exc}", exc.unset) from None
     read = sorted(_paths(tree))
-    return shown + "".join(dict.fromkeys(mark for key, mark in sorted((marks or {}).items())
-                                         if any(_marked(path, key) for path in read)))
+    return shown + "".join(
+        dict.fromkeys(mark for key, mark in sorted((marks or {}).items()) if any(_marked(path, key) for path in read))
+    )
 
 
-def cite(text: str, context: Mapping[str, Any],
-         marks: Mapping[str, str] | None = None) -> tuple[str, list[CitationError]]:
+def cite(
+    text: str, context: Mapping[str, Any], marks: Mapping[str, str] | None = None
+) -> tuple[str, list[CitationError]]:
     """The text with every [[ ... ]] replaced by the value it cites (and its mark, see evaluate), and what went
     wrong with each citation that could not be: all of them, so one run shows every mistake (a citation that
     fails stays as typed)."""
@@ -260,7 +265,7 @@ def cite(text: str, context: Mapping[str, Any],
         if count > MAX_CITATIONS:
             errors.append(CitationError(f"at most {MAX_CITATIONS} citations per text"))
             break
-        inner = text[start + len(OPEN):end]
+        inner = text[start + len(OPEN) : end]
         if OPEN in inner:
             errors.append(CitationError("citations do not nest"))
             break
@@ -268,7 +273,7 @@ def cite(text: str, context: Mapping[str, Any],
             out.append(evaluate(inner, context, marks))
         except CitationError as exc:
             errors.append(exc)
-            out.append(text[start:end + len(CLOSE)])
+            out.append(text[start : end + len(CLOSE)])
         position = end + len(CLOSE)
     return "".join(out), errors
 

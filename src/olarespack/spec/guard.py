@@ -36,8 +36,8 @@ CITATION_OPEN = "[["
 # characters and tokens are not.
 VERBATIM_FIELDS = re.compile(r"^engine\.chat_template\.text$")
 # Format characters that reorder or hide text (Trojan Source) are refused with the control characters.
-_HIDDEN_FORMAT = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-                           "\ufeff")
+_HIDDEN_FORMAT = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff")
+
 
 def walk_strings(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(field path, text) for every string in parsed YAML, keys included (a key's path is its own)."""
@@ -67,8 +67,10 @@ def forbidden_character(text: str, prose: bool) -> str | None:
         code, category = ord(char), unicodedata.category(char)
         if char in "\n\t":
             if not prose:
-                return (f"the control character U+{code:04X}, which is not allowed in this field (newlines and "
-                        "tabs only in descriptions and notes)")
+                return (
+                    f"the control character U+{code:04X}, which is not allowed in this field (newlines and "
+                    "tabs only in descriptions and notes)"
+                )
         elif category in ("Cc", "Cs", "Zl", "Zp") or char in _HIDDEN_FORMAT:
             name = unicodedata.name(char, "")
             kind = "lone surrogate" if category == "Cs" else "control character"
@@ -95,13 +97,25 @@ def string_problems(data: Any) -> Iterator[tuple[str, str, str, str]]:
         if verbatim:
             pass
         elif "{{" in text:
-            yield (path, "contains '{{', which Helm and Olares would execute as a Go template",
-                   "remove the {{ }} markers; cite spec values with [[ ... ]] in descriptions", "template-marker")
+            yield (
+                path,
+                "contains '{{', which Helm and Olares would execute as a Go template",
+                "remove the {{ }} markers; cite spec values with [[ ... ]] in descriptions",
+                "template-marker",
+            )
         if CITATION_OPEN in text and not verbatim and not CITING_FIELDS.match(path):
-            yield (path, f"contains {CITATION_OPEN!r}: only descriptions may cite spec values with [[ ... ]]",
-                   "remove it", "template-marker")
+            yield (
+                path,
+                f"contains {CITATION_OPEN!r}: only descriptions may cite spec values with [[ ... ]]",
+                "remove it",
+                "template-marker",
+            )
         kind = token_kind(text)
         if kind:
-            yield (path, f"holds what looks like {kind}: a credential typed in a spec ends up in the chart, the "
-                   "market catalog and CI logs", "remove it: the chart passes Olares' Hugging Face token through "
-                   "a Secret", "secret-in-clear")
+            yield (
+                path,
+                f"holds what looks like {kind}: a credential typed in a spec ends up in the chart, the "
+                "market catalog and CI logs",
+                "remove it: the chart passes Olares' Hugging Face token through a Secret",
+                "secret-in-clear",
+            )

@@ -31,9 +31,19 @@ def _key(path: Path) -> Path:
 
 
 def _busy(path: Path, waited: float) -> ProblemsError:
-    return ProblemsError([Problem(str(path), "", f"another olarespack command has been editing this spec for "
-                                  f"{waited:.0f} s (calibrate, bench run --record, plan --write or bump); nothing was "
-                                  "written", "run this again once it has finished", rule="file")])
+    return ProblemsError(
+        [
+            Problem(
+                str(path),
+                "",
+                f"another olarespack command has been editing this spec for "
+                f"{waited:.0f} s (calibrate, bench run --record, plan --write or bump); nothing was "
+                "written",
+                "run this again once it has finished",
+                rule="file",
+            )
+        ]
+    )
 
 
 def _lock(path: Path, wait: float) -> int:
@@ -44,8 +54,17 @@ def _lock(path: Path, wait: float) -> int:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:
             why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-            raise ProblemsError([Problem(str(path), "", f"cannot open for an in-place edit: {why}",
-                                         "give the spec file itself, a regular file", rule="file")]) from None
+            raise ProblemsError(
+                [
+                    Problem(
+                        str(path),
+                        "",
+                        f"cannot open for an in-place edit: {why}",
+                        "give the spec file itself, a regular file",
+                        rule="file",
+                    )
+                ]
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -32,8 +32,7 @@ def load_spec(path: Path) -> AppSpec:
     data = load_spec_data(path)
     if not isinstance(data, dict):
         raise SpecError([Problem(shown, "", "the spec must be a YAML mapping", "start from apps/*.yaml", rule="yaml")])
-    guarded = [Problem(shown, where, message, fix, rule=rule)
-               for where, message, fix, rule in string_problems(data)]
+    guarded = [Problem(shown, where, message, fix, rule=rule) for where, message, fix, rule in string_problems(data)]
     try:
         spec = AppSpec.model_validate(data)
     except ValidationError as exc:
@@ -44,8 +43,6 @@ def load_spec(path: Path) -> AppSpec:
         # one finding per field and rule: a token in an env value trips both the generic and the env check
         raise RefusedSpec(list({(p.path, p.rule): p for p in problems}.values()), spec)
     return spec
-
-
 
 
 def load_edited_spec(text: str, file: str) -> AppSpec:

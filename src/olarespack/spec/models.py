@@ -64,15 +64,17 @@ class Metadata(StrictModel):
         "the text cannot drift from the configuration; a preset-configuration section is appended."
     )
     icon: Url = Field(description="http(s) URL of the app icon.")
-    categories: list[Text] = Field(default_factory=lambda: ["AI"], min_length=1, max_length=10,
-                                   description="Market categories.")
+    categories: list[Text] = Field(
+        default_factory=lambda: ["AI"], min_length=1, max_length=10, description="Market categories."
+    )
     developer: Text = Field(description="Who made the model or the software.")
     submitter: Text = Field(description="Who publishes this app.")
     website: Url | None = Field(None, description="Project or model homepage.")
     source_code: Url | None = Field(None, description="Where the chart's source lives.")
     license: list[License] = Field(min_length=1, max_length=10, description="Licenses of what the app runs.")
-    owners: list[GithubUser] = Field(min_length=1, max_length=20,
-                                     description="GitHub users written to the chart's owners file.")
+    owners: list[GithubUser] = Field(
+        min_length=1, max_length=20, description="GitHub users written to the chart's owners file."
+    )
     default_locale: LocaleName = Field("en-US", description="Locale of the texts above.")
     locales: dict[LocaleName, LocaleText] = Field(
         default_factory=dict, max_length=32, description="Translations, keyed by locale (e.g. fr-FR)."
@@ -93,14 +95,19 @@ class PinnedModel(StrictModel):
     the app's shared entrance, where Olares' LLM gateway (Router) calls it."""
 
     console_image: Image = Field(
-        "docker.io/beclab/llm-init:v1.3.1", description="The Model Console's image, pinned by tag or digest.")
+        "docker.io/beclab/llm-init:v1.3.1", description="The Model Console's image, pinned by tag or digest."
+    )
     mode: Literal["chat", "embedding"] = Field("chat", description="MODEL_MODE: what the model serves.")
     supports: list[Literal["vision", "tools", "thinking"]] = Field(
-        default_factory=list, max_length=3, description="MODEL_SUPPORTS: the capabilities Router lists for the "
-        "model (none: an empty list).")
+        default_factory=list,
+        max_length=3,
+        description="MODEL_SUPPORTS: the capabilities Router lists for the model (none: an empty list).",
+    )
     tag: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")] | None = Field(
-        None, description="llama.cpp: the quantization tag of MODEL_NAME (<repo>:<tag>), which llama-server finds "
-        "the model file by; default the last dash-separated part of engine.model.file (Q4_K_M).")
+        None,
+        description="llama.cpp: the quantization tag of MODEL_NAME (<repo>:<tag>), which llama-server finds "
+        "the model file by; default the last dash-separated part of engine.model.file (Q4_K_M).",
+    )
 
 
 class Olares(StrictModel):
@@ -110,9 +117,11 @@ class Olares(StrictModel):
         "legacy = 0.10.0 / v2 for Olares 1.12.3-1.12.5.",
     )
     pinned_model: PinnedModel | None = Field(
-        None, description="Render the official pinned-model shape (a shared app: the engine, the Model Console, "
+        None,
+        description="Render the official pinned-model shape (a shared app: the engine, the Model Console, "
         "a shared entrance Router calls, the MODEL_* and ENGINE_ARGS envs); current generation only. Without it "
-        "the chart is the seed's single Deployment.")
+        "the chart is the seed's single Deployment.",
+    )
     llm_gateway: bool | None = Field(
         None,
         description="Whether the Market lists the app among the models of Olares' LLM gateway, Router "
@@ -141,8 +150,9 @@ class Resources(StrictModel):
     memory: ByteRange = Field(description="Host memory of the engine container.")
     disk: ByteRange = Field(description="Disk the app needs (model files included).")
     gpu_memory: ByteRange | None = Field(
-        None, description="GPU memory the app books (request = limit); defaults to the hardware profile's "
-        "booking (23Gi on the RTX 5090 Laptop)."
+        None,
+        description="GPU memory the app books (request = limit); defaults to the hardware profile's "
+        "booking (23Gi on the RTX 5090 Laptop).",
     )
 
 
@@ -161,7 +171,8 @@ class BenchRecord(StrictModel):
     tps_source: Literal["server", "stream", "request"] = Field(
         description="How a run's rate was taken: server = the server's own decode timing (llama.cpp's "
         "timings.predicted_per_second); stream = (completion tokens - 1) / first to last streamed token (vLLM "
-        "bench's 1/TPOT); request = completion tokens / the whole request.")
+        "bench's 1/TPOT); request = completion tokens / the whole request."
+    )
     series: list[Rate] = Field(min_length=1, max_length=1_000, description="Each measured run's rate, in order.")
     runs: int = Field(ge=1, le=1_000, description="Measured runs (after the warm-ups).")
     warmups: int = Field(ge=0, le=100, description="Warm-up requests sent first and not counted.")
@@ -169,10 +180,12 @@ class BenchRecord(StrictModel):
     prompt: Text = Field(description="The prompt's name (space-invaders: the one shipped with olarespack).")
     temperature: float = Field(ge=0, le=2, description="Sampling temperature of the requests.")
     top_p: float = Field(gt=0, le=1, description="top_p of the requests.")
-    ttft_ms: float | None = Field(None, ge=0, le=3_600_000,
-                                  description="Average time to the first generated token, when streamed.")
-    acceptance: float | None = Field(None, ge=0, le=100,
-                                     description="Percent of the drafted tokens the target accepted.")
+    ttft_ms: float | None = Field(
+        None, ge=0, le=3_600_000, description="Average time to the first generated token, when streamed."
+    )
+    acceptance: float | None = Field(
+        None, ge=0, le=100, description="Percent of the drafted tokens the target accepted."
+    )
     drafted: int | None = Field(None, ge=0, le=2**53, description="Draft tokens over the measured runs.")
     accepted: int | None = Field(None, ge=0, le=2**53, description="Accepted draft tokens over the measured runs.")
     engine_release: Text | None = Field(None, description="The engine release inside the image (e.g. 0.21.0, b9101).")
@@ -180,28 +193,46 @@ class BenchRecord(StrictModel):
     context: int = Field(gt=0, le=2**24, description="The context length the server ran with.")
     settings_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")] = Field(
         description="Hash of the settings that change speed (engine image and release, model files, drafting, "
-        "context, batching, cache and attention types, hardware); another value now marks the figures stale.")
+        "context, batching, cache and attention types, hardware); another value now marks the figures stale."
+    )
     date: dt.date = Field(description="The day it was measured.")
-    uneven: bool | None = Field(None, description="True when the slowest run was below half the median: the runs "
-                                "did not measure one steady state, and the average mixes two.")
+    uneven: bool | None = Field(
+        None,
+        description="True when the slowest run was below half the median: the runs "
+        "did not measure one steady state, and the average mixes two.",
+    )
     gpu_mode: Literal["exclusive", "memory-slicing", "time-slicing"] | None = Field(
-        None, description="The GPU mode the app ran in (Olares' GPU settings); a time-sliced figure is marked so.")
+        None, description="The GPU mode the app ran in (Olares' GPU settings); a time-sliced figure is marked so."
+    )
     slow_runs: list[Annotated[int, Field(ge=1, le=1_000)]] | None = Field(
-        None, max_length=1_000, description="The runs of a slow phase (consecutive runs far below the median).")
-    slow_phase: Text | None = Field(None, description="What the slow phase was, as bench said it (\"runs 6-9 at 27% "
-                                    "of the median, acceptance 4% against 86%: speculative decoding fell back\").")
+        None, max_length=1_000, description="The runs of a slow phase (consecutive runs far below the median)."
+    )
+    slow_phase: Text | None = Field(
+        None,
+        description='What the slow phase was, as bench said it ("runs 6-9 at 27% '
+        'of the median, acceptance 4% against 86%: speculative decoding fell back").',
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchRecord:
         if not self.tps_min <= self.tps_avg <= self.tps_peak:
-            raise PydanticCustomError("less_than_equal", "tps_min <= tps_avg <= tps_peak must hold ({min} {avg} "
-                                      "{peak})", {"min": self.tps_min, "avg": self.tps_avg, "peak": self.tps_peak})
+            raise PydanticCustomError(
+                "less_than_equal",
+                "tps_min <= tps_avg <= tps_peak must hold ({min} {avg} {peak})",
+                {"min": self.tps_min, "avg": self.tps_avg, "peak": self.tps_peak},
+            )
         if len(self.series) != self.runs:
-            raise PydanticCustomError("less_than_equal", "series has {count} rates for {runs} runs",
-                                      {"count": len(self.series), "runs": self.runs})
+            raise PydanticCustomError(
+                "less_than_equal",
+                "series has {count} rates for {runs} runs",
+                {"count": len(self.series), "runs": self.runs},
+            )
         if self.drafted is not None and self.accepted is not None and self.accepted > self.drafted:
-            raise PydanticCustomError("less_than_equal", "accepted ({accepted}) is more than drafted ({drafted})",
-                                      {"accepted": self.accepted, "drafted": self.drafted})
+            raise PydanticCustomError(
+                "less_than_equal",
+                "accepted ({accepted}) is more than drafted ({drafted})",
+                {"accepted": self.accepted, "drafted": self.drafted},
+            )
         return self
 
 
@@ -224,9 +255,11 @@ class SweepRecord(StrictModel):
     value and benched, the value chosen by the criterion written into the spec, and this kept with the entry."""
 
     field: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,7}$")] = Field(
-        description="The spec field swept (a dotted path, e.g. engine.speculative.num_speculative_tokens).")
+        description="The spec field swept (a dotted path, e.g. engine.speculative.num_speculative_tokens)."
+    )
     criterion: Literal["average", "steady"] = Field(
-        description="average: the highest average; steady: the highest average without slow runs.")
+        description="average: the highest average; steady: the highest average without slow runs."
+    )
     chosen: SweepValue = Field(description="The value written into the spec.")
     points: list[SweepPoint] = Field(min_length=2, max_length=20, description="Each value's figures, in order.")
     runs: int = Field(ge=1, le=1_000, description="Measured runs per value.")
@@ -234,7 +267,8 @@ class SweepRecord(StrictModel):
     prompt: Text = Field(description="The prompt's name.")
     where: Text = Field(description="The engine build it ran on (a CPU build here, or the box's).")
     gpu_mode: Literal["exclusive", "memory-slicing", "time-slicing"] | None = Field(
-        None, description="The GPU mode the box's app ran in (read from the pod, or --gpu-mode).")
+        None, description="The GPU mode the box's app ran in (read from the pod, or --gpu-mode)."
+    )
     date: dt.date = Field(description="The day it was measured.")
 
 
@@ -243,8 +277,10 @@ class ChangelogEntry(StrictModel):
     date: dt.date | None = Field(None, description="Release date (YYYY-MM-DD).")
     note: Note = Field(description="What changed, as published in upgradeDescription.")
     bench: BenchRecord | None = Field(
-        None, description="The speed measured on this version (`olarespack bench run --record`); the newest entry "
-        "that has one is what descriptions cite as [[ bench.tps_avg ]].")
+        None,
+        description="The speed measured on this version (`olarespack bench run --record`); the newest entry "
+        "that has one is what descriptions cite as [[ bench.tps_avg ]].",
+    )
     sweep: SweepRecord | None = Field(None, description="The sweep that chose a setting of this version.")
 
 
@@ -264,8 +300,9 @@ class AppSpec(StrictModel):
     startup_timeout_minutes: int = Field(
         45, gt=30, le=240, description="Startup probe budget; a first boot downloads the model (> 30 min)."
     )
-    changelog: list[ChangelogEntry] = Field(min_length=1, max_length=1_000,
-                                            description="One entry per release, newest first.")
+    changelog: list[ChangelogEntry] = Field(
+        min_length=1, max_length=1_000, description="One entry per release, newest first."
+    )
 
     def offered_generations(self) -> tuple[GenerationName, ...]:
         """The manifest generations the market publishes the app in: a pinned-model app is a shared app, which

@@ -34,8 +34,22 @@ def _count(timings: dict[str, object], key: str) -> int:
 
 
 class LlamaCppBench(EngineBench):
-    speed_fields = ("image", "command", "model", "n_gpu_layers", "flash_attn", "cache_type_k", "cache_type_v",
-                    "batch_size", "ubatch_size", "parallel", "threads", "speculative", "extra_args", "env")
+    speed_fields = (
+        "image",
+        "command",
+        "model",
+        "n_gpu_layers",
+        "flash_attn",
+        "cache_type_k",
+        "cache_type_v",
+        "batch_size",
+        "ubatch_size",
+        "parallel",
+        "threads",
+        "speculative",
+        "extra_args",
+        "env",
+    )
     served_name_field = "alias"
     counter_source = "the server's timings of each run (draft_n, draft_n_accepted)"
     max_draft_tokens = 1_024  # LlamaSpeculative.draft_max's bound
@@ -66,13 +80,18 @@ class LlamaCppBench(EngineBench):
             raise ValueError("timings is not an object")
         if "predicted_n" not in found:
             return None  # a partial event's progress, not a completion's timing
-        tokens, ms, rate = _count(found, "predicted_n"), _number(found, "predicted_ms"), \
-            _number(found, "predicted_per_second")
+        tokens, ms, rate = (
+            _count(found, "predicted_n"),
+            _number(found, "predicted_ms"),
+            _number(found, "predicted_per_second"),
+        )
         if tokens and (ms <= 0 or rate <= 0):
             raise ValueError(f"timings say {tokens} tokens in {ms:g} ms at {rate:g} t/s")
         if tokens and all(abs(rate - n * 1000 / ms) > RATE_TOLERANCE * rate for n in (tokens, tokens - 1)):
-            raise ValueError(f"timings.predicted_per_second {rate:g} is neither predicted_n nor predicted_n - 1 over "
-                             f"predicted_ms ({tokens} in {ms:g} ms = {tokens * 1000 / ms:g} t/s)")
+            raise ValueError(
+                f"timings.predicted_per_second {rate:g} is neither predicted_n nor predicted_n - 1 over "
+                f"predicted_ms ({tokens} in {ms:g} ms = {tokens * 1000 / ms:g} t/s)"
+            )
         drafted = _count(found, "draft_n") if "draft_n" in found else None
         accepted = _count(found, "draft_n_accepted") if "draft_n_accepted" in found else None
         if drafted is not None and accepted is not None and accepted > drafted:

@@ -20,13 +20,17 @@ from dataclasses import dataclass, field
 
 from olarespack.engines.bootlog import FIGURE, NUM, EngineLog
 
-_BUFFER = re.compile(rf"(\w{{1,64}}): {{1,64}}([A-Za-z0-9_.-]{{1,64}}) (model|KV|compute) buffer size = {{0,16}}"
-                     rf"{NUM} MiB")
+_BUFFER = re.compile(
+    rf"(\w{{1,64}}): {{1,64}}([A-Za-z0-9_.-]{{1,64}}) (model|KV|compute) buffer size = {{0,16}}"
+    rf"{NUM} MiB"
+)
 _CTX = re.compile(r"llama_context: n_ctx {0,24}= (\d{1,9})")
 _BUILD = re.compile(r"(?:\bbuild: |build_info: b|common_params_print_info: build )(\d{1,7})\b")
 _DEVICE = re.compile(r"(?:Device 0: (.{1,80}?), compute capability|using device \w{1,32} \((.{1,80}?)\) \()")
-_MARK = re.compile(r"llama_model_load|llama_model_loader:|llama_context:|ggml_cuda_init|llama-server|"
-                   r"main: server is listening|srv {1,8}\w{1,32}:")
+_MARK = re.compile(
+    r"llama_model_load|llama_model_loader:|llama_context:|ggml_cuda_init|llama-server|"
+    r"main: server is listening|srv {1,8}\w{1,32}:"
+)
 # any line that says a buffer size: one the strict pattern does not read is refused, not dropped
 _SIZE_SAID = re.compile(r"([A-Za-z0-9_.-]{1,64}) (model|KV|compute) buffer size = {0,16}([^\s]{1,32})")
 # a buffer line's kind -> engine.calibration's field holding that kind per device
@@ -54,13 +58,22 @@ class LlamaCppLog(EngineLog):
         from olarespack.engines.llamacpp.spec import LlamaCppCalibration
 
         if self.device and gpu and self.device != gpu:
-            return [(f"is a boot on {self.device}, but {spec_file}'s hardware {hardware} is {gpu}",
-                     f"boot the app on a {gpu} and take that log, or set hardware: to the GPU it ran on")]
+            return [
+                (
+                    f"is a boot on {self.device}, but {spec_file}'s hardware {hardware} is {gpu}",
+                    f"boot the app on a {gpu} and take that log, or set hardware: to the GPU it ran on",
+                )
+            ]
         if not LlamaCppCalibration.gpu_mib(self.model_buffer_mib):
-            return [("the boot put no model buffer on a GPU (only "
-                     f"{', '.join(sorted(self.model_buffer_mib)) or 'none'}): it measured nothing of the GPU",
-                     "take the log of the app's pod on the box, where the layers go to CUDA0")]
+            return [
+                (
+                    "the boot put no model buffer on a GPU (only "
+                    f"{', '.join(sorted(self.model_buffer_mib)) or 'none'}): it measured nothing of the GPU",
+                    "take the log of the app's pod on the box, where the layers go to CUDA0",
+                )
+            ]
         return []
+
     def __post_init__(self) -> None:
         self.provenance = {"build": "its `build:` line (printed at start-up)"}
         self._seen: dict[tuple[str, str], int] = {}  # buffer lines of one kind and device in this pass
@@ -75,13 +88,21 @@ class LlamaCppLog(EngineLog):
             if match[1] == "load_tensors" and match[3] == "model" and (self.kv_buffer_mib or self.compute_buffer_mib):
                 self._new_pass()
             name, device = _FIELDS[match[3]], match[2]
-            buffers = {"model_buffer_mib": self.model_buffer_mib, "kv_buffer_mib": self.kv_buffer_mib,
-                       "compute_buffer_mib": self.compute_buffer_mib}[name]
+            buffers = {
+                "model_buffer_mib": self.model_buffer_mib,
+                "kv_buffer_mib": self.kv_buffer_mib,
+                "compute_buffer_mib": self.compute_buffer_mib,
+            }[name]
             seen = self._seen[name, device] = self._seen.get((name, device), 0) + 1
             if seen == MAX_LINES_A_PASS + 1:
-                self.impossible.append((number, f"{device} {match[3]} buffer size: the {seen}th such line of one "
-                                        f"boot (llama.cpp prints at most {MAX_LINES_A_PASS}: a cache per "
-                                        "attention kind and a drafter's)"))
+                self.impossible.append(
+                    (
+                        number,
+                        f"{device} {match[3]} buffer size: the {seen}th such line of one "
+                        f"boot (llama.cpp prints at most {MAX_LINES_A_PASS}: a cache per "
+                        "attention kind and a drafter's)",
+                    )
+                )
             buffers[device] = round(buffers.get(device, 0.0) + float(match[4]), 2)
             self.lines[f"{name} {device}"] = number
         elif match := _CTX.search(line):
@@ -104,17 +125,26 @@ class LlamaCppLog(EngineLog):
         return bool(self.model_buffer_mib or self.kv_buffer_mib or self.compute_buffer_mib)
 
     def gpu_mib(self) -> tuple[float, str] | None:
-        on_gpu = [(mib, f"{name} {device}") for name, buffers in (
-            ("model_buffer_mib", self.model_buffer_mib), ("kv_buffer_mib", self.kv_buffer_mib),
-            ("compute_buffer_mib", self.compute_buffer_mib)) for device, mib in buffers.items() if _on_gpu(device)]
+        on_gpu = [
+            (mib, f"{name} {device}")
+            for name, buffers in (
+                ("model_buffer_mib", self.model_buffer_mib),
+                ("kv_buffer_mib", self.kv_buffer_mib),
+                ("compute_buffer_mib", self.compute_buffer_mib),
+            )
+            for device, mib in buffers.items()
+            if _on_gpu(device)
+        ]
         return (round(sum(mib for mib, _ in on_gpu), 2), max(on_gpu)[1]) if on_gpu else None
 
     def missing_lines(self) -> tuple[str, str] | None:
-        return ("no buffer size line found: llama-server prints its model, KV and compute buffer sizes at its "
-                "default verbosity up to b9113, and from b9246 only at --log-verbosity 4 (which the charts olarespack "
-                "renders for those builds set) or -v",
-                "boot the app from a chart olarespack rendered for its build, or once with \"-v\" added to "
-                "engine.extra_args, and calibrate from that log (kubectl logs POD > boot.log)")
+        return (
+            "no buffer size line found: llama-server prints its model, KV and compute buffer sizes at its "
+            "default verbosity up to b9113, and from b9246 only at --log-verbosity 4 (which the charts olarespack "
+            "renders for those builds set) or -v",
+            'boot the app from a chart olarespack rendered for its build, or once with "-v" added to '
+            "engine.extra_args, and calibrate from that log (kubectl logs POD > boot.log)",
+        )
 
 
 def _on_gpu(device: str) -> bool:

@@ -37,7 +37,7 @@ from olarespack.engines.pinned import PinnedRead, PinnedShape
 from olarespack.engines.protocol import Engine
 from olarespack.engines.releases import ReleaseRules
 from olarespack.engines.smoke import EngineSmoke
-from olarespack.models.arch import models
+from olarespack.models.registry import models
 
 
 class LlamaCpp(Engine[LlamaCppEngine]):
@@ -94,12 +94,20 @@ class LlamaCpp(Engine[LlamaCppEngine]):
             same = drafter.repo == model.repo and drafter.revision == model.revision
             found.append((drafter.file, local) if same else (drafter.file, local, drafter.repo, drafter.revision))
         template = engine.chat_template
-        return {"repo": model.repo, "revision": model.revision, "files": found,
-                # one fixed name in files/ and the ConfigMap: the path's own name could be one .helmignore
-                # drops (x.bak), and the mount names the key
-                "chat_template": template and {"path": template.path, "file": "chat-template.jinja",
-                                               "text": template.text,
-                                               "sha256": hashlib.sha256(template.text.encode()).hexdigest()}}
+        return {
+            "repo": model.repo,
+            "revision": model.revision,
+            "files": found,
+            # one fixed name in files/ and the ConfigMap: the path's own name could be one .helmignore
+            # drops (x.bak), and the mount names the key
+            "chat_template": template
+            and {
+                "path": template.path,
+                "file": "chat-template.jinja",
+                "text": template.text,
+                "sha256": hashlib.sha256(template.text.encode()).hexdigest(),
+            },
+        }
 
     def images(self, engine: LlamaCppEngine) -> list[tuple[str, str]]:
         found = [("engine.image", engine.image)]
@@ -126,18 +134,22 @@ class LlamaCpp(Engine[LlamaCppEngine]):
 
     def preset_lines(self, engine: LlamaCppEngine) -> list[str]:
         projector = f" + projector `{engine.model.mmproj}`" if engine.model.mmproj else ""
-        return [f"- Model: `{engine.model.repo}` file `{engine.model.file}`{projector}",
-                f"- Served model name: `{engine.alias}`, context "
-                + (f"{engine.ctx_size} tokens" if engine.ctx_size else "the model's trained one")]
+        return [
+            f"- Model: `{engine.model.repo}` file `{engine.model.file}`{projector}",
+            f"- Served model name: `{engine.alias}`, context "
+            + (f"{engine.ctx_size} tokens" if engine.ctx_size else "the model's trained one"),
+        ]
 
     def model_files(self, engine: LlamaCppEngine) -> list[str] | None:
         return [engine.model.file, *([engine.model.mmproj] if engine.model.mmproj else [])]
 
-    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
-                    image: str) -> PinnedRead:
+    def read_pinned(
+        self, model_name: str, model_source: str, engine_args: str, command: list[str], image: str
+    ) -> PinnedRead:
         family = family_of(self.kind, image)
-        return read_pinned(model_name, model_source, engine_args,
-                           command or list(family.command if family else self.command))
+        return read_pinned(
+            model_name, model_source, engine_args, command or list(family.command if family else self.command)
+        )
 
     def pinned_shape(self, engine: LlamaCppEngine, tag: str | None = None) -> PinnedShape:
         return pinned_shape(engine, tag, self.args(engine), self.typed_flags(), self.server_command(engine))
@@ -174,6 +186,9 @@ class LlamaCpp(Engine[LlamaCppEngine]):
 
     def calibration_values(self, engine: LlamaCppEngine, log: BootLog, gpu_memory: int) -> dict[str, Any]:
         reading = log.of(self.kind, LlamaCppLog)
-        return {"model_buffer_mib": dict(sorted(reading.model_buffer_mib.items())),
-                "kv_buffer_mib": dict(sorted(reading.kv_buffer_mib.items())),
-                "compute_buffer_mib": dict(sorted(reading.compute_buffer_mib.items())), "n_ctx": reading.n_ctx}
+        return {
+            "model_buffer_mib": dict(sorted(reading.model_buffer_mib.items())),
+            "kv_buffer_mib": dict(sorted(reading.kv_buffer_mib.items())),
+            "compute_buffer_mib": dict(sorted(reading.compute_buffer_mib.items())),
+            "n_ctx": reading.n_ctx,
+        }

@@ -23,7 +23,7 @@ from olarespack.engines.llamacpp.kv import (
     llamacpp_kv_bytes,
 )
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine
-from olarespack.models.arch import find_model, models
+from olarespack.models.registry import find_model, models
 
 
 def _has(args: list[str], *names: str) -> bool:
@@ -32,8 +32,7 @@ def _has(args: list[str], *names: str) -> bool:
 
 def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     family = family_of("llamacpp", engine.image)
-    sizes = {name: (c.block_bytes, c.block_values) for name, c in family.all_cache_types().items()} \
-        if family else None
+    sizes = {name: (c.block_bytes, c.block_values) for name, c in family.all_cache_types().items()} if family else None
     if request.calibrated_kv_available_bytes is not None:
         raise UsageError("calibration from `Available KV cache memory` applies to vLLM apps only")
     info = find_model(engine.model.repo, request.registry)
@@ -44,23 +43,32 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     files = [engine.model.file] + ([engine.model.mmproj] if engine.model.mmproj else [])
     missing = [f for f in files if f not in info.files]
     if missing:
-        raise ModelDataError(f"no size for {', '.join(missing)} in {info.repo}; known files: "
-                             f"{', '.join(sorted(info.files)) or 'none'}")
+        raise ModelDataError(
+            f"no size for {', '.join(missing)} in {info.repo}; known files: {', '.join(sorted(info.files)) or 'none'}"
+        )
     main = info.files[engine.model.file]
     if not main.gpu_copy_bytes <= main.host_bytes <= main.bytes:
-        raise ModelDataError(f"{info.repo}: files.{engine.model.file}: gpu_copy_bytes <= host_bytes <= bytes does "
-                             "not hold; correct the model file (olarespack model add ... --force rewrites it)")
+        raise ModelDataError(
+            f"{info.repo}: files.{engine.model.file}: gpu_copy_bytes <= host_bytes <= bytes does "
+            "not hold; correct the model file (olarespack model add ... --force rewrites it)"
+        )
     # the host mapping holds the input embeddings; the GPU holds the rest, plus token_embd again when tied
     weights = main.bytes - main.host_bytes + main.gpu_copy_bytes + sum(info.files[f].bytes for f in files[1:])
     exact = main.exact and main.host_exact and all(info.files[f].exact for f in files[1:])
     if main.host_bytes:
-        copied = (f", {gib(main.gpu_copy_bytes):.2f} GiB of it (token_embd) also on the GPU as the tied output"
-                  if main.gpu_copy_bytes else "")
-        notes.append(f"{gib(main.host_bytes):.2f} GiB of input embeddings (token_embd and any per-layer table) "
-                     f"stay in host memory{copied}")
+        copied = (
+            f", {gib(main.gpu_copy_bytes):.2f} GiB of it (token_embd) also on the GPU as the tied output"
+            if main.gpu_copy_bytes
+            else ""
+        )
+        notes.append(
+            f"{gib(main.host_bytes):.2f} GiB of input embeddings (token_embd and any per-layer table) "
+            f"stay in host memory{copied}"
+        )
     cache_types = family.all_cache_types() if family else {}
-    if family and any(cache_types[name].estimate for name in (engine.cache_type_k, engine.cache_type_v)
-                      if name in cache_types):
+    if family and any(
+        cache_types[name].estimate for name in (engine.cache_type_k, engine.cache_type_v) if name in cache_types
+    ):
         notes.append(f"the storage of the {family.name} KV cache types is an estimate")
     drafter = engine.speculative.drafter if engine.speculative else None
     drafter_bytes = 0
@@ -69,17 +77,22 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         if drafter_info is not None and drafter.file in drafter_info.files:
             drafter_bytes = drafter_info.files[drafter.file].bytes
         else:
-            notes.append(f"drafter {drafter.repo}/{drafter.file}: no size known, not counted "
-                         f"(olarespack model add {drafter.repo} --gguf {drafter.file})")
+            notes.append(
+                f"drafter {drafter.repo}/{drafter.file}: no size known, not counted "
+                f"(olarespack model add {drafter.repo} --gguf {drafter.file})"
+            )
     weights += drafter_bytes
     length = request.max_model_len or engine.ctx_size
     if not length:
         length = info.trained_context
         if not length:
-            raise ModelDataError(f"ctx_size is not written, so llama-server takes {info.repo}'s trained context, "
-                                 "which its model data does not say; set engine.ctx_size")
-        notes.append(f"ctx_size not written: llama-server takes the context the model was trained with, {length} "
-                     "tokens")
+            raise ModelDataError(
+                f"ctx_size is not written, so llama-server takes {info.repo}'s trained context, "
+                "which its model data does not say; set engine.ctx_size"
+            )
+        notes.append(
+            f"ctx_size not written: llama-server takes the context the model was trained with, {length} tokens"
+        )
     if engine.parallel is None:
         parallel, unified = LLAMACPP_AUTO_PARALLEL, True
         notes.append(f"--parallel not set: llama-server's {parallel} slots over a unified cache taken")
@@ -91,44 +104,56 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     if type_v not in FULL_PRECISION_CACHE and not flash:
         notes.append("llama.cpp refuses a quantized V cache without flash attention (-fa on)")
     if engine.n_gpu_layers == "auto":
-        notes.append("n_gpu_layers auto: llama.cpp keeps on the CPU the layers that do not fit; the figures assume "
-                     "all on GPU")
+        notes.append(
+            "n_gpu_layers auto: llama.cpp keeps on the CPU the layers that do not fit; the figures assume all on GPU"
+        )
     elif isinstance(engine.n_gpu_layers, int) and engine.n_gpu_layers <= arch.num_hidden_layers:
-        notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all "
-                     "on GPU")
-    options: dict[str, Any] = {"parallel": parallel, "kv_unified": unified,
-                               "batch_size": engine.batch_size or LLAMACPP_DEFAULT_BATCH,
-                               "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH}
+        notes.append(f"n_gpu_layers {engine.n_gpu_layers} leaves layers on the CPU; the figures assume all on GPU")
+    options: dict[str, Any] = {
+        "parallel": parallel,
+        "kv_unified": unified,
+        "batch_size": engine.batch_size or LLAMACPP_DEFAULT_BATCH,
+        "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH,
+    }
 
     def kv_at(n: int) -> int:
-        return llamacpp_kv_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash,
-                                 type_sizes=sizes, **options)
+        return llamacpp_kv_bytes(
+            arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash, type_sizes=sizes, **options
+        )
 
     def compute_at(n: int) -> int:  # the GPU compute buffer grows with the context (the KQ mask, the scores,
         at = llamacpp_context(n, **options)  # a quantized cache's f16 copies)
-        copies = llamacpp_f16_copy_bytes(arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full,
-                                         flash_attn=flash, **options)
-        return llamacpp_compute_bytes(arch, at.n_ubatch, at.n_ctx, flash_attn=flash, n_ctx_seq=at.n_ctx_seq,
-                                      f16_copies=copies)
+        copies = llamacpp_f16_copy_bytes(
+            arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash, **options
+        )
+        return llamacpp_compute_bytes(
+            arch, at.n_ubatch, at.n_ctx, flash_attn=flash, n_ctx_seq=at.n_ctx_seq, f16_copies=copies
+        )
 
     ctx = llamacpp_context(length, **options)
     needed = kv_at(length)
     overhead = LLAMACPP_RUNTIME_BYTES + compute_at(length) + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0)
     source: Source = "estimate"
-    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash,
-                                               n_ctx_seq=ctx.n_ctx_seq)
-    notes.append(f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
-                 f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MiB} MiB (an H200's, after a "
-                 f"first request); {host_compute / MiB:.0f} MiB more of pinned host memory for compute")
+    host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash, n_ctx_seq=ctx.n_ctx_seq)
+    notes.append(
+        f"compute buffers estimated with a {LLAMACPP_COMPUTE_MARGIN - 1:.0%} margin over the fit to "
+        f"measured CUDA boots, CUDA runtime {LLAMACPP_RUNTIME_BYTES // MiB} MiB (an H200's, after a "
+        f"first request); {host_compute / MiB:.0f} MiB more of pinned host memory for compute"
+    )
     measured = engine.calibration
-    if measured is not None and (measured.model, measured.image, measured.hardware) == (
-            engine.model.repo, engine.image, request.hardware) and measured.model_buffer_mib:
+    if (
+        measured is not None
+        and (measured.model, measured.image, measured.hardware) == (engine.model.repo, engine.image, request.hardware)
+        and measured.model_buffer_mib
+    ):
         # the boot's own GPU buffers: weights as loaded, compute buffers as allocated (at that boot's context)
         weights = round(measured.gpu_mib(measured.model_buffer_mib) * MiB)
         overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MiB)
         exact, source = True, "calibrated"
-        notes.append("weights and compute buffers calibrated from a boot"
-                     + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else ""))
+        notes.append(
+            "weights and compute buffers calibrated from a boot"
+            + (f" at n_ctx {measured.n_ctx}" if measured.n_ctx else "")
+        )
         if measured.n_ctx and measured.n_ctx < ctx.n_ctx:
             # the compute buffer grows with the context: a boot at a smaller one is topped up by the estimate
             overhead += compute_at(length) - compute_at(measured.n_ctx)
@@ -152,17 +177,39 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     ceiling = max(length, arch.max_position_embeddings or length)
     fit_ctx = llamacpp_context(fit_len, **options) if fit_len else None
     return FitReport(
-        app=request.app, engine="llamacpp", engine_title="llama.cpp", model=f"{info.repo}/{engine.model.file}",
-        drafter=None, total_bytes=request.total, gpu_memory_utilization=None, budget_bytes=request.total,
-        weights_bytes=weights, drafter_weights_bytes=0, overhead_bytes=overhead, overhead_source=source,
-        kv_cache_needed_bytes=needed, drafter_kv_bytes=0, kv_cache_available_bytes=available,
-        headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
+        app=request.app,
+        engine="llamacpp",
+        engine_title="llama.cpp",
+        model=f"{info.repo}/{engine.model.file}",
+        drafter=None,
+        total_bytes=request.total,
+        gpu_memory_utilization=None,
+        budget_bytes=request.total,
+        weights_bytes=weights,
+        drafter_weights_bytes=0,
+        overhead_bytes=overhead,
+        overhead_source=source,
+        kv_cache_needed_bytes=needed,
+        drafter_kv_bytes=0,
+        kv_cache_available_bytes=available,
+        headroom_bytes=available - needed,
+        max_model_len=length,
+        max_model_len_fit=fit_len,
         max_model_len_limit=largest_fitting(ceiling, fits_at) if searchable else 0,
         concurrency=float(fit_ctx.n_ctx // fit_ctx.n_ctx_seq) if fit_ctx else 0.0,
-        fits=fits, utilization_needed=share_needed(request.total, weights + overhead + needed),
-        kv_cache_dtype=f"k {type_k}, v {type_v}", weights_exact=exact,
-        settings={"n_ctx": ctx.n_ctx, "n_ctx_per_slot": ctx.n_ctx_seq, "n_ubatch": ctx.n_ubatch,
-                  "parallel": parallel, "kv_unified": unified, "swa_full": swa_full, "flash_attn": flash},
+        fits=fits,
+        utilization_needed=share_needed(request.total, weights + overhead + needed),
+        kv_cache_dtype=f"k {type_k}, v {type_v}",
+        weights_exact=exact,
+        settings={
+            "n_ctx": ctx.n_ctx,
+            "n_ctx_per_slot": ctx.n_ctx_seq,
+            "n_ubatch": ctx.n_ubatch,
+            "parallel": parallel,
+            "kv_unified": unified,
+            "swa_full": swa_full,
+            "flash_attn": flash,
+        },
         host_memory_bytes=main.host_bytes + host_compute,
         notes=tuple(notes),
     )

@@ -21,8 +21,14 @@ def drafter_flag(engine: LlamaCppEngine) -> str | None:
     if spec is None or spec.drafter is None:
         return None
     family = family_of(KIND, engine.image)
-    known = next((family.spec_types[name] for name in spec_type_names(spec.type or "draft")
-                  if name in family.spec_types), None) if family else None
+    known = (
+        next(
+            (family.spec_types[name] for name in spec_type_names(spec.type or "draft") if name in family.spec_types),
+            None,
+        )
+        if family
+        else None
+    )
     return (known.drafter_flag if known and known.drafter_flag else None) or "--model-draft"
 
 
@@ -120,8 +126,13 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--host", "chart", lambda e: "0.0.0.0"),
     Flag("--port", "chart", lambda e: e.port or PORT),
     Flag("--model", "engine.model", lambda e: gguf_path(e, e.model.file), aliases=("-m",)),
-    Flag("--mmproj", "engine.model.mmproj", lambda e: e.model.mmproj and gguf_path(e, e.model.mmproj),
-         "given", aliases=("-mm",)),
+    Flag(
+        "--mmproj",
+        "engine.model.mmproj",
+        lambda e: e.model.mmproj and gguf_path(e, e.model.mmproj),
+        "given",
+        aliases=("-mm",),
+    ),
     Flag("--alias", "engine.alias", lambda e: e.alias, aliases=("-a",)),
     Flag("--ctx-size", "engine.ctx_size", lambda e: e.ctx_size, aliases=("-c",)),
     Flag("--n-gpu-layers", "engine.n_gpu_layers", lambda e: e.n_gpu_layers, aliases=("-ngl", "--gpu-layers")),
@@ -136,21 +147,50 @@ FLAGS: tuple[Flag[LlamaCppEngine], ...] = (
     Flag("--flash-attn", "engine.flash_attn", lambda e: e.flash_attn, aliases=("-fa",)),
     Flag("--jinja", "engine.jinja", lambda e: e.jinja, "given"),
     Flag("--context-shift", "engine.context_shift", lambda e: e.context_shift, "switch"),
-    Flag("--chat-template-file", "engine.chat_template",
-         lambda e: e.chat_template.path if e.chat_template else None, "given"),
+    Flag(
+        "--chat-template-file",
+        "engine.chat_template",
+        lambda e: e.chat_template.path if e.chat_template else None,
+        "given",
+    ),
     Flag("--spec-type", "engine.speculative.type", spec_type, "given"),
     Flag("--spec-draft-n-max", "engine.speculative.draft_max", lambda e: _bound(e, "--spec-draft-n-max"), "given"),
-    Flag("--draft-max", "engine.speculative.draft_max", lambda e: _bound(e, "--draft-max"),
-         "given", aliases=("--draft", "--draft-n")),
+    Flag(
+        "--draft-max",
+        "engine.speculative.draft_max",
+        lambda e: _bound(e, "--draft-max"),
+        "given",
+        aliases=("--draft", "--draft-n"),
+    ),
     Flag("--spec-draft-n-min", "engine.speculative.draft_min", lambda e: _bound(e, "--spec-draft-n-min"), "given"),
-    Flag("--draft-min", "engine.speculative.draft_min", lambda e: _bound(e, "--draft-min"),
-         "given", aliases=("--draft-n-min",)),
-    Flag("--n-gpu-layers-draft", "engine.speculative.n_gpu_layers",
-         lambda e: _speculative(e, lambda s: s.n_gpu_layers), "given", aliases=("-ngld", "--gpu-layers-draft")),
-    Flag("--cache-type-k-draft", "engine.speculative.cache_type_k",
-         lambda e: _speculative(e, lambda s: s.cache_type_k), "given", aliases=("-ctkd",)),
-    Flag("--cache-type-v-draft", "engine.speculative.cache_type_v",
-         lambda e: _speculative(e, lambda s: s.cache_type_v), "given", aliases=("-ctvd",)),
+    Flag(
+        "--draft-min",
+        "engine.speculative.draft_min",
+        lambda e: _bound(e, "--draft-min"),
+        "given",
+        aliases=("--draft-n-min",),
+    ),
+    Flag(
+        "--n-gpu-layers-draft",
+        "engine.speculative.n_gpu_layers",
+        lambda e: _speculative(e, lambda s: s.n_gpu_layers),
+        "given",
+        aliases=("-ngld", "--gpu-layers-draft"),
+    ),
+    Flag(
+        "--cache-type-k-draft",
+        "engine.speculative.cache_type_k",
+        lambda e: _speculative(e, lambda s: s.cache_type_k),
+        "given",
+        aliases=("-ctkd",),
+    ),
+    Flag(
+        "--cache-type-v-draft",
+        "engine.speculative.cache_type_v",
+        lambda e: _speculative(e, lambda s: s.cache_type_v),
+        "given",
+        aliases=("-ctvd",),
+    ),
 )
 # the flags that can name the drafter file, whichever the image family uses
 DRAFTER_FLAGS = ("--model-draft", "-md", "--mtp-head")

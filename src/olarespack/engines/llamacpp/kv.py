@@ -40,8 +40,15 @@ LLAMACPP_COMPUTE_MARGIN = 1.10
 MMPROJ_COMPUTE_BYTES = 892 * MiB
 # ggml type -> (bytes per block, values per block)
 GGML_TYPE_SIZE: dict[str, tuple[int, int]] = {
-    "f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32),
-    "iq4_nl": (18, 32), "q5_0": (22, 32), "q5_1": (24, 32),
+    "f32": (4, 1),
+    "f16": (2, 1),
+    "bf16": (2, 1),
+    "q8_0": (34, 32),
+    "q4_0": (18, 32),
+    "q4_1": (20, 32),
+    "iq4_nl": (18, 32),
+    "q5_0": (22, 32),
+    "q5_1": (24, 32),
 }
 
 
@@ -70,9 +77,14 @@ class LlamaCppContext:
     unified: bool
 
 
-def llamacpp_context(ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
-                     batch_size: int = LLAMACPP_DEFAULT_BATCH,
-                     ubatch_size: int = LLAMACPP_DEFAULT_UBATCH) -> LlamaCppContext:
+def llamacpp_context(
+    ctx_size: int,
+    *,
+    parallel: int = 1,
+    kv_unified: bool = False,
+    batch_size: int = LLAMACPP_DEFAULT_BATCH,
+    ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
+) -> LlamaCppContext:
     n_batch = min(ctx_size, batch_size)  # causal attention: a batch never exceeds the context
     n_ubatch = min(n_batch, ubatch_size)
     n_ctx = pad(ctx_size, LLAMACPP_CTX_PAD)
@@ -93,21 +105,38 @@ def _cells(lay: KvLayer, ctx: LlamaCppContext, swa_full: bool) -> int:
     return pad(min(per_stream, lay.window * seqs + ctx.n_ubatch), LLAMACPP_CTX_PAD)
 
 
-def llamacpp_kv_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
-                      batch_size: int = LLAMACPP_DEFAULT_BATCH, ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
-                      type_k: str = "f16", type_v: str = "f16", swa_full: bool = False, flash_attn: bool = True,
-                      type_sizes: Mapping[str, tuple[int, int]] | None = None) -> int:
+def llamacpp_kv_bytes(
+    arch: Layers,
+    ctx_size: int,
+    *,
+    parallel: int = 1,
+    kv_unified: bool = False,
+    batch_size: int = LLAMACPP_DEFAULT_BATCH,
+    ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    swa_full: bool = False,
+    flash_attn: bool = True,
+    type_sizes: Mapping[str, tuple[int, int]] | None = None,
+) -> int:
     """Bytes llama.cpp allocates at start for the KV cache (all of it, whatever the prompts)."""
-    ctx = llamacpp_context(ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size,
-                           ubatch_size=ubatch_size)
+    ctx = llamacpp_context(
+        ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size, ubatch_size=ubatch_size
+    )
     layers = layers_of(arch)
     widest = max((lay.kv_heads * lay.head_dim for lay in layers), default=0)
     total = 0
     for lay in layers:
         cells = _cells(lay, ctx, swa_full)
         width = lay.kv_heads * lay.head_dim
-        total += (ggml_row_bytes(type_k, width, type_sizes)
-                  + ggml_row_bytes(type_v, width if flash_attn else widest, type_sizes)) * cells * ctx.n_stream
+        total += (
+            (
+                ggml_row_bytes(type_k, width, type_sizes)
+                + ggml_row_bytes(type_v, width if flash_attn else widest, type_sizes)
+            )
+            * cells
+            * ctx.n_stream
+        )
     return total
 
 
@@ -120,19 +149,30 @@ def _compute_width(arch: ModelArch) -> int:
     return 4 * hidden + 3 * (arch.intermediate_size or 4 * hidden) + per_layer
 
 
-def llamacpp_f16_copy_bytes(arch: Layers, ctx_size: int, *, parallel: int = 1, kv_unified: bool = False,
-                            batch_size: int = LLAMACPP_DEFAULT_BATCH, ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
-                            type_k: str = "f16", type_v: str = "f16", swa_full: bool = False,
-                            flash_attn: bool = True) -> int:
+def llamacpp_f16_copy_bytes(
+    arch: Layers,
+    ctx_size: int,
+    *,
+    parallel: int = 1,
+    kv_unified: bool = False,
+    batch_size: int = LLAMACPP_DEFAULT_BATCH,
+    ubatch_size: int = LLAMACPP_DEFAULT_UBATCH,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    swa_full: bool = False,
+    flash_attn: bool = True,
+) -> int:
     """Bytes of the f16 copies ggml-cuda's flash attention makes of a cache that is not f16: the K (and V) view
     of the layer with the most cells x width, over every stream, 2 bytes a value, held in the compute buffer
     while that layer's attention runs (one layer at a time). Without flash attention there is none."""
     if not flash_attn:
         return 0
-    ctx = llamacpp_context(ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size,
-                           ubatch_size=ubatch_size)
-    widest = max((_cells(lay, ctx, swa_full) * ctx.n_stream * lay.kv_heads * lay.head_dim
-                  for lay in layers_of(arch)), default=0)
+    ctx = llamacpp_context(
+        ctx_size, parallel=parallel, kv_unified=kv_unified, batch_size=batch_size, ubatch_size=ubatch_size
+    )
+    widest = max(
+        (_cells(lay, ctx, swa_full) * ctx.n_stream * lay.kv_heads * lay.head_dim for lay in layers_of(arch)), default=0
+    )
     return 2 * widest * ((type_k != "f16") + (type_v != "f16"))
 
 
@@ -141,8 +181,9 @@ def _mask_bytes(flash_attn: bool) -> int:
     return 2 if flash_attn else 4
 
 
-def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool,
-                           n_ctx_seq: int | None = None, f16_copies: int = 0) -> int:
+def llamacpp_compute_bytes(
+    arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool, n_ctx_seq: int | None = None, f16_copies: int = 0
+) -> int:
     """Estimated GPU compute buffer (the CUDA0 line): the ubatch's widest activations in f32 and the KQ mask
     over one slot's cells (`n_ctx_seq`, all of `n_ctx` for one slot or a unified cache), plus the f32 attention
     scores of every head when flash attention is off; with LLAMACPP_COMPUTE_MARGIN; plus `f16_copies`
@@ -156,8 +197,9 @@ def llamacpp_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_
     return math.ceil((n_ubatch * _compute_width(arch) * 4 + mask + scores) * LLAMACPP_COMPUTE_MARGIN) + f16_copies
 
 
-def llamacpp_host_compute_bytes(arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool = True,
-                                n_ctx_seq: int | None = None) -> int:
+def llamacpp_host_compute_bytes(
+    arch: ModelArch, n_ubatch: int, n_ctx: int, *, flash_attn: bool = True, n_ctx_seq: int | None = None
+) -> int:
     """Estimated pinned host compute buffer (the CUDA_Host line): the input embeddings looked up on the host
     (token_embd and a Gemma E model's per-layer table stay there) and the mask's host copy, one slot's cells;
     with the margin. Fitted like the GPU buffer: 79.03 MiB at 32K and 175.03 MiB at 128K for Gemma 4 E4B at

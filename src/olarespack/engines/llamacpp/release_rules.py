@@ -34,20 +34,30 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
             values = frozenset(re.findall(r"[a-z0-9-]+", str(row.get("value_hint", "")))) or spec_types
         removed = bool(row.get("removed"))
         option = OptionFacts(
-            names=spellings, takes_value=bool(row.get("takes_value")), values=values,
+            names=spellings,
+            takes_value=bool(row.get("takes_value")),
+            values=values,
             deprecated="" if row.get("deprecated") else None,
-            note=str(row.get("removed") or row.get("deprecated") or ""), removed=removed,
-            value_hint=str(row.get("value_hint") or ""), env=str(row.get("env") or ""))
+            note=str(row.get("removed") or row.get("deprecated") or ""),
+            removed=removed,
+            value_hint=str(row.get("value_hint") or ""),
+            env=str(row.get("env") or ""),
+        )
         for spelling in spellings:
             options.setdefault(spelling, option)
         if row.get("env") and not removed:
             env.add(str(row["env"]))
     return ReleaseFacts(
-        kind="llamacpp", release=release,
+        kind="llamacpp",
+        release=release,
         source=f"{artifact.get('file', 'llama.cpp ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
-        options=options, env=frozenset(env), env_prefixes=("LLAMA_ARG_",), sets={"spec_types": spec_types},
+        options=options,
+        env=frozenset(env),
+        env_prefixes=("LLAMA_ARG_",),
+        sets={"spec_types": spec_types},
         numbers={key: int(value) for key, value in raw.get("log", {}).items()},
-        version=str(raw["llama_version"]) if raw.get("llama_version") else None)
+        version=str(raw["llama_version"]) if raw.get("llama_version") else None,
+    )
 
 
 # the typed speculative type has its own rule (llamacpp-spec-type), which knows the family's first build for it
@@ -76,5 +86,10 @@ def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -
     return refresh_request(request, progress)
 
 
-RULES = ReleaseRules(refresh=REFRESH, read_table=read_table, refresh_request=_refresh_request, widen=widen,
-                     typed_values_checked=TYPED_VALUES_CHECKED)
+RULES = ReleaseRules(
+    refresh=REFRESH,
+    read_table=read_table,
+    refresh_request=_refresh_request,
+    widen=widen,
+    typed_values_checked=TYPED_VALUES_CHECKED,
+)

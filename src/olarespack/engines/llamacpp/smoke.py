@@ -218,11 +218,17 @@ class LlamaCppSmoke(EngineSmoke[LlamaCppEngine]):
             name, equals, inline = item.partition("=")
             if (name in MODEL_FLAGS and MODEL_FLAGS[name] in files.paths) or name in ADDRESS_FLAGS:
                 value = inline if equals else next(items, "")
-                here = (str(files.paths[MODEL_FLAGS[name]]) if name in MODEL_FLAGS
-                        else "127.0.0.1" if name == "--host" else str(port))
+                here = (
+                    str(files.paths[MODEL_FLAGS[name]])
+                    if name in MODEL_FLAGS
+                    else "127.0.0.1"
+                    if name == "--host"
+                    else str(port)
+                )
                 out += [name, here]
-                why = ("the local file" if name in MODEL_FLAGS
-                       else "loopback only" if name == "--host" else "a free port")
+                why = (
+                    "the local file" if name in MODEL_FLAGS else "loopback only" if name == "--host" else "a free port"
+                )
                 changes.append(Change(name, value, here, why))
             else:
                 out.append(item)

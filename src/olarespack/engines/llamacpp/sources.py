@@ -178,8 +178,9 @@ def fetch_sdist(sdist: Sdist, cache: Path | None = None) -> Path:
 def _within(archive: Path, members: int, unpacked: int) -> None:
     """An sdist past what any llama.cpp sdist holds is refused before it is walked or unpacked further."""
     if members > MAX_MEMBERS or unpacked > MAX_UNPACKED_BYTES:
-        raise SdistError(f"{archive}: over {MAX_MEMBERS} files or {MAX_UNPACKED_BYTES >> 30} GiB unpacked: not a "
-                         "llama.cpp sdist")
+        raise SdistError(
+            f"{archive}: over {MAX_MEMBERS} files or {MAX_UNPACKED_BYTES >> 30} GiB unpacked: not a llama.cpp sdist"
+        )
 
 
 def _in_tree(name: str, tree: str) -> str | None:
@@ -201,8 +202,10 @@ def read_tree(archive: Path, tree: str, wanted: list[str]) -> dict[str, str]:
                 inside = _in_tree(member.name, tree) if member.isfile() else None
                 if inside in wanted and inside not in found:
                     if member.size > MAX_READ_BYTES:
-                        raise SdistError(f"{archive}: {member.name} is {member.size} bytes (at most "
-                                         f"{MAX_READ_BYTES >> 20} MiB are read): not llama.cpp's source")
+                        raise SdistError(
+                            f"{archive}: {member.name} is {member.size} bytes (at most "
+                            f"{MAX_READ_BYTES >> 20} MiB are read): not llama.cpp's source"
+                        )
                     extracted = tar.extractfile(member)
                     if extracted is not None:
                         found[inside] = extracted.read(MAX_READ_BYTES).decode("utf-8", errors="replace")

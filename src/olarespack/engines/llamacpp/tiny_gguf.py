@@ -155,8 +155,17 @@ def write_dense(
 ) -> Path:
     """A dense Llama-style decoder in miniature (`arch` llama or qwen3; qwen3 adds Q and K norms): every layer
     full attention with grouped KV heads, head size n_embd / n_head; about 9 MB of F32 weights by default."""
-    return _write_decoder(path, arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
-                          n_ff=n_ff, ctx_train=ctx_train, seed=seed)
+    return _write_decoder(
+        path,
+        arch,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff,
+        ctx_train=ctx_train,
+        seed=seed,
+    )
 
 
 def write_moe(
@@ -174,12 +183,33 @@ def write_moe(
 ) -> Path:
     """A Qwen3 MoE (`qwen3moe`) in miniature: full attention with Q and K norms, a router and `n_expert`
     gate/up/down experts per layer, `n_expert_used` of them per token; about 8 MB of F32 weights by default."""
-    return _write_decoder(path, "qwen3moe", n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
-                          n_ff=n_ff_exp, ctx_train=ctx_train, seed=seed, experts=(n_expert, n_expert_used))
+    return _write_decoder(
+        path,
+        "qwen3moe",
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff_exp,
+        ctx_train=ctx_train,
+        seed=seed,
+        experts=(n_expert, n_expert_used),
+    )
 
 
-def _write_decoder(path: Path, arch: str, *, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, n_ff: int,
-                   ctx_train: int, seed: int, experts: tuple[int, int] | None = None) -> Path:
+def _write_decoder(
+    path: Path,
+    arch: str,
+    *,
+    n_layer: int,
+    n_embd: int,
+    n_head: int,
+    n_head_kv: int,
+    n_ff: int,
+    ctx_train: int,
+    seed: int,
+    experts: tuple[int, int] | None = None,
+) -> Path:
     rng = np.random.default_rng(seed)
     tokens = _vocab()
     head = n_embd // n_head

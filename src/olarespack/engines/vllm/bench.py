@@ -19,9 +19,24 @@ _SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")
 
 
 class VllmBench(EngineBench):
-    speed_fields = ("image", "version", "model", "revision", "dtype", "kv_cache_dtype", "attention_backend",
-                    "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill",
-                    "async_scheduling", "speculative", "command", "extra_args", "env")
+    speed_fields = (
+        "image",
+        "version",
+        "model",
+        "revision",
+        "dtype",
+        "kv_cache_dtype",
+        "attention_backend",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "async_scheduling",
+        "speculative",
+        "command",
+        "extra_args",
+        "env",
+    )
     metrics_path = "/metrics"
     served_name_field = "served_model_name"
     counter_source = "the server's /metrics (vllm:spec_decode_num_*_tokens_total, before and after the runs)"
@@ -39,8 +54,7 @@ class VllmBench(EngineBench):
         (negative, not a number, more accepted than drafted)."""
         totals: dict[str, float] = {}
         if metrics.count("\n") >= MAX_METRICS_LINES:  # counted before the text is split into that many strings
-            raise TruncatedMetrics(f"over {MAX_METRICS_LINES} lines: counters past them would be missing from "
-                                   "the sums")
+            raise TruncatedMetrics(f"over {MAX_METRICS_LINES} lines: counters past them would be missing from the sums")
         for number, line in enumerate(metrics.splitlines(), 1):
             if not line.startswith("vllm:spec_decode_num_"):
                 continue

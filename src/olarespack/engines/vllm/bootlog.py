@@ -28,8 +28,10 @@ _MODEL_ARG = re.compile(r"""['"]model(?:_tag)?['"]: ['"]([A-Za-z0-9._/-]{1,200})
 _VERSION = re.compile(r"vLLM API server version ([0-9][0-9A-Za-z.+-]{0,63})")
 # a line that says one of the sizes above: one whose figure the strict patterns do not read is refused
 _SIZE_SAID = re.compile(r"(Available KV cache memory:|Model loading took) {1,8}([^\s]{1,32})")
-_MARK = re.compile(r"vLLM API server version|\[(?:gpu_worker|gpu_model_runner|api_server|core|"
-                   r"kv_cache_utils)\.py:\d{1,6}\]|EngineCore_DP\d")
+_MARK = re.compile(
+    r"vLLM API server version|\[(?:gpu_worker|gpu_model_runner|api_server|core|"
+    r"kv_cache_utils)\.py:\d{1,6}\]|EngineCore_DP\d"
+)
 
 
 @dataclass
@@ -43,9 +45,11 @@ class VllmLog(EngineLog):
     gpu_memory_utilization: float | None = None
 
     def __post_init__(self) -> None:
-        self.provenance = {"model": "the `non-default args` line (its 'model')",
-                           "version": "the `vLLM API server version` line",
-                           "gpu_memory_utilization": "the `non-default args` or `Desired GPU memory utilization` line"}
+        self.provenance = {
+            "model": "the `non-default args` line (its 'model')",
+            "version": "the `vLLM API server version` line",
+            "gpu_memory_utilization": "the `non-default args` or `Desired GPU memory utilization` line",
+        }
 
     def feed(self, number: int, line: str) -> None:
         seen = self.lines
@@ -76,7 +80,13 @@ class VllmLog(EngineLog):
         return self.available_kv_cache_gib is not None
 
     def gpu_mib(self) -> tuple[float, str] | None:
-        parts = [(gib * 1024, key) for gib, key in ((self.model_loading_gib, "model_loading_gib"),
-                                                    (self.available_kv_cache_gib, "available_kv_cache_gib"),
-                                                    (self.cuda_graph_gib, "cuda_graph_gib")) if gib]
+        parts = [
+            (gib * 1024, key)
+            for gib, key in (
+                (self.model_loading_gib, "model_loading_gib"),
+                (self.available_kv_cache_gib, "available_kv_cache_gib"),
+                (self.cuda_graph_gib, "cuda_graph_gib"),
+            )
+            if gib
+        ]
         return (round(sum(mib for mib, _ in parts), 2), max(parts)[1]) if parts else None

@@ -6,25 +6,45 @@ from __future__ import annotations
 from olarespack.core.rule_catalog import Rule
 
 RULES: dict[str, Rule] = {
-    "engine-release-conflict": Rule("engine", "no setting given twice in two forms the release refuses together "
-                                    "(--spec-method with --speculative-config's method)", "vLLM refuses to boot"),
-    "spec-draft-model": Rule("engine", "MTP, DFlash and EAGLE name their draft model",
-                             "vLLM drafts with the target itself without one"),
-    "spec-method-version": Rule("engine", "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
-                                "vLLM refuses an unknown method at boot"),
-    "spec-mtp-alias": Rule("engine", "warning: an MTP alias (rendered as typed) that vLLM rewrites to mtp, logging "
-                           "it as deprecated", "vLLM SpeculativeConfig"),
+    "engine-release-conflict": Rule(
+        "engine",
+        "no setting given twice in two forms the release refuses together "
+        "(--spec-method with --speculative-config's method)",
+        "vLLM refuses to boot",
+    ),
+    "spec-draft-model": Rule(
+        "engine", "MTP, DFlash and EAGLE name their draft model", "vLLM drafts with the target itself without one"
+    ),
+    "spec-method-version": Rule(
+        "engine",
+        "the image's vLLM knows the speculative method (gemma4_mtp >= 0.21)",
+        "vLLM refuses an unknown method at boot",
+    ),
+    "spec-mtp-alias": Rule(
+        "engine",
+        "warning: an MTP alias (rendered as typed) that vLLM rewrites to mtp, logging it as deprecated",
+        "vLLM SpeculativeConfig",
+    ),
     "dflash-tokens": Rule("engine", "DFlash drafts at most 15 tokens", "DFlash drafters are trained with blocks of 16"),
-    "tool-parser": Rule("engine", "--enable-auto-tool-choice comes with a tool-call parser",
-                        "vLLM refuses to boot without one"),
-    "batched-tokens": Rule("engine", "max_num_batched_tokens covers max_num_seqs and the speculative slots",
-                           "vLLM refuses to boot"),
-    "chunked-prefill": Rule("engine", "chunked prefill off needs max_num_batched_tokens >= max_model_len",
-                            "vLLM refuses to boot"),
+    "tool-parser": Rule(
+        "engine", "--enable-auto-tool-choice comes with a tool-call parser", "vLLM refuses to boot without one"
+    ),
+    "batched-tokens": Rule(
+        "engine", "max_num_batched_tokens covers max_num_seqs and the speculative slots", "vLLM refuses to boot"
+    ),
+    "chunked-prefill": Rule(
+        "engine", "chunked prefill off needs max_num_batched_tokens >= max_model_len", "vLLM refuses to boot"
+    ),
     "gemma4-flash-attn": Rule("engine", "Gemma 4 does not run on FLASH_ATTN", "vLLM fails at the first request"),
-    "hybrid-kv": Rule("engine", "nothing disables the hybrid KV cache manager on sliding-window models",
-                      "about 11x the KV cache: the context no longer fits"),
-    "drafter-architecture": Rule("engine", "an MTP drafter's config model_type is one the image's vLLM loads",
-                                 "vLLM vllm/config/speculative.py SpeculativeConfig.hf_config_override and "
-                                 "__post_init__: \"Unsupported speculative method: 'mtp'\""),
+    "hybrid-kv": Rule(
+        "engine",
+        "nothing disables the hybrid KV cache manager on sliding-window models",
+        "about 11x the KV cache: the context no longer fits",
+    ),
+    "drafter-architecture": Rule(
+        "engine",
+        "an MTP drafter's config model_type is one the image's vLLM loads",
+        "vLLM vllm/config/speculative.py SpeculativeConfig.hf_config_override and "
+        "__post_init__: \"Unsupported speculative method: 'mtp'\"",
+    ),
 }

@@ -39,7 +39,8 @@ from olarespack.engines.vllm.spec import (
     VllmCalibration,
     VllmEngine,
 )
-from olarespack.models.arch import ModelInfo, models_for
+from olarespack.models.arch import ModelInfo
+from olarespack.models.registry import models_for
 
 
 def _speculative_json(engine: VllmEngine) -> str | None:
@@ -82,8 +83,7 @@ class Vllm(Engine[VllmEngine]):
         Flag("--gpu-memory-utilization", "engine.gpu_memory_utilization", lambda e: f"{e.gpu_memory_utilization:g}"),
         Flag("--revision", "engine.revision", lambda e: e.revision, "given"),
         Flag("--max-num-seqs", "engine.max_num_seqs", lambda e: e.max_num_seqs, "given"),
-        Flag("--max-num-batched-tokens", "engine.max_num_batched_tokens", lambda e: e.max_num_batched_tokens,
-             "given"),
+        Flag("--max-num-batched-tokens", "engine.max_num_batched_tokens", lambda e: e.max_num_batched_tokens, "given"),
         Flag("--attention-backend", "engine.attention_backend", lambda e: e.attention_backend, "given"),
         # in SPEC_CONFIG, the name the seed charts, their users and reviewers know: a release that changes the
         # drafting shows as a one-line SPEC_CONFIG diff of the pod template
@@ -93,8 +93,7 @@ class Vllm(Engine[VllmEngine]):
         Flag("--trust-remote-code", "engine.trust_remote_code", lambda e: e.trust_remote_code, "given"),
         Flag("--download-dir", "engine.download_dir", lambda e: e.download_dir),
         Flag("--enable-prefix-caching", "engine.enable_prefix_caching", lambda e: e.enable_prefix_caching, "switch"),
-        Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill,
-             "switch"),
+        Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill, "switch"),
         Flag("--async-scheduling", "engine.async_scheduling", lambda e: e.async_scheduling, "switch"),
         Flag("--limit-mm-per-prompt", "engine.limit_mm_per_prompt", _modalities_json, "given"),
         Flag("--enable-auto-tool-choice", "engine.tool_call_parser", lambda e: bool(e.tool_call_parser), "given"),
@@ -126,11 +125,13 @@ class Vllm(Engine[VllmEngine]):
     def template_values(self, engine: VllmEngine) -> dict[str, Any]:
         return {"hf_home": HF_HOME}
 
-    def read_pinned(self, model_name: str, model_source: str, engine_args: str, command: list[str],
-                    image: str) -> PinnedRead:
+    def read_pinned(
+        self, model_name: str, model_source: str, engine_args: str, command: list[str], image: str
+    ) -> PinnedRead:
         family = family_of(self.kind, image)
-        return read_pinned(model_name, model_source, engine_args,
-                           command or list(family.command if family else self.command))
+        return read_pinned(
+            model_name, model_source, engine_args, command or list(family.command if family else self.command)
+        )
 
     def pinned_shape(self, engine: VllmEngine, tag: str | None = None) -> PinnedShape:
         return pinned_shape(engine, self.args(engine), self.typed_flags(), self.server_command(engine))
@@ -157,15 +158,20 @@ class Vllm(Engine[VllmEngine]):
     def preset_lines(self, engine: VllmEngine) -> list[str]:
         lines = [f"- Model: `{engine.model}`"]
         if engine.speculative and engine.speculative.model:
-            lines.append(f"- Drafter: `{engine.speculative.model}` ({engine.speculative.method}, "
-                         f"num_speculative_tokens={engine.speculative.num_speculative_tokens})")
+            lines.append(
+                f"- Drafter: `{engine.speculative.model}` ({engine.speculative.method}, "
+                f"num_speculative_tokens={engine.speculative.num_speculative_tokens})"
+            )
         lines.append(f"- Served model name: `{engine.served_model_name}`, context {engine.context_length} tokens")
         return lines
 
     def calibration(self, engine: VllmEngine) -> dict[str, Any]:
         measured = engine.calibration
-        if measured is None or (measured.model or engine.model) != engine.model \
-                or (measured.image or engine.image) != engine.image:
+        if (
+            measured is None
+            or (measured.model or engine.model) != engine.model
+            or (measured.image or engine.image) != engine.image
+        ):
             return {}  # measured on another model or image: lint refuses it, and fit does not use it
         found: dict[str, Any] = {
             "calibrated_kv_available_bytes": round(measured.available_kv_cache_gib * 2**30),
@@ -181,10 +187,13 @@ class Vllm(Engine[VllmEngine]):
         gpu_mib = booked  # the engine sees the app's booking as its device, unless the log says otherwise
         if reading.device_total_gib and abs(reading.device_total_gib * 1024 - booked) > 0.005 * 1024 + 1:
             gpu_mib = round(reading.device_total_gib * 1024)  # the log prints GiB with two decimals
-        return {"available_kv_cache_gib": reading.available_kv_cache_gib,
-                "gpu_memory_utilization": reading.gpu_memory_utilization or engine.gpu_memory_utilization,
-                "gpu_memory_mib": gpu_mib, "model_loading_gib": reading.model_loading_gib,
-                "cuda_graph_gib": reading.cuda_graph_gib}
+        return {
+            "available_kv_cache_gib": reading.available_kv_cache_gib,
+            "gpu_memory_utilization": reading.gpu_memory_utilization or engine.gpu_memory_utilization,
+            "gpu_memory_mib": gpu_mib,
+            "model_loading_gib": reading.model_loading_gib,
+            "cuda_graph_gib": reading.cuda_graph_gib,
+        }
 
     def log_reader(self) -> VllmLog:
         return VllmLog(self.kind)
@@ -214,8 +223,10 @@ class Vllm(Engine[VllmEngine]):
         home = env.get("HF_HOME")
         if home in (None, HF_HOME):
             return []
-        return [f"env HF_HOME {home}: the spec's chart sets {HF_HOME}; vLLM keeps the weights there unless "
-                "engine.download_dir says otherwise (an upgrade may download them again)"]
+        return [
+            f"env HF_HOME {home}: the spec's chart sets {HF_HOME}; vLLM keeps the weights there unless "
+            "engine.download_dir says otherwise (an upgrade may download them again)"
+        ]
 
     def fit(self, engine: VllmEngine, request: FitRequest) -> FitReport:
         return vllm_fit(engine, request, self.release(engine))
@@ -225,9 +236,13 @@ class Vllm(Engine[VllmEngine]):
     def rules(self, file: str, engine: VllmEngine, hardware: str) -> Iterator[Problem]:
         yield from self._speculative(file, engine)
         if "--enable-auto-tool-choice" in engine.extra_args and not engine.tool_call_parser:
-            yield Problem(file, "engine.tool_call_parser", "--enable-auto-tool-choice needs a tool-call parser "
-                          "(vLLM refuses to start)", "set engine.tool_call_parser (e.g. gemma4) and drop the extra "
-                          "arg", rule="tool-parser")
+            yield Problem(
+                file,
+                "engine.tool_call_parser",
+                "--enable-auto-tool-choice needs a tool-call parser (vLLM refuses to start)",
+                "set engine.tool_call_parser (e.g. gemma4) and drop the extra arg",
+                rule="tool-parser",
+            )
         yield from self._batching(file, engine)
         if is_gemma4(engine.model):
             yield from self._gemma4(file, engine)
@@ -240,11 +255,18 @@ class Vllm(Engine[VllmEngine]):
         except ModelDataError:
             registry = {}  # the fit rule reports model data it cannot read
         if engine.speculative and engine.speculative.model:
-            yield from drafter_problems(file, "engine.speculative", engine.model, engine.speculative.model, registry,
-                                        hidden_states=reads_hidden_states(engine))
+            yield from drafter_problems(
+                file,
+                "engine.speculative",
+                engine.model,
+                engine.speculative.model,
+                registry,
+                hidden_states=reads_hidden_states(engine),
+            )
             yield from mtp_drafter_problems(file, engine, registry)
-        yield from parser_problems(file, engine.model, registry, tool_parser=engine.tool_call_parser,
-                                   reasoning_parser=engine.reasoning_parser)
+        yield from parser_problems(
+            file, engine.model, registry, tool_parser=engine.tool_call_parser, reasoning_parser=engine.reasoning_parser
+        )
         yield from calibration_problems(file, engine.model, engine.image, hardware, engine.calibration)
 
     def _speculative(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
@@ -255,32 +277,53 @@ class Vllm(Engine[VllmEngine]):
             if (method == "mtp" or method in MTP_ALIASES) and method != "gemma4_mtp" and not is_gemma4(engine.model):
                 # vLLM's SpeculativeConfig takes the target as the MTP model: right for a checkpoint with MTP
                 # layers of its own (Qwen3.5/3.6, Qwen3-Next, DeepSeek-V3), which olarespack cannot see here
-                yield Problem(file, "engine.speculative.model", f"{method} without a model: vLLM drafts with "
-                              f"{engine.model}'s own MTP layers, which the checkpoint must have",
-                              "leave it if the model has MTP layers (Qwen3.5/3.6, DeepSeek-V3), else set the "
-                              "drafter's repository", rule="spec-draft-model", severity="warning")
+                yield Problem(
+                    file,
+                    "engine.speculative.model",
+                    f"{method} without a model: vLLM drafts with "
+                    f"{engine.model}'s own MTP layers, which the checkpoint must have",
+                    "leave it if the model has MTP layers (Qwen3.5/3.6, DeepSeek-V3), else set the "
+                    "drafter's repository",
+                    rule="spec-draft-model",
+                    severity="warning",
+                )
             else:
-                yield Problem(file, "engine.speculative.model", f"{method} needs a draft model (without one vLLM "
-                              "drafts with the target itself)", "set the drafter's repository",
-                              rule="spec-draft-model")
+                yield Problem(
+                    file,
+                    "engine.speculative.model",
+                    f"{method} needs a draft model (without one vLLM drafts with the target itself)",
+                    "set the drafter's repository",
+                    rule="spec-draft-model",
+                )
         release = self.release(engine)
         since = METHOD_SINCE.get(method)
         if since and release is None:
-            yield Problem(file, "engine.version", f"cannot tell whether the image's vLLM knows {method}",
-                          "set engine.version to the vLLM release inside the image", rule="spec-method-version",
-                          severity="warning")
+            yield Problem(
+                file,
+                "engine.version",
+                f"cannot tell whether the image's vLLM knows {method}",
+                "set engine.version to the vLLM release inside the image",
+                rule="spec-method-version",
+                severity="warning",
+            )
         elif since and release is not None and release < since:
-            yield Problem(file, "engine.speculative.method",
-                          f"{method} needs vLLM >= {'.'.join(map(str, since))}; the image has "
-                          f"{'.'.join(map(str, release))}", "use a newer image or another method",
-                          rule="spec-method-version")
+            yield Problem(
+                file,
+                "engine.speculative.method",
+                f"{method} needs vLLM >= {'.'.join(map(str, since))}; the image has {'.'.join(map(str, release))}",
+                "use a newer image or another method",
+                rule="spec-method-version",
+            )
         if method in MTP_ALIASES:
             yield self._mtp_alias(file, engine, method)
         if method == "dflash" and engine.speculative.num_speculative_tokens > DFLASH_MAX_TOKENS:
-            yield Problem(file, "engine.speculative.num_speculative_tokens",
-                          f"must be <= {DFLASH_MAX_TOKENS} for dflash drafters (trained with blocks of 16)",
-                          f"use {DFLASH_MAX_TOKENS} or less (8 is the measured optimum on the RTX 5090 Laptop)",
-                          rule="dflash-tokens")
+            yield Problem(
+                file,
+                "engine.speculative.num_speculative_tokens",
+                f"must be <= {DFLASH_MAX_TOKENS} for dflash drafters (trained with blocks of 16)",
+                f"use {DFLASH_MAX_TOKENS} or less (8 is the measured optimum on the RTX 5090 Laptop)",
+                rule="dflash-tokens",
+            )
 
     @staticmethod
     def _mtp_alias(file: str, engine: VllmEngine, method: str) -> Problem:
@@ -289,9 +332,14 @@ class Vllm(Engine[VllmEngine]):
             what = f"vLLM {facts.release} runs {method} as mtp and logs the alias as deprecated"
         else:
             what = f"{method} is an alias that vLLM rewrites to mtp"
-        return Problem(file, "engine.speculative.method", what + " (the chart writes it as typed)",
-                       "write `method: mtp` (same drafter, same speed; SPEC_CONFIG then says mtp, a new chart)",
-                       rule="spec-mtp-alias", severity="warning")
+        return Problem(
+            file,
+            "engine.speculative.method",
+            what + " (the chart writes it as typed)",
+            "write `method: mtp` (same drafter, same speed; SPEC_CONFIG then says mtp, a new chart)",
+            rule="spec-mtp-alias",
+            severity="warning",
+        )
 
     def _batching(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
         if engine.max_num_batched_tokens is None:
@@ -299,22 +347,40 @@ class Vllm(Engine[VllmEngine]):
         seqs = engine.max_num_seqs or 1
         slots = 1 + (engine.speculative.num_speculative_tokens if engine.speculative else 0)
         if engine.max_num_batched_tokens < seqs * slots:
-            yield Problem(file, "engine.max_num_batched_tokens",
-                          f"{engine.max_num_batched_tokens} cannot schedule {seqs} sequence(s) x {slots} token(s) "
-                          "per step (decode plus speculative slots)", f"use at least {seqs * slots}",
-                          rule="batched-tokens")
+            yield Problem(
+                file,
+                "engine.max_num_batched_tokens",
+                f"{engine.max_num_batched_tokens} cannot schedule {seqs} sequence(s) x {slots} token(s) "
+                "per step (decode plus speculative slots)",
+                f"use at least {seqs * slots}",
+                rule="batched-tokens",
+            )
         if engine.enable_chunked_prefill is False and engine.max_num_batched_tokens < engine.context_length:
-            yield Problem(file, "engine.max_num_batched_tokens",
-                          f"with chunked prefill off it must be >= max_model_len ({engine.context_length}); vLLM "
-                          "refuses to boot", "raise it, or drop enable_chunked_prefill: false", rule="chunked-prefill")
+            yield Problem(
+                file,
+                "engine.max_num_batched_tokens",
+                f"with chunked prefill off it must be >= max_model_len ({engine.context_length}); vLLM refuses to boot",
+                "raise it, or drop enable_chunked_prefill: false",
+                rule="chunked-prefill",
+            )
 
     def _gemma4(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
         if engine.attention_backend == "flash_attn":
-            yield Problem(file, "engine.attention_backend", "Gemma 4 fails with FLASH_ATTN (\"partial multimodal "
-                          "token full attention not supported\")", "use triton_attn", rule="gemma4-flash-attn")
+            yield Problem(
+                file,
+                "engine.attention_backend",
+                'Gemma 4 fails with FLASH_ATTN ("partial multimodal token full attention not supported")',
+                "use triton_attn",
+                rule="gemma4-flash-attn",
+            )
         for i, arg in enumerate(engine.extra_args):
             if arg.split("=", 1)[0] in HYBRID_KV_BREAKERS:
-                yield Problem(file, f"engine.extra_args[{i}]", f"{arg.split('=', 1)[0]} disables the hybrid KV "
-                              "cache manager: every sliding-window layer is sized for the full context (about 11x "
-                              "the KV)", "remove it", rule="hybrid-kv")
-
+                yield Problem(
+                    file,
+                    f"engine.extra_args[{i}]",
+                    f"{arg.split('=', 1)[0]} disables the hybrid KV "
+                    "cache manager: every sliding-window layer is sized for the full context (about 11x "
+                    "the KV)",
+                    "remove it",
+                    rule="hybrid-kv",
+                )

@@ -21,7 +21,7 @@ from olarespack.engines.vllm.kv import (
     vllm_overhead_estimate,
 )
 from olarespack.engines.vllm.spec import VllmEngine
-from olarespack.models.arch import find_model
+from olarespack.models.registry import find_model
 
 
 def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None) -> FitReport:
@@ -36,8 +36,9 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
         drafter = find_model(engine.speculative.model, request.registry)
         if drafter.arch is None:
             notes.append(f"drafter {drafter.repo} reads the target's KV cache and adds none")
-    length = request.max_model_len or (engine.max_model_len if engine.max_model_len != "auto"
-                               else arch.max_position_embeddings)
+    length = request.max_model_len or (
+        engine.max_model_len if engine.max_model_len != "auto" else arch.max_position_embeddings
+    )
     if length is None:
         raise ModelDataError(f"{engine.model}: max_model_len auto needs the model's max_position_embeddings")
     utilization = request.gpu_memory_utilization or engine.gpu_memory_utilization
@@ -55,15 +56,18 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
     if release is None:
         notes.append("vLLM release unknown (set engine.version): the arithmetic of 0.21 taken")
     if rules.in_flight_batches > 1:
-        notes.append(f"async scheduling ({'asked' if asked_async else 'on by default'}): sliding-window layers "
-                     f"keep {rules.in_flight_batches} batches of {mnbt} tokens in flight; --no-async-scheduling "
-                     "keeps one")
+        notes.append(
+            f"async scheduling ({'asked' if asked_async else 'on by default'}): sliding-window layers "
+            f"keep {rules.in_flight_batches} batches of {mnbt} tokens in flight; --no-async-scheduling "
+            "keeps one"
+        )
     in_flight = rules.in_flight_batches * mnbt
     layers = arch.layers + (drafter.arch.layers if drafter and drafter.arch else ())
     layout = vllm_kv_layout(layers, kv_dtype_bytes=kv_bytes)
     needed = layout.needed(length, in_flight)
-    drafter_kv = needed - vllm_kv_needed(arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes,
-                                         rules=rules)
+    drafter_kv = needed - vllm_kv_needed(
+        arch, length, max_num_batched_tokens=mnbt, kv_dtype_bytes=kv_bytes, rules=rules
+    )
     budget = math.ceil(request.total * utilization)
     weights = target.weights_bytes
     drafter_weights = drafter.weights_bytes if drafter else 0
@@ -77,8 +81,10 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
         non_kv = math.ceil(measured_total * request.calibrated_at_utilization) - measured_kv
         source = "calibrated"
         available = budget - non_kv
-        notes.append(f"non-KV memory calibrated from a boot at gpu_memory_utilization "
-                     f"{request.calibrated_at_utilization:g} ({gib(measured_kv):.2f} GiB available)")
+        notes.append(
+            f"non-KV memory calibrated from a boot at gpu_memory_utilization "
+            f"{request.calibrated_at_utilization:g} ({gib(measured_kv):.2f} GiB available)"
+        )
     else:
         non_kv = weights + drafter_weights + vllm_overhead_estimate(arch, mnbt)
         available, source = budget - non_kv, "estimate"
@@ -98,31 +104,57 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
     if not fits and rules.in_flight_batches > 1:
         one_batch = vllm_kv_rules(release, method=method, async_scheduling=False, mm_ipc_gpu_memory_gb=mm_ipc_gib)
         if layout.needed(length, mnbt) <= layout.plannable(available, one_batch):
-            context_fixes = ((f"vLLM's async scheduling ({'asked' if asked_async else 'on by default'} here) keeps "
-                              f"{rules.in_flight_batches} batches of {mnbt} tokens in flight in the sliding-window "
-                              "layers' cache", "engine.async_scheduling: false keeps the context"),)
+            context_fixes = (
+                (
+                    f"vLLM's async scheduling ({'asked' if asked_async else 'on by default'} here) keeps "
+                    f"{rules.in_flight_batches} batches of {mnbt} tokens in flight in the sliding-window "
+                    "layers' cache",
+                    "engine.async_scheduling: false keeps the context",
+                ),
+            )
     ceiling = max(length, arch.max_position_embeddings or length)
     limit = largest_fitting(ceiling, fits_at) if room > 0 else 0
     return FitReport(
-        app=request.app, engine="vllm", engine_title="vLLM", memory_fraction="gpu_memory_utilization",
+        app=request.app,
+        engine="vllm",
+        engine_title="vLLM",
+        memory_fraction="gpu_memory_utilization",
         model=target.repo,
         drafter=drafter.repo if drafter else None,
-        total_bytes=request.total, gpu_memory_utilization=utilization, budget_bytes=budget,
-        weights_bytes=weights, drafter_weights_bytes=drafter_weights,
-        overhead_bytes=non_kv - weights - drafter_weights, overhead_source=source,
-        kv_cache_needed_bytes=needed, drafter_kv_bytes=drafter_kv, kv_cache_available_bytes=available,
-        headroom_bytes=available - needed, max_model_len=length, max_model_len_fit=fit_len,
+        total_bytes=request.total,
+        gpu_memory_utilization=utilization,
+        budget_bytes=budget,
+        weights_bytes=weights,
+        drafter_weights_bytes=drafter_weights,
+        overhead_bytes=non_kv - weights - drafter_weights,
+        overhead_source=source,
+        kv_cache_needed_bytes=needed,
+        drafter_kv_bytes=drafter_kv,
+        kv_cache_available_bytes=available,
+        headroom_bytes=available - needed,
+        max_model_len=length,
+        max_model_len_fit=fit_len,
         max_model_len_limit=limit,
         concurrency=layout.concurrency(fit_len, in_flight, available) if fit_len else 0.0,
-        fits=fits, utilization_needed=share_needed(request.total, non_kv + needed + available - room),
-        kv_cache_dtype=engine.kv_cache_dtype or "auto", weights_exact=target.weights_exact,
-        settings={"block_size": VLLM_BLOCK_SIZE, "max_num_batched_tokens": mnbt, "kv_dtype_bytes": kv_bytes,
-                  "vllm_release": ".".join(map(str, release)) if release else "unknown",
-                  "async_scheduling": rules.async_scheduling, "in_flight_batches": rules.in_flight_batches,
-                  "kv_null_block_reserved": rules.null_block, "mm_ipc_bytes": rules.mm_ipc_bytes,
-                  "kv_layout": layout.mode, "kv_groups": len(layout.groups), "kv_group_size": layout.group_size,
-                  "kv_page_bytes": layout.page_bytes,
-                  "kv_cache_tokens": layout.cache_tokens(max(available, 0))},
+        fits=fits,
+        utilization_needed=share_needed(request.total, non_kv + needed + available - room),
+        kv_cache_dtype=engine.kv_cache_dtype or "auto",
+        weights_exact=target.weights_exact,
+        settings={
+            "block_size": VLLM_BLOCK_SIZE,
+            "max_num_batched_tokens": mnbt,
+            "kv_dtype_bytes": kv_bytes,
+            "vllm_release": ".".join(map(str, release)) if release else "unknown",
+            "async_scheduling": rules.async_scheduling,
+            "in_flight_batches": rules.in_flight_batches,
+            "kv_null_block_reserved": rules.null_block,
+            "mm_ipc_bytes": rules.mm_ipc_bytes,
+            "kv_layout": layout.mode,
+            "kv_groups": len(layout.groups),
+            "kv_group_size": layout.group_size,
+            "kv_page_bytes": layout.page_bytes,
+            "kv_cache_tokens": layout.cache_tokens(max(available, 0)),
+        },
         notes=tuple(notes),
         context_fixes=context_fixes,
     )

@@ -31,11 +31,11 @@ def import_vllm(argv: list[str], image: str, flags_table: tuple[Flag[VllmEngine]
     own = list(family.command) if family else ["vllm", "serve"]
     if argv[:2] == ["vllm", "serve"]:
         rest = argv[2:]
-    elif own != ["vllm", "serve"] and argv[:len(own)] == own:
-        rest = argv[len(own):]  # the image family's own server command (a patched image's entrypoint script)
+    elif own != ["vllm", "serve"] and argv[: len(own)] == own:
+        rest = argv[len(own) :]  # the image family's own server command (a patched image's entrypoint script)
     elif "vllm.entrypoints.openai.api_server" in argv[:3]:
         data["command"] = argv[: argv.index("vllm.entrypoints.openai.api_server") + 1]
-        rest = argv[len(data["command"]):]
+        rest = argv[len(data["command"]) :]
     else:
         data["command"] = argv[:1]
         rest = argv[1:]
@@ -71,8 +71,7 @@ def import_vllm(argv: list[str], image: str, flags_table: tuple[Flag[VllmEngine]
     return result
 
 
-def json_object(result: EngineImport, spelling: str, value: str | None,
-                 keys: tuple[str, ...] | None) -> dict[str, Any]:
+def json_object(result: EngineImport, spelling: str, value: str | None, keys: tuple[str, ...] | None) -> dict[str, Any]:
     try:
         parsed = json.loads(value or "")
     except json.JSONDecodeError:
@@ -83,7 +82,6 @@ def json_object(result: EngineImport, spelling: str, value: str | None,
         return {}
     if keys is not None:
         for key in sorted(set(parsed) - set(keys)):
-            result.unexpressed.append(f"{spelling}: key {key!r} (the spec's speculative block has "
-                                      f"{', '.join(keys)})")
+            result.unexpressed.append(f"{spelling}: key {key!r} (the spec's speculative block has {', '.join(keys)})")
         return {k: parsed[k] for k in keys if k in parsed}
     return parsed

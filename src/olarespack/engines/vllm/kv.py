@@ -70,8 +70,13 @@ def vllm_async_default(release: Release | None, method: str | None) -> bool:
     return method == "draft_model" and release is not None and release >= DRAFT_MODEL_ASYNC_SINCE
 
 
-def vllm_kv_rules(release: Release | None, *, method: str | None = None, async_scheduling: bool | None = None,
-                  mm_ipc_gpu_memory_gb: float = 0.0) -> VllmKvRules:
+def vllm_kv_rules(
+    release: Release | None,
+    *,
+    method: str | None = None,
+    async_scheduling: bool | None = None,
+    mm_ipc_gpu_memory_gb: float = 0.0,
+) -> VllmKvRules:
     """The rules of `release` (None: an unknown release, read as the oldest tracked)."""
     on = vllm_async_default(release, method) if async_scheduling is None else async_scheduling
     if release is None:
@@ -157,8 +162,11 @@ class VllmKvLayout:
         if self.mode == "uniform_type":
             return sum(s.max_memory_usage(max_model_len, in_flight_tokens) for s in self.specs)
         page = self.page_bytes
-        return self.group_size * page * sum(
-            cdiv(g.max_memory_usage(max_model_len, in_flight_tokens), page) for g in self.groups)
+        return (
+            self.group_size
+            * page
+            * sum(cdiv(g.max_memory_usage(max_model_len, in_flight_tokens), page) for g in self.groups)
+        )
 
     def plannable(self, available: int, rules: VllmKvRules) -> int:
         """What the fit check and the length search compare the need against."""
@@ -174,8 +182,9 @@ class VllmKvLayout:
     def concurrency(self, max_model_len: int, in_flight_tokens: int, available: int) -> float:
         """vLLM's "Maximum concurrency for N tokens per request" figure."""
         if self.mode == "uniform_type":
-            per_request = max(cdiv(s.max_memory_usage(max_model_len, in_flight_tokens), s.page_bytes)
-                              for s in self.specs)
+            per_request = max(
+                cdiv(s.max_memory_usage(max_model_len, in_flight_tokens), s.page_bytes) for s in self.specs
+            )
         else:
             usage = sum(g.max_memory_usage(max_model_len, in_flight_tokens) for g in self.groups)
             per_request = cdiv(self.group_size * usage, self.page_bytes * self.group_size)
@@ -187,8 +196,10 @@ def _group_key(spec: VllmKvSpec) -> tuple[object, ...]:
 
 
 def vllm_kv_layout(layers: Layers, *, block_size: int = VLLM_BLOCK_SIZE, kv_dtype_bytes: int = 2) -> VllmKvLayout:
-    specs = [VllmKvSpec(lay.kind, block_size, lay.kv_heads, lay.head_dim, kv_dtype_bytes, lay.window)
-             for lay in layers_of(layers)]
+    specs = [
+        VllmKvSpec(lay.kind, block_size, lay.kv_heads, lay.head_dim, kv_dtype_bytes, lay.window)
+        for lay in layers_of(layers)
+    ]
     if len({_group_key(s) for s in specs}) == 1:
         return VllmKvLayout("uniform", tuple(specs), (specs[0],), len(specs))
     kinds = {(s.kind, s.window) for s in specs}
@@ -198,8 +209,10 @@ def vllm_kv_layout(layers: Layers, *, block_size: int = VLLM_BLOCK_SIZE, kv_dtyp
     unified: list[VllmKvSpec] = []
     for s in specs:
         if largest % s.page_bytes:
-            raise ModelDataError(f"vLLM cannot unify KV page sizes {s.page_bytes} and {largest} bytes "
-                                 "(not a multiple); it would refuse to start this model")
+            raise ModelDataError(
+                f"vLLM cannot unify KV page sizes {s.page_bytes} and {largest} bytes "
+                "(not a multiple); it would refuse to start this model"
+            )
         unified.append(replace(s, block_size=s.block_size * (largest // s.page_bytes)))
     same_type: dict[tuple[object, ...], list[VllmKvSpec]] = {}
     for s in unified:
@@ -212,23 +225,38 @@ def vllm_kv_layout(layers: Layers, *, block_size: int = VLLM_BLOCK_SIZE, kv_dtyp
     return VllmKvLayout("hybrid", tuple(unified), groups, group_size)
 
 
-def vllm_kv_needed(arch: Layers, max_model_len: int, *, block_size: int = VLLM_BLOCK_SIZE,
-                   max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, kv_dtype_bytes: int = 2,
-                   rules: VllmKvRules = VllmKvRules()) -> int:
+def vllm_kv_needed(
+    arch: Layers,
+    max_model_len: int,
+    *,
+    block_size: int = VLLM_BLOCK_SIZE,
+    max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    kv_dtype_bytes: int = 2,
+    rules: VllmKvRules = VllmKvRules(),
+) -> int:
     """KV bytes vLLM requires to serve one request of max_model_len tokens."""
     layout = vllm_kv_layout(arch, block_size=block_size, kv_dtype_bytes=kv_dtype_bytes)
     return layout.needed(max_model_len, rules.in_flight_batches * max_num_batched_tokens)
 
 
-def vllm_max_model_len(arch: Layers, available: int, *, max_model_len: int | None = None,
-                       block_size: int = VLLM_BLOCK_SIZE,
-                       max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-                       kv_dtype_bytes: int = 2, rules: VllmKvRules = VllmKvRules()) -> int:
+def vllm_max_model_len(
+    arch: Layers,
+    available: int,
+    *,
+    max_model_len: int | None = None,
+    block_size: int = VLLM_BLOCK_SIZE,
+    max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    kv_dtype_bytes: int = 2,
+    rules: VllmKvRules = VllmKvRules(),
+) -> int:
     """The largest max_model_len whose KV fits in `available` bytes, searched up to max_model_len (default: the
     model's max_position_embeddings); 0 when nothing fits. Equals vLLM's "estimated maximum model length"
     (`available` is taken after any mm-ipc reservation)."""
-    upper = max_model_len if max_model_len is not None else (
-        arch.max_position_embeddings if isinstance(arch, ModelArch) else None)
+    upper = (
+        max_model_len
+        if max_model_len is not None
+        else (arch.max_position_embeddings if isinstance(arch, ModelArch) else None)
+    )
     if upper is None:
         raise ValueError("give max_model_len: the layers alone do not say how far to search")
     layout = vllm_kv_layout(arch, block_size=block_size, kv_dtype_bytes=kv_dtype_bytes)
@@ -256,9 +284,9 @@ def vllm_overhead_estimate(arch: ModelArch, max_num_batched_tokens: int) -> int:
 def vllm_kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str, arch: ModelArch) -> int:
     if kv_cache_dtype != "auto":
         if kv_cache_dtype not in VLLM_KV_DTYPE_BYTES:
-            raise ModelDataError(f"kv_cache_dtype {kv_cache_dtype}: its page layout is not modelled (fit knows "
-                                 f"auto, {', '.join(sorted(VLLM_KV_DTYPE_BYTES))})")
+            raise ModelDataError(
+                f"kv_cache_dtype {kv_cache_dtype}: its page layout is not modelled (fit knows "
+                f"auto, {', '.join(sorted(VLLM_KV_DTYPE_BYTES))})"
+            )
         return VLLM_KV_DTYPE_BYTES[kv_cache_dtype]
     return _VLLM_MODEL_DTYPE_BYTES.get(model_dtype, arch.dtype_bytes)
-
-

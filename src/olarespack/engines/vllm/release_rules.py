@@ -14,9 +14,13 @@ from olarespack.engines.releases import Item, OptionFacts, RefreshRequest, Relea
 from olarespack.engines.vllm.spec import METHOD_SINCE
 
 # flags whose value is a name from one of the table's registries
-_ENUMERATED = {"--kv-cache-dtype": "kv_cache_dtypes", "--attention-backend": "attention_backends",
-               "--tool-call-parser": "tool_parsers", "--reasoning-parser": "reasoning_parsers",
-               "--spec-method": "speculative_methods"}
+_ENUMERATED = {
+    "--kv-cache-dtype": "kv_cache_dtypes",
+    "--attention-backend": "attention_backends",
+    "--tool-call-parser": "tool_parsers",
+    "--reasoning-parser": "reasoning_parsers",
+    "--spec-method": "speculative_methods",
+}
 # vLLM upper-cases an attention backend's name before looking it up (`triton_attn` is TRITON_ATTN)
 _UPPER_CASED = frozenset({"--attention-backend"})
 # registries that grow at run time, where a name the table lacks may still exist on the box (a warning, never an
@@ -62,17 +66,25 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
             gone = next((deprecated[n] for n in names if n in deprecated), None)
             registry = _ENUMERATED.get(long)
             option = OptionFacts(
-                names=tuple(spellings), values=named[registry] if registry else None,
+                names=tuple(spellings),
+                values=named[registry] if registry else None,
                 deprecated=None if gone is None else str(gone.get("removed_in") or ""),
                 note=str(gone.get("text") or "") if gone else "",
-                fold_case=long in _UPPER_CASED, values_grow=long in _RUN_TIME_REGISTRY)
+                fold_case=long in _UPPER_CASED,
+                values_grow=long in _RUN_TIME_REGISTRY,
+            )
             for spelling in spellings:
                 options.setdefault(normalize(spelling), option)
     return ReleaseFacts(
-        kind="vllm", release=release,
+        kind="vllm",
+        release=release,
         source=f"{artifact.get('file', 'vllm ' + release)} (sha256 {str(artifact.get('sha256', '?'))[:12]})",
-        options=options, env=frozenset(raw.get("env_vars", ())), env_prefixes=("VLLM_",), sets=named,
-        normalize=normalize)
+        options=options,
+        env=frozenset(raw.get("env_vars", ())),
+        env_prefixes=("VLLM_",),
+        sets=named,
+        normalize=normalize,
+    )
 
 
 def speculative_json(value: str) -> dict[str, Any] | None:
@@ -87,8 +99,14 @@ def speculative_json(value: str) -> dict[str, Any] | None:
 
 def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Iterator[Problem]:
     """The speculative config's keys and method, and the --spec-* shorthands beside it."""
-    config_item = next((item for item in items if normalize(item.option) in ("--speculative-config", "-sc")
-                        and item.value is not None), None)
+    config_item = next(
+        (
+            item
+            for item in items
+            if normalize(item.option) in ("--speculative-config", "-sc") and item.value is not None
+        ),
+        None,
+    )
     config = speculative_json(config_item.value or "") if config_item else None
     if config_item is None or config is None:
         return
@@ -97,23 +115,37 @@ def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Itera
     where = f"vLLM {facts.release} ({facts.source})"
     for key in config:
         if keys and key not in keys:
-            yield Problem(file, config_item.path, f"--speculative-config key {key!r} is not one {where} reads; "
-                          "it refuses the config", "remove it or use a key of that release",
-                          rule="engine-release-option")
+            yield Problem(
+                file,
+                config_item.path,
+                f"--speculative-config key {key!r} is not one {where} reads; it refuses the config",
+                "remove it or use a key of that release",
+                rule="engine-release-option",
+            )
     method = config.get("method")
     typed = config_item.path == "engine.speculative"
     # the typed field's own rule (spec-method-version) names the first release of the methods it lists
     if isinstance(method, str) and methods and method not in methods and not (typed and method in METHOD_SINCE):
         path = f"{config_item.path}.method" if typed else config_item.path
         known = ", ".join(sorted(methods)[:16]) + (", ..." if len(methods) > 16 else "")
-        yield Problem(file, path, f"speculative method {method!r} is not one {where} knows; it refuses the "
-                      "config", f"use one of {known}", rule="engine-release-value")
+        yield Problem(
+            file,
+            path,
+            f"speculative method {method!r} is not one {where} knows; it refuses the config",
+            f"use one of {known}",
+            rule="engine-release-value",
+        )
     for item in items:
         same = SHORTHAND_KEYS.get(normalize(item.option))
         if same is not None and same in config:
-            yield Problem(file, item.path, f"{item.option} and --speculative-config's {same!r} set the same "
-                          f"thing; {where} refuses the two together", f"give {same} in one place only",
-                          rule="engine-release-conflict")
+            yield Problem(
+                file,
+                item.path,
+                f"{item.option} and --speculative-config's {same!r} set the same "
+                f"thing; {where} refuses the two together",
+                f"give {same} in one place only",
+                rule="engine-release-conflict",
+            )
 
 
 def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
@@ -122,5 +154,9 @@ def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -
     return refresh_request(request, progress)
 
 
-RULES = ReleaseRules(refresh="olarespack releases refresh --engine vllm {release}", read_table=read_table,
-                     refresh_request=_refresh_request, command_problems=command_problems)
+RULES = ReleaseRules(
+    refresh="olarespack releases refresh --engine vllm {release}",
+    read_table=read_table,
+    refresh_request=_refresh_request,
+    command_problems=command_problems,
+)

@@ -29,26 +29,24 @@ from olarespack.engines.smoke import (
 )
 from olarespack.engines.vllm.boot_policy import flag_policy
 from olarespack.engines.vllm.smoke_files import cpu_flags, layer_kinds, mixes_layer_kinds, model_folder, tiny_written
+from olarespack.engines.vllm.smoke_log import CPU_REFUSALS, boot_refusal
 from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 KV_SPACE_GIB = "1"
-# vLLM's V1 model runner (the only one without Triton, so the only one on a CPU) refuses these at config time
-# (vllm/config/vllm.py _get_v1_model_runner_unsupported_features, 0.32.0)
-CPU_REFUSALS = (re.compile(r"Model Runner V1 does not support: [^\n\[]*[^\n\[ ]"),)
-# a traceback's last line (`ValueError: ...`, after vLLM's `(EngineCore pid=N)` prefix), else a logged error
-RAISED = re.compile(
-    r"^(?:\(\w+ pid=\d+\) )?(?:ERROR [\d-]+ [\d:]+ \[[^\]]*\] )?(\w*(?:Error|Exception): .*)$", re.MULTILINE
-)
-ERROR_LINE = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
-USAGE_ERROR = re.compile(r"^\S+: error: .*$", re.MULTILINE)  # argparse's: the command line itself was refused
-WRAPPERS = re.compile(r"initialization failed|Worker failed with error|See root cause")
 FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 # what already says how vLLM compiles: a chart that sets one boots with it as set
 COMPILATION_FLAGS = ("--optimization-level", "--compilation-config", "-cc", "--enforce-eager")
 # the chart's own choice of executor, or a layout over several GPUs that needs worker processes
-EXECUTOR_FLAGS = ("--distributed-executor-backend", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
-                  "--data-parallel-size", "-dp")
+EXECUTOR_FLAGS = (
+    "--distributed-executor-backend",
+    "--tensor-parallel-size",
+    "-tp",
+    "--pipeline-parallel-size",
+    "-pp",
+    "--data-parallel-size",
+    "-dp",
+)
 
 
 # what the boot writes in place of the chart's value: the address, and the pod's volume
@@ -163,8 +161,11 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
             )
         )
         rewritten = (*REPLACED, "--speculative-config")
-        split = [part for item in argv[3:] for part in (
-            item.partition("=")[::2] if item.partition("=")[0] in rewritten and "=" in item else (item,))]
+        split = [
+            part
+            for item in argv[3:]
+            for part in (item.partition("=")[::2] if item.partition("=")[0] in rewritten and "=" in item else (item,))
+        ]
         items = iter(split)
         for item in items:
             if item == "--kv-cache-dtype" and not {"avx512f", "amx_tile"} & cpu_flags():
@@ -199,8 +200,9 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
                             "the pod's volume is not here (nothing downloads: the models are local)",
                         )
                     )
-                elif speculative := self._speculative(value, files, scratch, changes, notes, runtime,
-                                                             [*argv[:3], *split], say):
+                elif speculative := self._speculative(
+                    value, files, scratch, changes, notes, runtime, [*argv[:3], *split], say
+                ):
                     out += [item, speculative]
             else:
                 out.append(item)
@@ -224,14 +226,22 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
             out += ["--distributed-executor-backend", "uni"]
             booted_env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             changes += [
-                Change("--distributed-executor-backend", "(not given: uni for one GPU; vLLM's CPU platform makes "
-                       "it mp)", "uni", "the one worker runs inside the engine process, as on the box's GPU, not "
-                       "in a process of its own that imports vLLM and torch again (a tiny model's CPU boot: 27 s "
-                       "instead of 46 s here)"),
-                Change("env VLLM_ENABLE_V1_MULTIPROCESSING", env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "(unset)"),
-                       "0", "vLLM's CPU platform keeps `uni` only with it (it wants the worker's own process for "
-                       "its OpenMP thread binding, a speed matter); the API server and the engine stay two "
-                       "processes"),
+                Change(
+                    "--distributed-executor-backend",
+                    "(not given: uni for one GPU; vLLM's CPU platform makes it mp)",
+                    "uni",
+                    "the one worker runs inside the engine process, as on the box's GPU, not "
+                    "in a process of its own that imports vLLM and torch again (a tiny model's CPU boot: 27 s "
+                    "instead of 46 s here)",
+                ),
+                Change(
+                    "env VLLM_ENABLE_V1_MULTIPROCESSING",
+                    env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "(unset)"),
+                    "0",
+                    "vLLM's CPU platform keeps `uni` only with it (it wants the worker's own process for "
+                    "its OpenMP thread binding, a speed matter); the API server and the engine stay two "
+                    "processes",
+                ),
             ]
         return Booting(out, booted_env, port, changes, notes)
 
@@ -380,14 +390,7 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
         return found
 
     def refusal(self, log: str) -> str | None:
-        for pattern in CPU_REFUSALS:
-            if match := pattern.search(log):
-                return match.group(0)
-        if usage := USAGE_ERROR.search(log):
-            return usage.group(0)[:500]
-        raised = [line for line in RAISED.findall(log) if not WRAPPERS.search(line)]
-        lines = raised or RAISED.findall(log) or ERROR_LINE.findall(log)
-        return lines[0].strip()[:500] if lines else None  # the first: the root cause, before what wraps it
+        return boot_refusal(log)
 
 
 SMOKE = VllmSmoke()

@@ -95,9 +95,12 @@ def registered_parsers(tree: SourceTree, packages: tuple[str, ...], manager: str
         if manager not in tree.text(path):
             continue
         for node in ast.walk(tree.module(path)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in {"register_module", "register_lazy_module"}
-                    and ast.unparse(node.func.value).endswith(manager)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"register_module", "register_lazy_module"}
+                and ast.unparse(node.func.value).endswith(manager)
+            ):
                 names += _names_of_call(node)
     if not names:
         raise SourceError(f"{package}: no parser registrations found")
@@ -129,8 +132,14 @@ def extract(tree: SourceTree) -> dict[str, Any]:
     }
     for key, (packages, manager) in PARSER_PACKAGES.items():
         facts[key] = registered_parsers(tree, packages, manager)
-    facts["sources"] = {"arg_utils": "vllm/engine/arg_utils.py", "frontend": frontend_path(tree),
-                        "speculative": SPECULATIVE, "cache": CACHE, "attention": ATTENTION, "envs": ENVS}
+    facts["sources"] = {
+        "arg_utils": "vllm/engine/arg_utils.py",
+        "frontend": frontend_path(tree),
+        "speculative": SPECULATIVE,
+        "cache": CACHE,
+        "attention": ATTENTION,
+        "envs": ENVS,
+    }
     facts["counts"] = counts(facts)
     return facts
 
@@ -138,18 +147,30 @@ def extract(tree: SourceTree) -> dict[str, Any]:
 def counts(facts: dict[str, Any]) -> dict[str, int]:
     spec = facts["speculative"]
     return {
-        "engine_args": len(facts["engine_args"]), "frontend_args": len(facts["frontend_args"]),
-        "deprecated_flags": len(facts["deprecated_flags"]), "speculative_methods": len(spec["methods"]),
-        "speculative_keys": len(spec["keys"]), "kv_cache_dtypes": len(facts["kv_cache_dtypes"]),
-        "attention_backends": len(facts["attention_backends"]), "tool_parsers": len(facts["tool_parsers"]),
-        "reasoning_parsers": len(facts["reasoning_parsers"]), "env_vars": len(facts["env_vars"]),
+        "engine_args": len(facts["engine_args"]),
+        "frontend_args": len(facts["frontend_args"]),
+        "deprecated_flags": len(facts["deprecated_flags"]),
+        "speculative_methods": len(spec["methods"]),
+        "speculative_keys": len(spec["keys"]),
+        "kv_cache_dtypes": len(facts["kv_cache_dtypes"]),
+        "attention_backends": len(facts["attention_backends"]),
+        "tool_parsers": len(facts["tool_parsers"]),
+        "reasoning_parsers": len(facts["reasoning_parsers"]),
+        "env_vars": len(facts["env_vars"]),
     }
 
 
 def release_doc(artifact: wheels.Artifact, tree: SourceTree, command: str) -> dict[str, Any]:
-    document: dict[str, Any] = {"engine": "vllm", "artifact": {"file": artifact.file, "sha256": artifact.sha256,
-                                                               "size": artifact.size, "version": artifact.version},
-                                "written_by": written_by(command)}
+    document: dict[str, Any] = {
+        "engine": "vllm",
+        "artifact": {
+            "file": artifact.file,
+            "sha256": artifact.sha256,
+            "size": artifact.size,
+            "version": artifact.version,
+        },
+        "written_by": written_by(command),
+    }
     document.update(extract(tree))
     return document
 
@@ -178,9 +199,13 @@ def _wheel_version(path: Path) -> str:
     return match.group(1)
 
 
-def refresh(versions: list[str], out: Path = DEFAULT_OUT, cache: Path | None = None,
-            wheel_files: list[Path] | None = None,
-            progress: Callable[[str], None] = lambda line: None) -> tuple[list[Path], list[str]]:
+def refresh(
+    versions: list[str],
+    out: Path = DEFAULT_OUT,
+    cache: Path | None = None,
+    wheel_files: list[Path] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> tuple[list[Path], list[str]]:
     """Write the tables of the releases asked (or of the wheels given): the files written, the failures."""
     jobs: list[tuple[str, Path | None]]
     try:

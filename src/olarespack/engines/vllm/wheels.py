@@ -93,8 +93,10 @@ def slim_wheel(wheel: Path, cache: Path, package: str, version: str) -> tuple[Pa
                 if info.filename.endswith(".py") and not info.is_dir():
                     kept += info.file_size
                     if info.file_size > MAX_SOURCE_BYTES or kept > MAX_SOURCES_BYTES:  # a zip bomb, not vLLM
-                        raise FetchError(f"{wheel.name}: {info.filename} unpacks past {MAX_SOURCE_BYTES >> 20} MiB "
-                                         f"(or the sources past {MAX_SOURCES_BYTES >> 20} MiB): not a vLLM wheel")
+                        raise FetchError(
+                            f"{wheel.name}: {info.filename} unpacks past {MAX_SOURCE_BYTES >> 20} MiB "
+                            f"(or the sources past {MAX_SOURCES_BYTES >> 20} MiB): not a vLLM wheel"
+                        )
                     with src.open(info) as member:
                         dst.writestr(info.filename, member.read(MAX_SOURCE_BYTES + 1))
         os.replace(part_path, sources)
@@ -111,12 +113,24 @@ def fetch(package: str, version: str, cache: Path) -> tuple[Path, Artifact]:
         return hit
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
-        done = _pip(["download", f"{package}=={version}", "--no-deps", "--only-binary", ":all:",
-                     "--disable-pip-version-check", "-d", tmp])
+        done = _pip(
+            [
+                "download",
+                f"{package}=={version}",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-d",
+                tmp,
+            ]
+        )
         wheels = sorted(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
             said = [line for line in done.stderr.splitlines() if line.startswith("ERROR: No matching")]
             reason = said[-1] if said else done.stderr.strip()[-300:]
-            raise FetchError(f"pip download {package}=={version} failed: {reason} "
-                             f"(`pip index versions {package}` lists the releases)")
+            raise FetchError(
+                f"pip download {package}=={version} failed: {reason} "
+                f"(`pip index versions {package}` lists the releases)"
+            )
         return slim_wheel(wheels[0], cache, package, version)

@@ -203,7 +203,7 @@ function answers(ctx, g) {
   return loaded.get(g.answers);
 }
 
-function versioned(rest, version) {  // catalog.VersionedAnswer.render
+function versioned(rest, version) {  // v1.VersionedAnswer.render
   return ANSWERS.versioned_head + pyJsonAscii(version) + rest;
 }
 
