@@ -1,4 +1,4 @@
-"""llama.cpp release tables: the arg.cpp reader (engines/llamacpp/argcpp.py) on a hand-written miniature, the
+"""llama.cpp release tables: the arg.cpp reader (engines/llamacpp/tables/argcpp.py) on a hand-written miniature, the
 server builder (tools/engine_releases/llama_server.py), and the committed per-build surfaces."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ sys.path.insert(0, str(TOOLS))
 
 import llama_server  # noqa: E402
 
-from olarespack.engines.llamacpp import argcpp as llamacpp_argcpp  # noqa: E402
-from olarespack.engines.llamacpp import surface as llamacpp_surface  # noqa: E402
-from olarespack.engines.llamacpp.argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
-from olarespack.engines.llamacpp.sources import Sdist, SdistError  # noqa: E402
+from olarespack.engines.llamacpp.tables import argcpp as llamacpp_argcpp  # noqa: E402
+from olarespack.engines.llamacpp.tables import surface as llamacpp_surface  # noqa: E402
+from olarespack.engines.llamacpp.tables.argcpp import ArgCppError, parse_arg_cpp  # noqa: E402
+from olarespack.engines.llamacpp.tables.sources import Sdist, SdistError  # noqa: E402
 from olarespack.engines.release_files import sha256_of, write_json  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llamacpp-arg-mini" / "common"

@@ -1,4 +1,4 @@
-"""`olarespack releases refresh --engine vllm` (engines/vllm/surface.py): vLLM's option surface read from a
+"""`olarespack releases refresh --engine vllm` (engines/vllm/tables/surface.py): vLLM's option surface read from a
 wheel's sources (a hand-written mini wheel here, never imported), and the committed per-release data it produced
 from the PyPI wheels."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from olarespack.engines.vllm import surface as vllm_surface
-from olarespack.engines.vllm import wheels as wheel_cache
+from olarespack.engines.vllm.tables import surface as vllm_surface
+from olarespack.engines.vllm.tables import wheels as wheel_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "vllm-wheel-mini"
@@ -211,7 +211,7 @@ def test_a_wheel_whose_sources_unpack_past_their_bound_is_refused(
     """A wheel is a zip: one .py member that unpacks to gigabytes was read whole into memory."""
     import zipfile
 
-    from olarespack.engines.vllm import wheels
+    from olarespack.engines.vllm.tables import wheels
 
     monkeypatch.setattr(wheels, "MAX_SOURCE_BYTES", 1 << 20)
     wheel = tmp_path / "vllm-0.99.0-cp38-abi3-manylinux_2_28_x86_64.whl"

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import run_cli
 from olarespack.engines.llamacpp import semver
-from olarespack.engines.llamacpp import sources as pypi
-from olarespack.engines.llamacpp.surface import surface_of
+from olarespack.engines.llamacpp.tables import sources as pypi
+from olarespack.engines.llamacpp.tables.surface import surface_of
 from olarespack.engines.release_files import cache_dir
 from olarespack.engines.releases import ReleaseFacts, match_release, tables
 from specs import app_data, write_spec

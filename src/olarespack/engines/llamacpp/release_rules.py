@@ -1,5 +1,5 @@
 """llama.cpp's release tables (releases/llamacpp-b<build>.json, written by `olarespack releases refresh` from
-each build's common/arg.cpp, surface.py) read into ReleaseFacts."""
+each build's common/arg.cpp, tables/surface.py) read into ReleaseFacts."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def widen(facts: ReleaseFacts, family: ImageFamily) -> ReleaseFacts:
 
 
 def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
-    from olarespack.engines.llamacpp.surface import refresh_request  # the sdist reader: only a refresh needs it
+    from olarespack.engines.llamacpp.tables.surface import refresh_request  # the sdist reader: only a refresh needs it
 
     return refresh_request(request, progress)
 

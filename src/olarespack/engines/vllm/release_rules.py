@@ -1,4 +1,4 @@
-"""vLLM's release tables (releases/vllm-<minor>.json, written by `olarespack releases refresh`, surface.py) read
+"""vLLM's release tables (releases/vllm-<minor>.json, written by `olarespack releases refresh`, tables/surface.py) read
 into ReleaseFacts, and the checks only vLLM needs: the speculative config's keys and method, and the
 `--spec-*` shorthands that may not repeat a key of --speculative-config."""
 
@@ -149,7 +149,7 @@ def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Itera
 
 
 def _refresh_request(request: RefreshRequest, progress: Callable[[str], None]) -> tuple[list[Path], list[str]]:
-    from olarespack.engines.vllm.surface import refresh_request  # the wheel reader: only a refresh needs it
+    from olarespack.engines.vllm.tables.surface import refresh_request  # the wheel reader: only a refresh needs it
 
     return refresh_request(request, progress)
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from olarespack.engines.vllm.pysource import (
+from olarespack.engines.vllm.tables.pysource import (
     Field,
     SourceError,
     SourceTree,

@@ -15,9 +15,15 @@ from typing import Any
 
 from olarespack.engines.release_files import cache_dir, write_json, written_by
 from olarespack.engines.releases import RefreshRequest
-from olarespack.engines.vllm import wheels
-from olarespack.engines.vllm.args_source import ConfigIndex, deprecations, engine_args, frontend_args, frontend_path
-from olarespack.engines.vllm.pysource import (
+from olarespack.engines.vllm.tables import wheels
+from olarespack.engines.vllm.tables.args_source import (
+    ConfigIndex,
+    deprecations,
+    engine_args,
+    frontend_args,
+    frontend_path,
+)
+from olarespack.engines.vllm.tables.pysource import (
     SourceError,
     SourceTree,
     assignments,

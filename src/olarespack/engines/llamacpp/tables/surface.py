@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from olarespack.engines.llamacpp.argcpp import ArgCppError, parse_arg_cpp, spec_type_names
-from olarespack.engines.llamacpp.sources import PYPI, Sdist, SdistError, fetch_sdist, list_sdists, read_tree
+from olarespack.engines.llamacpp.tables.argcpp import ArgCppError, parse_arg_cpp, spec_type_names
+from olarespack.engines.llamacpp.tables.sources import PYPI, Sdist, SdistError, fetch_sdist, list_sdists, read_tree
 from olarespack.engines.release_files import write_json, written_by
 from olarespack.engines.releases import RefreshRequest
 
