@@ -31,6 +31,8 @@ FIRED_ELSEWHERE = {
     "bump": "test_release.py",
     "context-fit": "bad-specs (context-too-long)",
     "orphan-chart": "test_project_checks.py",
+    "vllm-extensible-kv-cache": "test_vllm_034.py",
+    "kv-bytes-over-booking": "test_vllm_034.py",
     "ubatch-batch": "test_rules_engine.py (a warning)",
     "pinned-model-shape": "test_pinned_model.py",
     "pinned-model-args": "test_pinned_model.py",

@@ -150,6 +150,12 @@ RULES: dict[str, Rule] = {
         "the context's KV cache fits the GPU next to the weights (vLLM's arithmetic)",
         "vLLM refuses to boot (kv_cache_utils check_enough_kv_cache_memory)",
     ),
+    "kv-bytes-over-booking": Rule(
+        "engine",
+        "a KV cache of fixed size (kv_cache_memory_bytes) and the rest of the engine's memory fit the GPU memory "
+        "the app books",
+        f"{OWN}: vLLM sizes the rest on top of a fixed cache and runs out of memory at start-up",
+    ),
     "context-window": Rule(
         "engine",
         "the context stays within the model's positions (warning: past its trained window)",

@@ -67,6 +67,9 @@ class FitReport:
     host_memory_bytes: int | None = None
     # when the asked context does not fit: (why, the spec change that keeps it) from the engine's own settings
     context_fixes: tuple[tuple[str, str], ...] = ()
+    # a KV cache of fixed size (vLLM's kv_cache_memory_bytes) with the rest of the engine's memory, beyond the
+    # memory it sees (0: within it): the engine would run out of memory at start-up, whatever the context
+    over_total_bytes: int = 0
 
     @property
     def total_needed_bytes(self) -> int:

@@ -121,7 +121,21 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
         + _host_problems(file, spec, report)
         + _unused_booking(file, spec, report)
     )
-    if not report.fits:
+    if report.over_total_bytes:
+        problems.append(
+            Problem(
+                file,
+                "engine.kv_cache_memory_bytes",
+                f"the fixed KV cache ({gib(report.kv_cache_available_bytes):.2f} GiB) and the rest of the engine's "
+                f"memory ({gib(report.overhead_bytes + report.weights_bytes + report.drafter_weights_bytes):.2f} "
+                f"GiB) exceed the {gib(report.total_bytes):.2f} GiB {spec.hardware} gives the app by "
+                f"{gib(report.over_total_bytes):.2f} GiB: the engine runs out of memory at start-up",
+                f"use at most {gib(report.kv_cache_available_bytes - report.over_total_bytes):.2f} GiB "
+                "(engine.kv_cache_memory_bytes), or book more GPU memory",
+                rule="kv-bytes-over-booking",
+            )
+        )
+    elif not report.fits:
         fix = f"use at most {report.max_model_len_fit} tokens"
         if report.utilization_needed is not None and report.gpu_memory_utilization is not None:
             fix += f", or {engine.engine.memory_fraction} {report.utilization_needed:g}"

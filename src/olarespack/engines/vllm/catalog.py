@@ -6,6 +6,12 @@ from __future__ import annotations
 from olarespack.core.rule_catalog import Rule
 
 RULES: dict[str, Rule] = {
+    "vllm-extensible-kv-cache": Rule(
+        "engine",
+        "vLLM 0.34 or later has its KV cache size fixed (kv_cache_memory_bytes): its extensible cache's CUDA "
+        "virtual memory calls crash under HAMi, Olares' GPU sharing",
+        "Project-HAMi/HAMi-core #187 (open); vllm/config/cache.py 0.34.0",
+    ),
     "engine-release-conflict": Rule(
         "engine",
         "no setting given twice in two forms the release refuses together "

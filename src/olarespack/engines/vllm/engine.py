@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from olarespack.core import quantity
 from olarespack.core.errors import ModelDataError, Problem
 from olarespack.core.rule_catalog import Rule
 from olarespack.engines.base import Arg, EngineBench, Flag, compact_json
@@ -27,6 +28,7 @@ from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
+from olarespack.engines.vllm.memory_rules import extensible_cache_problems
 from olarespack.engines.vllm.pinned import pinned_shape, read_pinned
 from olarespack.engines.vllm.spec import (
     DFLASH_MAX_TOKENS,
@@ -92,6 +94,12 @@ class Vllm(Engine[VllmEngine]):
         Flag("--dtype", "engine.dtype", lambda e: e.dtype),
         Flag("--trust-remote-code", "engine.trust_remote_code", lambda e: e.trust_remote_code, "given"),
         Flag("--download-dir", "engine.download_dir", lambda e: e.download_dir),
+        Flag(
+            "--kv-cache-memory-bytes",
+            "engine.kv_cache_memory_bytes",
+            lambda e: e.kv_cache_memory_bytes and quantity.parse_bytes(e.kv_cache_memory_bytes),
+            "given",
+        ),
         Flag("--enable-prefix-caching", "engine.enable_prefix_caching", lambda e: e.enable_prefix_caching, "switch"),
         Flag("--enable-chunked-prefill", "engine.enable_chunked_prefill", lambda e: e.enable_chunked_prefill, "switch"),
         Flag("--async-scheduling", "engine.async_scheduling", lambda e: e.async_scheduling, "switch"),
@@ -244,6 +252,7 @@ class Vllm(Engine[VllmEngine]):
                 rule="tool-parser",
             )
         yield from self._batching(file, engine)
+        yield from extensible_cache_problems(file, engine, self.release(engine))
         if is_gemma4(engine.model):
             yield from self._gemma4(file, engine)
         yield from self._consistency(file, engine, hardware)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from olarespack.core import quantity
 from olarespack.core.errors import ModelDataError
 from olarespack.core.units import gib, largest_fitting, share_needed
 from olarespack.engines.fit import FitReport, FitRequest, Source
@@ -20,6 +21,7 @@ from olarespack.engines.vllm.kv import (
     vllm_kv_rules,
     vllm_overhead_estimate,
 )
+from olarespack.engines.vllm.memory_rules import EXTENSIBLE_SINCE
 from olarespack.engines.vllm.spec import VllmEngine
 from olarespack.models.registry import find_model
 
@@ -88,13 +90,28 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
     else:
         non_kv = weights + drafter_weights + vllm_overhead_estimate(arch, mnbt)
         available, source = budget - non_kv, "estimate"
+    fixed = quantity.parse_bytes(engine.kv_cache_memory_bytes) if engine.kv_cache_memory_bytes else None
+    if fixed is not None:
+        # vLLM takes the KV cache's size as given and leaves gpu_memory_utilization out of it: the rest of its
+        # memory comes on top, within what the engine sees
+        notes.append(
+            f"kv_cache_memory_bytes fixes the KV cache at {gib(fixed):.2f} GiB (gpu_memory_utilization does not size "
+            f"it); with the rest ({gib(non_kv):.2f} GiB) the engine takes {gib(non_kv + fixed):.2f} GiB"
+        )
+        available, budget = fixed, non_kv + fixed
+    elif release is not None and release >= EXTENSIBLE_SINCE:
+        notes.append(
+            "vLLM 0.34's extensible KV cache: its size is the memory free after warm-up (CUDA graphs included), "
+            "within gpu_memory_utilization; the figures are the profiling estimate, which it replaces"
+        )
     if rules.mm_ipc_bytes:
         # carved out after the boot logs its available KV memory: a calibration does not include it
         available -= rules.mm_ipc_bytes
         non_kv += rules.mm_ipc_bytes
         notes.append(f"--mm-ipc-gpu-memory-gb {mm_ipc_gib:g} taken out of the KV cache")
     room = layout.plannable(available, rules)
-    fits = room > 0 and needed <= room
+    over_total = max(0, budget - request.total) if fixed is not None else 0
+    fits = room > 0 and needed <= room and not over_total
 
     def fits_at(n: int) -> bool:
         return layout.needed(n, in_flight) <= room
@@ -157,4 +174,5 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
         },
         notes=tuple(notes),
         context_fixes=context_fixes,
+        over_total_bytes=over_total,
     )

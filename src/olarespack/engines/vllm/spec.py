@@ -9,6 +9,7 @@ from pydantic import Field, StringConstraints
 from olarespack.core.types import (
     MAX_ITEMS,
     ArgText,
+    ByteQuantity,
     EnvName,
     HfRepo,
     Image,
@@ -132,6 +133,13 @@ class VllmEngine(EngineSpec):
     trust_remote_code: bool = Field(False, description="--trust-remote-code.")
     max_num_seqs: int | None = Field(None, gt=0, le=65_536, description="--max-num-seqs.")
     max_num_batched_tokens: Tokens | None = Field(None, description="--max-num-batched-tokens.")
+    kv_cache_memory_bytes: ByteQuantity | None = Field(
+        None,
+        description="--kv-cache-memory-bytes: the KV cache's size, fixed (vLLM then ignores gpu_memory_utilization "
+        "for it). From vLLM 0.34 on an Olares box it must be set: it turns off the extensible KV cache, whose CUDA "
+        "virtual memory calls HAMi, Olares' GPU sharing, crashes on. `olarespack fit` says what the booking leaves "
+        "the KV cache.",
+    )
     enable_prefix_caching: bool | None = Field(None, description="--enable-prefix-caching / --no-...")
     enable_chunked_prefill: bool | None = Field(None, description="--enable-chunked-prefill / --no-...")
     async_scheduling: bool | None = Field(

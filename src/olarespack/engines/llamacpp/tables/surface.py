@@ -27,7 +27,7 @@ CMAKE = "CMakeLists.txt"
 SPEC_TABLE_CANDIDATES = ("common/speculative.cpp", "common/speculative.h", "common/common.cpp", "common/common.h")
 DEFAULT_BUILDS = (9101, 11434)
 # beside the reader, where lint reads them
-DEFAULT_OUT = Path(__file__).resolve().parent / "releases"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "releases"  # engines/<kind>/releases, where lint reads them
 _VERSION_PART = re.compile(r"^\s*set\s*\(\s*LLAMA_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*\)", re.M)
 
 

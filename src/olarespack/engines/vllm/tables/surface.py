@@ -35,7 +35,7 @@ from olarespack.engines.vllm.tables.pysource import (
 
 FIRST_MINOR = (0, 20)
 # beside the vLLM engine package, where lint reads them
-DEFAULT_OUT = Path(__file__).resolve().parent / "releases"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "releases"  # engines/<kind>/releases, where lint reads them
 SPECULATIVE = "vllm/config/speculative.py"
 CACHE = "vllm/config/cache.py"
 ATTENTION = "vllm/v1/attention/backends/registry.py"
