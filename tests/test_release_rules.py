@@ -232,3 +232,20 @@ def test_a_fork_is_checked_as_the_release_it_is_built_on(tmp_path: Path, monkeyp
     problems = list(release_problems("app.yaml", engine_for(spec.engine)))
     # its own flags pass; what its base build refuses is refused
     assert [(p.rule, p.path) for p in problems] == [("engine-release-option", "engine.extra_args[3]")]
+
+
+def test_a_short_alias_is_read_as_its_long_flag(tmp_path: Path) -> None:
+    """vLLM's -sc is --speculative-config: given beside the typed one it duplicates it, and its keys are checked
+    against the release's own key table (the alias used to carry a config past both)."""
+    from olarespack.engines import engine_problems
+
+    data = app_data("gemma4-vision")
+    data["engine"]["extra_args"] = ["-sc", '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_maxx":4}']
+    path = write_spec(tmp_path, data)
+    spec = load_spec(path)
+    problems = engine_problems(str(path), spec)
+    [duplicate] = [p for p in problems if p.rule == "extra-arg-duplicate"]
+    assert duplicate.path == "engine.extra_args[0]" and "(--speculative-config)" in duplicate.message
+    assert "engine.speculative" in duplicate.fix
+    keys = [p for p in problems if p.rule == "engine-release-option" and "prompt_lookup_maxx" in p.message]
+    assert [p.path for p in keys] == ["engine.extra_args[0]"]  # the option the value belongs to

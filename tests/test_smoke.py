@@ -170,6 +170,17 @@ def test_the_root_cause_is_named_not_what_wraps_it() -> None:
     assert (
         LLAMA_SMOKE.refusal("main: loading\nerror: invalid argument: --mlock\n") == "error: invalid argument: --mlock"
     )
+    # pydantic's error is module-qualified, and its cause is the line under it (it said "see the log")
+    pydantic = (
+        "(EngineCore pid=1) Traceback (most recent call last):\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
+        "  Value error, num_speculative_tokens must be > 0 [type=value_error, input_value=ArgsKwargs((), {}), "
+        "input_type=ArgsKwargs]\n"
+        "    For further information visit https://errors.pydantic.dev/2.12/v/value_error\n"
+    )
+    assert VLLM_SMOKE.refusal(pydantic) == (
+        "ValidationError: 1 validation error for SpeculativeConfig: num_speculative_tokens must be > 0"
+    )
 
 
 @pytest.mark.helm

@@ -46,12 +46,22 @@ def floating_images(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
 def typed_flags_in_extra_args(file: str, engine: Bound[EngineSpec]) -> Iterator[Problem]:
     """An extra arg repeating a flag a typed field (or the chart) sets would either be ignored or silently
     win, depending on the engine's parser."""
+    from olarespack.engines.releases import image_release
+
     typed = engine.typed_flags()
+    facts = image_release(engine.spec).facts
     for i, arg in enumerate(engine.spec.extra_args):
         flag = arg.split("=", 1)[0]
-        if flag in typed:
-            owner = typed[flag]
+        # every spelling the image's release reads for the same option (vLLM's -sc is --speculative-config)
+        option = facts.option(flag) if facts is not None and flag.startswith("-") else None
+        known = next((name for name in (flag, *(option.names if option else ())) if name in typed), None)
+        if known is not None:
+            owner = typed[known]
             fix = "remove it: the chart sets it" if owner == "chart" else f"remove it and set {owner} instead"
             yield Problem(
-                file, f"engine.extra_args[{i}]", f"{flag} duplicates a typed field", fix, rule="extra-arg-duplicate"
+                file,
+                f"engine.extra_args[{i}]",
+                f"{flag} duplicates a typed field" + (f" ({known})" if known != flag else ""),
+                fix,
+                rule="extra-arg-duplicate",
             )

@@ -99,17 +99,17 @@ def speculative_json(value: str) -> dict[str, Any] | None:
 
 def command_problems(file: str, items: list[Item], facts: ReleaseFacts) -> Iterator[Problem]:
     """The speculative config's keys and method, and the --spec-* shorthands beside it."""
-    config_item = next(
-        (
-            item
-            for item in items
-            if normalize(item.option) in ("--speculative-config", "-sc") and item.value is not None
-        ),
-        None,
-    )
-    config = speculative_json(config_item.value or "") if config_item else None
-    if config_item is None or config is None:
-        return
+    # every speculative config the command line gives, under either spelling (-sc is the short one)
+    for config_item in items:
+        if normalize(config_item.option) in ("--speculative-config", "-sc") and config_item.value is not None:
+            config = speculative_json(config_item.value)
+            if config is not None:
+                yield from _config_problems(file, items, facts, config_item, config)
+
+
+def _config_problems(
+    file: str, items: list[Item], facts: ReleaseFacts, config_item: Item, config: dict[str, Any]
+) -> Iterator[Problem]:
     keys = facts.sets.get("speculative_keys", frozenset())
     methods = facts.sets.get("speculative_methods", frozenset())
     where = f"vLLM {facts.release} ({facts.source})"
