@@ -121,6 +121,7 @@ def repo(tmp_path: Path) -> Iterator[Path]:
 ENGINE_BOOTS = (
     "test_llama_server_boot",
     "test_llamacpp_kv_real",
+    "test_llamacpp_drafter_kv",
     "test_bench_llama_server",
     "test_model_files_fit",
     "test_smoke",

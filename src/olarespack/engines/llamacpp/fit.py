@@ -9,6 +9,7 @@ from olarespack.core.errors import ModelDataError, UsageError
 from olarespack.core.units import MiB, gib, largest_fitting, share_needed
 from olarespack.engines.fit import FitReport, FitRequest, Source
 from olarespack.engines.images import family_of
+from olarespack.engines.llamacpp.drafter_kv import SHARED_SINCE, drafter_kv_bytes
 from olarespack.engines.llamacpp.kv import (
     LLAMACPP_AUTO_PARALLEL,
     LLAMACPP_COMPUTE_MARGIN,
@@ -22,7 +23,9 @@ from olarespack.engines.llamacpp.kv import (
     llamacpp_host_compute_bytes,
     llamacpp_kv_bytes,
 )
+from olarespack.engines.llamacpp.semver import image_build
 from olarespack.engines.llamacpp.spec import FULL_PRECISION_CACHE, LlamaCppEngine
+from olarespack.models.arch import ModelArch
 from olarespack.models.registry import find_model, models
 
 
@@ -72,10 +75,12 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         notes.append(f"the storage of the {family.name} KV cache types is an estimate")
     drafter = engine.speculative.drafter if engine.speculative else None
     drafter_bytes = 0
+    drafter_arch: ModelArch | None = None
     if drafter is not None:
         drafter_info = (models() if request.registry is None else request.registry).get(drafter.repo)
         if drafter_info is not None and drafter.file in drafter_info.files:
             drafter_bytes = drafter_info.files[drafter.file].bytes
+            drafter_arch = drafter_info.arch
         else:
             notes.append(
                 f"drafter {drafter.repo}/{drafter.file}: no size known, not counted "
@@ -116,8 +121,28 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         "ubatch_size": engine.ubatch_size or LLAMACPP_DEFAULT_UBATCH,
     }
 
+    build = image_build(engine.image)
+    draft_k = (engine.speculative.cache_type_k if engine.speculative else None) or "f16"
+    draft_v = (engine.speculative.cache_type_v if engine.speculative else None) or "f16"
+    if drafter_arch is not None:
+        shared = build is not None and build >= SHARED_SINCE
+        notes.append(
+            f"the drafter's KV cache (k {draft_k}, v {draft_v}): "
+            + ("one context of the target's size for every slot" if shared else "a context of a slot's size per slot")
+            + (f" (b{build}: taken as b9101's)" if build is not None and 9101 < build < SHARED_SINCE else "")
+            + ("" if build is not None else " (the image's build is unknown: b9101's taken)")
+        )
+
+    def drafter_kv_at(n: int) -> int:
+        if drafter_arch is None:
+            return 0
+        return drafter_kv_bytes(
+            drafter_arch, n, build, options, type_k=draft_k, type_v=draft_v, swa_full=swa_full, flash_attn=flash,
+            type_sizes=sizes,
+        )  # fmt: skip
+
     def kv_at(n: int) -> int:
-        return llamacpp_kv_bytes(
+        return drafter_kv_at(n) + llamacpp_kv_bytes(
             arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash, type_sizes=sizes, **options
         )
 
@@ -181,7 +206,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         engine="llamacpp",
         engine_title="llama.cpp",
         model=f"{info.repo}/{engine.model.file}",
-        drafter=None,
+        drafter=f"{drafter.repo}/{drafter.file}" if drafter is not None else None,
         total_bytes=request.total,
         gpu_memory_utilization=None,
         budget_bytes=request.total,
@@ -190,7 +215,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         overhead_bytes=overhead,
         overhead_source=source,
         kv_cache_needed_bytes=needed,
-        drafter_kv_bytes=0,
+        drafter_kv_bytes=drafter_kv_at(length),
         kv_cache_available_bytes=available,
         headroom_bytes=available - needed,
         max_model_len=length,
