@@ -117,3 +117,11 @@ def test_a_ubatch_above_the_batch_is_a_warning(tmp_path: Path) -> None:
     spec = load_with(tmp_path, "gemma4-audio", {"ubatch_size": 2048, "batch_size": 512})
     [found] = [p for p in engine_problems("app.yaml", spec) if p.rule == "ubatch-batch"]
     assert found.severity == "warning" and found.path == "engine.ubatch_size" and "caps it at 512" in found.message
+
+
+def test_fewer_batched_tokens_than_drafted_slots_is_a_warning(tmp_path: Path) -> None:
+    """vLLM 0.21 and 0.32 accept max_num_batched_tokens 12 for 4 sequences drafting 3 tokens (it refuses only
+    fewer than max_num_seqs, SchedulerConfig): lint warns, and never refuses what the release accepts."""
+    spec = load_with(tmp_path, "gemma4-vision", {"max_num_batched_tokens": 12})
+    [found] = [p for p in engine_problems("app.yaml", spec) if p.rule == "batched-tokens"]
+    assert found.severity == "warning" and "use at least 16" in found.fix

@@ -36,7 +36,10 @@ RULES: dict[str, Rule] = {
         "engine", "--enable-auto-tool-choice comes with a tool-call parser", "vLLM refuses to boot without one"
     ),
     "batched-tokens": Rule(
-        "engine", "max_num_batched_tokens covers max_num_seqs and the speculative slots", "vLLM refuses to boot"
+        "engine",
+        "max_num_batched_tokens covers max_num_seqs (else vLLM refuses to start); below the speculative slots too, "
+        "a warning (vLLM schedules fewer drafted tokens a step)",
+        "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len",
     ),
     "chunked-prefill": Rule(
         "engine", "chunked prefill off needs max_num_batched_tokens >= max_model_len", "vLLM refuses to boot"
