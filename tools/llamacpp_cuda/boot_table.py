@@ -14,6 +14,7 @@ A tool that cannot express a row (one cache type for K and V, a K-only quantized
 The model facts of the synthetic files are written as `olarespack model add --gguf` writes them.
 
 Usage: python tools/llamacpp_cuda/boot_table.py LOGS READINGS.jsonl[,...] FITPARAMS.txt GGUF_DIR HFMEM_PYTHON LLMFIT
+       python tools/llamacpp_cuda/boot_table.py --held-out LOGS READINGS.jsonl FITPARAMS.txt OUT.json
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
@@ -98,7 +100,67 @@ def models(gguf_dir: Path) -> dict[str, int]:
     return sizes
 
 
+def entry_of(name: str, row: dict[str, Any], logs: Path) -> dict[str, Any]:
+    """One boot's row: its configuration (from its arguments), nvidia-smi's readings of its process, and the
+    buffers its log printed (llama.cpp's own projection too), without the other tools' estimates."""
+    args, model = row["args"], row["model"]
+    ctx, parallel = int(_arg(args, "-c", "0")), int(_arg(args, "-np", "1"))
+    type_k, type_v = _arg(args, "-ctk", "f16"), _arg(args, "-ctv", "f16")
+    mmproj = "--mmproj" in args
+    measured = row["readings"]
+    entry = {
+        "name": name,
+        "model": model,
+        "ctx": ctx,
+        "parallel": parallel,
+        "type_k": type_k,
+        "type_v": type_v,
+        "mmproj": mmproj,
+        "batch": int(_arg(args, "-b", "512")),
+        "ubatch": int(_arg(args, "-ub", "512")),
+        "flash_attn": True,
+        "process_mib": max(v for k, v in measured.items() if isinstance(v, int)),
+        "readings_mib": {k: v for k, v in measured.items() if isinstance(v, int)},
+    }
+    log_path = logs / f"{name}.log"
+    if log_path.is_file():
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        log = read_boot_log(log_path).of("llamacpp", LlamaCppLog)
+        clip = [float(x) for x in re.findall(r"reserve_compute_meta:\s+CUDA0 compute buffer size =\s+([\d.]+)", text)]
+        entry["buffers_mib"] = {
+            "model": log.model_buffer_mib.get("CUDA0"),
+            "kv": sum(v for k, v in log.kv_buffer_mib.items() if k == "CUDA0"),
+            "compute": round(log.compute_buffer_mib.get("CUDA0", 0) - sum(clip), 2),
+            "host_compute": log.compute_buffer_mib.get("CUDA_Host"),
+            "projector_compute": clip,
+        }
+        projected = [int(x) for x in re.findall(r"projected to use (\d+) MiB of device memory", text)]
+        mtmd = [float(x) for x in re.findall(r"estimated worst-case memory usage of mmproj is ([\d.]+) MiB", text)]
+        entry["llamacpp_projected_mib"] = round(projected[0] + (mtmd[0] if mtmd else 0), 2)
+    else:
+        entry["buffers_mib"] = None  # the log did not come back (the first call's 8-file limit)
+        entry["llamacpp_projected_mib"] = None
+    return entry
+
+
+def held_out(logs: Path, readings_file: Path, fit_params_file: Path, out: Path) -> None:
+    """The boots of configurations fit was not fitted to (boots.py HELD_OUT), with llama.cpp's own estimates."""
+    fit_params = _fit_params(fit_params_file.read_text(encoding="utf-8"))
+    rows = []
+    for line in sorted(readings_file.read_text(encoding="utf-8").splitlines()):
+        row = json.loads(line)
+        entry = entry_of(row["name"], row, logs)
+        entry["llama_fit_params_mib"] = fit_params.get(row["name"])
+        rows.append(entry)
+    rows.sort(key=lambda entry: entry["name"])
+    out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(rows)} boots -> {out}")
+
+
 def main() -> None:
+    if sys.argv[1] == "--held-out":  # LOGS READINGS.jsonl FITPARAMS.txt OUT.json
+        held_out(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]))
+        return
     logs, readings_files, fit_params_file, gguf_dir = (
         Path(sys.argv[1]),
         sys.argv[2],
@@ -117,45 +179,9 @@ def main() -> None:
     rows = []
     for name in sorted(readings):
         row = readings[name]
-        args, model = row["args"], row["model"]
-        ctx, parallel = int(_arg(args, "-c", "0")), int(_arg(args, "-np", "1"))
-        type_k, type_v = _arg(args, "-ctk", "f16"), _arg(args, "-ctv", "f16")
-        mmproj = "--mmproj" in args
-        measured = row["readings"]
-        entry = {
-            "name": name,
-            "model": model,
-            "ctx": ctx,
-            "parallel": parallel,
-            "type_k": type_k,
-            "type_v": type_v,
-            "mmproj": mmproj,
-            "batch": 512,
-            "ubatch": 512,
-            "flash_attn": True,
-            "process_mib": max(v for k, v in measured.items() if isinstance(v, int)),
-            "readings_mib": {k: v for k, v in measured.items() if isinstance(v, int)},
-        }
-        log_path = logs / f"{name}.log"
-        if log_path.is_file():
-            text = log_path.read_text(encoding="utf-8", errors="replace")
-            log = read_boot_log(log_path).of("llamacpp", LlamaCppLog)
-            clip = [
-                float(x) for x in re.findall(r"reserve_compute_meta:\s+CUDA0 compute buffer size =\s+([\d.]+)", text)
-            ]
-            entry["buffers_mib"] = {
-                "model": log.model_buffer_mib.get("CUDA0"),
-                "kv": sum(v for k, v in log.kv_buffer_mib.items() if k == "CUDA0"),
-                "compute": round(log.compute_buffer_mib.get("CUDA0", 0) - sum(clip), 2),
-                "host_compute": log.compute_buffer_mib.get("CUDA_Host"),
-                "projector_compute": clip,
-            }
-            projected = [int(x) for x in re.findall(r"projected to use (\d+) MiB of device memory", text)]
-            mtmd = [float(x) for x in re.findall(r"estimated worst-case memory usage of mmproj is ([\d.]+) MiB", text)]
-            entry["llamacpp_projected_mib"] = round(projected[0] + (mtmd[0] if mtmd else 0), 2)
-        else:
-            entry["buffers_mib"] = None  # the log did not come back (the first call's 8-file limit)
-            entry["llamacpp_projected_mib"] = None
+        model = row["model"]
+        entry = entry_of(name, row, logs)
+        ctx, type_k, type_v, mmproj = entry["ctx"], entry["type_k"], entry["type_v"], entry["mmproj"]
         entry["llama_fit_params_mib"] = fit_params.get(name)
         both = type_k == type_v
         kv = type_k.upper() if both else None

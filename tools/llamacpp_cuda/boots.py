@@ -20,6 +20,7 @@ import concurrent.futures
 import io
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -59,6 +60,29 @@ def plan() -> list[tuple[str, str, list[str], bool]]:
                         )
                     )
     return rows
+
+
+# Configurations fit was not fitted to (issue 37): mixed K and V cache types, a quantized cache over other slot
+# counts, micro-batches of 2048 and 4096 tokens; both models, text only
+UB_LARGE = {2048: ["-b", "2048", "-ub", "2048", "-fa", "on"], 4096: ["-b", "4096", "-ub", "4096", "-fa", "on"]}
+HELD_OUT: list[tuple[str, list[str], int, int]] = [
+    ("q8_0k-q4_0v", ["-ctk", "q8_0", "-ctv", "q4_0", *UB], 32768, 4),
+    ("q8_0k-q4_0v", ["-ctk", "q8_0", "-ctv", "q4_0", *UB], 131072, 1),
+    ("q4_0k-q8_0v", ["-ctk", "q4_0", "-ctv", "q8_0", *UB], 32768, 1),
+    ("q8_0", ["-ctk", "q8_0", "-ctv", "q8_0", *UB], 65536, 2),
+    ("q4_0", ["-ctk", "q4_0", "-ctv", "q4_0", *UB], 16384, 8),
+    ("f16-ub2048", UB_LARGE[2048], 32768, 1),
+    ("q8_0-ub2048", ["-ctk", "q8_0", "-ctv", "q8_0", *UB_LARGE[2048]], 131072, 4),
+    ("f16-ub4096", UB_LARGE[4096], 65536, 1),
+]
+
+
+def plan_held_out() -> list[tuple[str, str, list[str], bool]]:
+    return [
+        (f"{model}-c{ctx // 1024}k-np{np_}-{name}", model, ["-c", str(ctx), "-np", str(np_), *flags], False)
+        for model in ("e4b", "llama8b")
+        for name, flags, ctx, np_ in HELD_OUT
+    ]
 
 
 def smi() -> dict[int, int]:
@@ -205,7 +229,8 @@ def main() -> None:
     MEDIA["png"] = base64.b64encode(png(1600)).decode()
     MEDIA["wav"] = base64.b64encode(wav(30)).decode()
     done = set(sys.argv[6].split(",")) if len(sys.argv) > 6 else set()  # rows a first call already booted
-    rows = [row for row in plan() if row[0] not in done]
+    chosen = plan_held_out() if os.environ.get("PLAN") == "held-out" else plan()
+    rows = [row for row in chosen if row[0] not in done]
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda row: boot(server, out, models, row), rows))
     if (server / "llama-fit-params").is_file():

@@ -136,6 +136,16 @@ fitkv() {
   tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 }
 
+# heldout: the configurations fit was not fitted to (boots.py HELD_OUT, issue 37), four side by side
+heldout() {
+  echo "idle $(nvidia-smi --query-gpu=memory.used,memory.total,name,driver_version --format=csv,noheader)" \
+    | tee "$OUT/readings.txt"
+  PLAN=held-out PYTHONUNBUFFERED=1 timeout ${BOOTS_TIMEOUT:-300} python3 tools/llamacpp_cuda/boots.py "$WORK/build/bin" \
+    "$OUT" "$GGUF" "$LLAMA8B" "$MMPROJ_VA"
+  ls -la "$GGUF" "$LLAMA8B" >> "$OUT/readings.txt"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+}
+
 if [ "${1:-}" = "" ]; then echo "usage: measure.sh STEP..." >&2; exit 2; fi
 while [ $# -gt 0 ]; do
   case $1 in
