@@ -86,11 +86,11 @@ def test_citations_report_every_mistake_of_a_text() -> None:
 
 
 def test_a_warning_shows_beside_the_error_that_refuses_the_spec(tmp_path: Path) -> None:
-    # vLLM 0.34 has no release table (a warning saying how to refresh) and its KV arithmetic refuses the
-    # 128K context (an error): both in the first run, not the warning once the error is fixed
+    # vLLM 0.35 has no release table (a warning saying how to refresh) and its KV arithmetic refuses the
+    # 128K context (an error): both in the first run
     spec = tmp_path / "v.yaml"
     spec.write_text(
-        VISION.replace("image: vllm/vllm-openai:v0.21.0-cu129\n  model:", "image: vllm/vllm-openai:v0.34.0\n  model:"),
+        VISION.replace("image: vllm/vllm-openai:v0.21.0-cu129\n  model:", "image: vllm/vllm-openai:v0.35.0\n  model:"),
         encoding="utf-8",
     )
     code, output = run_cli(tmp_path, "lint", str(spec))
@@ -98,4 +98,4 @@ def test_a_warning_shows_beside_the_error_that_refuses_the_spec(tmp_path: Path) 
     lines = output.splitlines()
     assert any(line.startswith("ERROR ") and line.endswith("[context-fit]") for line in lines), output
     warning = next(line for line in lines if line.endswith("[engine-release-table]"))
-    assert warning.startswith("WARN ") and "0.34" in warning and "refresh" in warning
+    assert warning.startswith("WARN ") and "0.35" in warning and "refresh" in warning
