@@ -83,11 +83,15 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Mo
     return {name: model_of(write(folder / f"tiny-{name}.gguf")) for name, write in FAMILIES.items()}
 
 
+def model_text(path: Path) -> str:
+    """The model file `olarespack model add --gguf` writes for this GGUF (models/<name>.yaml)."""
+    described = Described(repo=f"tiny/{path.stem}", command=f"olarespack model add tiny/{path.stem} --gguf {path.name}")
+    return render(gguf_data(described, [read_gguf(path)]), described)
+
+
 def model_of(path: Path) -> tuple[Path, ModelInfo]:
     """The model facts `olarespack model add --gguf` writes for this file, read back as fit reads them."""
-    described = Described(repo=f"tiny/{path.stem}", command=f"olarespack model add tiny/{path.stem} --gguf {path.name}")
-    data = gguf_data(described, [read_gguf(path)])
-    return path, parse_text(path.name, render(data, described))
+    return path, parse_text(path.name, model_text(path))
 
 
 def fit_of(info: ModelInfo, path: Path, ctx: int, parallel: int | None, flash_attn: str = "auto") -> FitReport:
@@ -252,3 +256,38 @@ def test_the_tiny_families_are_what_llama_cpp_reads(models: dict[str, tuple[Path
     assert len(dense.layers) == 4
     assert (moe.moe_intermediate_size, moe.experts_per_token) == (128, 2)
     assert tiny_gguf.gguf_keys(models["qwen3moe"][0])["qwen3moe.expert_count"] == 8
+
+
+@pytest.mark.parametrize("build", [9101, 11434])
+def test_a_context_past_the_positions_boots_with_each_slot_capped(
+    build: int, servers: dict[int, Path], tmp_path: Path
+) -> None:
+    """llama-server does not refuse a context past the model's trained one: it allocates the KV cache for every
+    cell and caps each slot at the trained context. lint says so as a warning, about a slot's context."""
+    from olarespack.fit.budget import resolve_context
+    from olarespack.spec.load import load_spec
+    from specs import app_data, write_spec
+
+    if build not in servers:
+        pytest.skip(f"no b{build} llama-server among the built ones ({sorted(servers)}); `make test` builds it")
+    path, info = model_of(tiny_gguf.write_dense(tmp_path / "short.gguf", ctx_train=8192))
+    measured = boot_log(servers[build], path, 32768, 2, tmp_path / "server.log")
+    assert "exceeds the training context of the model (8192) - capping" in measured.text
+    assert sum(measured.log.kv_buffer_mib.values()) == round(
+        fit_of(info, path, 32768, 2).kv_cache_needed_bytes / MIB, 2
+    )
+    data = app_data("gemma4-audio")
+    data["engine"].update(model={"repo": info.repo, "file": path.name}, ctx_size=32768, parallel=2)
+    data["engine"].pop("calibration", None)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "short.yaml").write_text(model_text(path), encoding="utf-8")
+    (tmp_path / "apps").mkdir()
+    spec_file = write_spec(tmp_path / "apps", data)
+    _, problems = resolve_context(str(spec_file), load_spec(spec_file))
+    [window] = [p for p in problems if p.rule == "context-window"]
+    assert (
+        window.severity == "warning"
+        and "a slot of 16384 tokens" in window.message
+        and "caps each slot" in window.message
+    )
+    assert window.fix == "use at most 16384 for 2 slots"

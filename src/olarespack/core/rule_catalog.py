@@ -158,8 +158,9 @@ RULES: dict[str, Rule] = {
     ),
     "context-window": Rule(
         "engine",
-        "the context stays within the model's positions (warning: past its trained window)",
-        "vLLM refuses a max_model_len past max_position_embeddings",
+        "the context stays within the model's positions (warning: past its trained window; for llama.cpp, a slot "
+        "past the positions, which it boots and caps)",
+        "vLLM refuses a max_model_len past max_position_embeddings; llama-server b9101 and b11434 cap each slot",
     ),
     "gpu-booking-unused": Rule(
         "engine",

@@ -59,6 +59,9 @@ class EngineBase(ABC):
     command_markers: ClassVar[tuple[str, ...]] = ()  # words in the first four that name it (a module run directly)
     calibration_model: ClassVar[type[MeasuredOn] | None] = None  # engine.calibration's model; None: none yet
     calibration_lines: ClassVar[str] = ""  # the boot log lines a calibration reads, as a message names them
+    # a context past the model's positions: refused at start-up (vLLM), or booted with every slot capped at them
+    # (llama.cpp b9101 and b11434: "the slot context exceeds the training context of the model - capping")
+    caps_slot_context: ClassVar[bool] = False
     openai_api: ClassVar[bool] = True  # it serves the OpenAI API (/v1): the app joins Olares' LLM gateway by default
 
     @property

@@ -117,7 +117,9 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
             _window_problems(file, path, spec, report.max_model_len_fit, registry),
         )
     problems = (
-        _window_problems(file, path, spec, report.max_model_len, registry)
+        _window_problems(
+            file, path, spec, report.max_model_len, registry, _int_setting(report.settings.get("n_ctx_per_slot"))
+        )
         + _host_problems(file, spec, report)
         + _unused_booking(file, spec, report)
     )
@@ -155,6 +157,10 @@ def resolve_context(file: str, spec: AppSpec) -> tuple[AppSpec, list[Problem]]:
             )
         )
     return spec, problems
+
+
+def _int_setting(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 UNUSED_BOOKING_FRACTION = 0.5  # booked memory an engine that takes only what it needs leaves unused, at most
@@ -207,7 +213,9 @@ def _host_problems(file: str, spec: AppSpec, report: FitReport) -> list[Problem]
     return problems
 
 
-def _window_problems(file: str, path: str, spec: AppSpec, asked: int, registry: dict[str, ModelInfo]) -> list[Problem]:
+def _window_problems(
+    file: str, path: str, spec: AppSpec, asked: int, registry: dict[str, ModelInfo], per_slot: int | None = None
+) -> list[Problem]:
     engine = engine_for(spec.engine)
     repo = engine.model_repo()
     try:
@@ -215,7 +223,22 @@ def _window_problems(file: str, path: str, spec: AppSpec, asked: int, registry: 
     except ModelDataError:
         return []
     positions = info.arch.max_position_embeddings if info.arch else None
-    if positions is not None and asked > positions:
+    slot = per_slot or asked
+    if positions is not None and engine.engine.caps_slot_context and slot > positions:
+        slots = max(1, asked // slot)
+        return [
+            Problem(
+                file,
+                path,
+                f"a slot of {slot} tokens is past {repo}'s {positions} positions: {engine.title} boots, allocates the "
+                f"KV cache for every cell, and caps each slot at {positions} (the cells past it are booked and never "
+                "used)",
+                f"use at most {positions * slots}" + (f" for {slots} slots" if slots > 1 else ""),
+                rule="context-window",
+                severity="warning",
+            )
+        ]
+    if positions is not None and not engine.engine.caps_slot_context and asked > positions:
         return [
             Problem(
                 file,

@@ -56,6 +56,7 @@ class LlamaCpp(Engine[LlamaCppEngine]):
     calibration_model = LlamaCppCalibration
     calibration_lines = "`<device> model/KV/compute buffer size = X MiB`"
     flags = FLAGS
+    caps_slot_context = True  # measured on b9101 and b11434 (tests/test_llamacpp_kv_real.py)
 
     def image_cuda(self, image: str) -> ImageCuda:
         return cuda.image_cuda(image)

@@ -30,6 +30,7 @@ from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
 from olarespack.engines.vllm.memory_rules import extensible_cache_problems
 from olarespack.engines.vllm.pinned import pinned_shape, read_pinned
+from olarespack.engines.vllm.scheduling import batching_problems
 from olarespack.engines.vllm.spec import (
     DFLASH_MAX_TOKENS,
     HF_HOME,
@@ -251,7 +252,7 @@ class Vllm(Engine[VllmEngine]):
                 "set engine.tool_call_parser (e.g. gemma4) and drop the extra arg",
                 rule="tool-parser",
             )
-        yield from self._batching(file, engine)
+        yield from batching_problems(file, engine)
         yield from extensible_cache_problems(file, engine, self.release(engine))
         if is_gemma4(engine.model):
             yield from self._gemma4(file, engine)
@@ -349,40 +350,6 @@ class Vllm(Engine[VllmEngine]):
             rule="spec-mtp-alias",
             severity="warning",
         )
-
-    def _batching(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
-        if engine.max_num_batched_tokens is None:
-            return
-        seqs = engine.max_num_seqs or 1
-        slots = 1 + (engine.speculative.num_speculative_tokens if engine.speculative else 0)
-        if engine.max_num_batched_tokens < seqs:
-            # SchedulerConfig's validator (vllm/config/scheduler.py, 0.21 to 0.33)
-            yield Problem(
-                file,
-                "engine.max_num_batched_tokens",
-                f"{engine.max_num_batched_tokens} is below max_num_seqs ({seqs}): vLLM refuses to start",
-                f"use at least {seqs}",
-                rule="batched-tokens",
-            )
-        elif engine.max_num_batched_tokens < seqs * slots:
-            # vLLM accepts it and schedules fewer of the sequences' drafted tokens in a step: slower, not refused
-            yield Problem(
-                file,
-                "engine.max_num_batched_tokens",
-                f"{engine.max_num_batched_tokens} cannot schedule {seqs} sequence(s) x {slots} token(s) "
-                "per step (decode plus speculative slots): vLLM runs, scheduling fewer drafted tokens a step",
-                f"use at least {seqs * slots}",
-                rule="batched-tokens",
-                severity="warning",
-            )
-        if engine.enable_chunked_prefill is False and engine.max_num_batched_tokens < engine.context_length:
-            yield Problem(
-                file,
-                "engine.max_num_batched_tokens",
-                f"with chunked prefill off it must be >= max_model_len ({engine.context_length}); vLLM refuses to boot",
-                "raise it, or drop enable_chunked_prefill: false",
-                rule="chunked-prefill",
-            )
 
     def _gemma4(self, file: str, engine: VllmEngine) -> Iterator[Problem]:
         if engine.attention_backend == "flash_attn":
