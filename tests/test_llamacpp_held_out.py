@@ -51,3 +51,32 @@ def test_the_kv_cache_of_a_held_out_boot_is_the_servers_own(name: str) -> None:
         type_v=row["type_v"],
     )
     assert abs(kv / MIB - row["buffers_mib"]["kv"]) <= 0.01
+
+
+DRAFTED: list[dict[str, Any]] = json.loads(
+    (ROOT / "tests" / "fixtures" / "llama-boots" / "h100-b11434-drafter.json").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("row", DRAFTED, ids=lambda row: row["name"])
+def test_fit_holds_with_a_separate_drafter(row: dict[str, Any]) -> None:
+    """The same shapes booted with themselves as a separate drafter (`-md`, `--spec-type draft-simple`, every draft
+    layer on the GPU; measure.sh drafter): the drafter's weights, KV cache, compute buffer and context come on top
+    of the target's, and fit counts each (the process grew by 3780 MiB for E4B at 32K)."""
+    from olarespack.engines.fit import FitRequest
+    from olarespack.engines.llamacpp.fit import fit
+    from olarespack.engines.llamacpp.spec import LlamaCppEngine
+    from test_llamacpp_boots import IMAGE, synthetic
+
+    info = synthetic(row["model"])
+    file = f"{row['model']}.gguf"
+    engine = LlamaCppEngine.model_validate({
+        "kind": "llamacpp", "image": IMAGE, "alias": "boot", "model": {"repo": info.repo, "file": file},
+        "ctx_size": row["ctx"], "parallel": row["parallel"], "batch_size": row["batch"], "ubatch_size": row["ubatch"],
+        "flash_attn": "on", "speculative": {"type": "draft", "drafter": {"repo": info.repo, "file": file}},
+    })  # fmt: skip
+    report = fit(engine, FitRequest(total=140 << 30, registry={info.repo: info}))
+    measured = row["process_mib"] * MIB
+    estimate = gpu_total(report)
+    assert report.drafter_kv_bytes * 2 == report.kv_cache_needed_bytes  # the drafter is the target: the same KV
+    assert measured <= estimate <= measured * (1 + ABOVE), f"{estimate / measured - 1:+.1%}"

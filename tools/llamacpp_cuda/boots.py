@@ -77,6 +77,21 @@ HELD_OUT: list[tuple[str, list[str], int, int]] = [
 ]
 
 
+# A separate drafter (issue 37): the target itself as its own drafter (-md, every layer on the GPU), so the two
+# share a vocabulary; its KV cache and compute buffer come on top of the target's. b11434 frees a drafter no
+# --spec-type uses ("no implementations specified for speculative decoding")
+DRAFTED: list[tuple[int, int]] = [(32768, 1), (131072, 1), (32768, 4)]
+
+
+def plan_drafter() -> list[tuple[str, str, list[str], bool]]:
+    return [
+        (f"{model}-c{ctx // 1024}k-np{np_}-drafter", model, ["-c", str(ctx), "-np", str(np_), *UB, "-md", "SELF",
+                                                             "-ngld", "99", "--spec-type", "draft-simple"], False)
+        for model in ("e4b", "llama8b")
+        for ctx, np_ in DRAFTED
+    ]  # fmt: skip
+
+
 def plan_held_out() -> list[tuple[str, str, list[str], bool]]:
     return [
         (f"{model}-c{ctx // 1024}k-np{np_}-{name}", model, ["-c", str(ctx), "-np", str(np_), *flags], False)
@@ -166,7 +181,7 @@ def boot(server: Path, out: Path, models: dict[str, Path], row: tuple[str, str, 
     name, model, args, media = row
     with LOCK:
         port = next(PORTS)
-    args = [str(models["mmproj"]) if a == "MMPROJ" else a for a in args]
+    args = [str(models["mmproj"]) if a == "MMPROJ" else str(models[model]) if a == "SELF" else a for a in args]
     log = out / "logs" / f"{name}.log"
     argv = [
         str(server / "llama-server"),
@@ -216,7 +231,7 @@ def boot(server: Path, out: Path, models: dict[str, Path], row: tuple[str, str, 
 
 def fit_params(server: Path, out: Path, models: dict[str, Path], row: tuple[str, str, list[str], bool]) -> str:
     name, model, args, _ = row
-    args = [a for a in args if a not in ("--mmproj", "MMPROJ")]
+    args = [str(models[model]) if a == "SELF" else a for a in args if a not in ("--mmproj", "MMPROJ")]
     argv = [str(server / "llama-fit-params"), "-m", str(models[model]), "-ngl", "99", *args, "--fit-print", "on"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     return f"== {name} (exit {done.returncode})\n{done.stdout.strip()}\n"
@@ -229,7 +244,8 @@ def main() -> None:
     MEDIA["png"] = base64.b64encode(png(1600)).decode()
     MEDIA["wav"] = base64.b64encode(wav(30)).decode()
     done = set(sys.argv[6].split(",")) if len(sys.argv) > 6 else set()  # rows a first call already booted
-    chosen = plan_held_out() if os.environ.get("PLAN") == "held-out" else plan()
+    plans = {"held-out": plan_held_out, "drafter": plan_drafter}
+    chosen = plans.get(os.environ.get("PLAN", ""), plan)()
     rows = [row for row in chosen if row[0] not in done]
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda row: boot(server, out, models, row), rows))

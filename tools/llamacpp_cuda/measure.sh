@@ -146,6 +146,13 @@ heldout() {
   tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 }
 
+# drafter: the target as its own separate drafter (boots.py DRAFTED, issue 37); logs back as $OUT/logs.tar.gz
+drafter() {
+  PLAN=drafter PYTHONUNBUFFERED=1 timeout ${BOOTS_TIMEOUT:-300} python3 tools/llamacpp_cuda/boots.py "$WORK/build/bin" \
+    "$OUT" "$GGUF" "$LLAMA8B" "$MMPROJ_VA"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+}
+
 if [ "${1:-}" = "" ]; then echo "usage: measure.sh STEP..." >&2; exit 2; fi
 while [ $# -gt 0 ]; do
   case $1 in

@@ -9,7 +9,13 @@ from olarespack.core.errors import ModelDataError, UsageError
 from olarespack.core.units import MiB, gib, largest_fitting, share_needed
 from olarespack.engines.fit import FitReport, FitRequest, Source
 from olarespack.engines.images import family_of
-from olarespack.engines.llamacpp.drafter_kv import SHARED_SINCE, drafter_kv_bytes
+from olarespack.engines.llamacpp.drafter_kv import (
+    DRAFT_CONTEXT_BYTES,
+    SHARED_SINCE,
+    draft_contexts,
+    drafter_compute_bytes,
+    drafter_kv_bytes,
+)
 from olarespack.engines.llamacpp.kv import (
     LLAMACPP_AUTO_PARALLEL,
     LLAMACPP_COMPUTE_MARGIN,
@@ -79,7 +85,9 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     if drafter is not None:
         drafter_info = (models() if request.registry is None else request.registry).get(drafter.repo)
         if drafter_info is not None and drafter.file in drafter_info.files:
-            drafter_bytes = drafter_info.files[drafter.file].bytes
+            # as the target's: its input embeddings stay in host memory, the tied output copied to the GPU
+            dfile = drafter_info.files[drafter.file]
+            drafter_bytes = dfile.bytes - dfile.host_bytes + dfile.gpu_copy_bytes
             drafter_arch = drafter_info.arch
         else:
             notes.append(
@@ -151,13 +159,22 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         copies = llamacpp_f16_copy_bytes(
             arch, n, type_k=type_k, type_v=type_v, swa_full=swa_full, flash_attn=flash, **options
         )
-        return llamacpp_compute_bytes(
+        drafted = (
+            drafter_compute_bytes(
+                drafter_arch, n, build, options, type_k=draft_k, type_v=draft_v, swa_full=swa_full, flash_attn=flash
+            )
+            if drafter_arch is not None
+            else 0
+        )
+        return drafted + llamacpp_compute_bytes(
             arch, at.n_ubatch, at.n_ctx, flash_attn=flash, n_ctx_seq=at.n_ctx_seq, f16_copies=copies
         )
 
     ctx = llamacpp_context(length, **options)
     needed = kv_at(length)
     overhead = LLAMACPP_RUNTIME_BYTES + compute_at(length) + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0)
+    if drafter_arch is not None:  # each draft context's CUDA graphs and buffers beyond its compute buffer
+        overhead += draft_contexts(build, parallel) * DRAFT_CONTEXT_BYTES
     source: Source = "estimate"
     host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash, n_ctx_seq=ctx.n_ctx_seq)
     notes.append(
