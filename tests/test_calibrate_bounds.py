@@ -89,4 +89,4 @@ def test_a_kv_line_repeated_past_one_boot_is_refused_not_summed(project: Path) -
     log = "\n".join([*lines[: at + 1], *[lines[at]] * 399, *lines[at + 1 :]])
     code, out, path = calibrate(project, AUDIO, log)
     assert code == 1, out
-    assert f"{path}: line {at + 1 + 8}: CUDA0 KV buffer size: the 9th such line of one boot" in out, out
+    assert f"{path}: line {at + 1 + 40}: CUDA0 KV buffer size: 41 such lines in one boot" in out, out

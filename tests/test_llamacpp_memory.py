@@ -157,3 +157,13 @@ def test_the_e4b_kv_cache_is_the_servers_own() -> None:
     assert llamacpp_kv_bytes(arch, 32768, parallel=1, batch_size=512, ubatch_size=512) == 578_813_952
     assert llamacpp_kv_bytes(arch, 131072, parallel=1, batch_size=512, ubatch_size=512) == 2_189_426_688
     assert sum(reading(H200_V).kv_buffer_mib.values()) * MIB == 578_813_952
+
+
+def test_a_drafters_buffers_join_the_boot_they_belong_to() -> None:
+    """A boot with a separate drafter (the H100's E4B drafting with itself, b11434): the drafter's model, KV and
+    compute lines come after its model load and are the same boot's, not a new pass that would drop the target's."""
+    log = read_boot_log(LOGS / "h100-b11434-e4b-drafter.log").of("llamacpp", LlamaCppLog)
+    assert log.model_buffer_mib["CUDA0"] == round(2 * 2975.79, 2)
+    assert log.kv_buffer_mib["CUDA0"] == 2 * (512 + 40)
+    assert log.compute_buffer_mib["CUDA0"] == round(2 * 134.02, 2)
+    assert log.n_ctx == 32768 and not log.impossible

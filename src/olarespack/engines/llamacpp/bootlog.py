@@ -36,8 +36,11 @@ _SIZE_SAID = re.compile(r"([A-Za-z0-9_.-]{1,64}) (model|KV|compute) buffer size 
 # a buffer line's kind -> engine.calibration's field holding that kind per device
 _FIELDS = {"model": "model_buffer_mib", "KV": "kv_buffer_mib", "compute": "compute_buffer_mib"}
 # buffer lines of one kind on one device in one pass: an iSWA cache prints two KV lines, a drafter its own
-# model, KV and compute lines, an audio or vision projector its model and compute lines
-MAX_LINES_A_PASS = 8
+# model, KV and compute lines (b9101: a KV and compute set per slot), an audio or vision projector its model and
+# compute lines
+MAX_LINES_A_PASS = 40
+# the drafter's model load: the buffers after it are the drafter's, in the same boot (not a new pass)
+_DRAFT = re.compile(r"loading draft model")
 
 
 @dataclass
@@ -77,15 +80,23 @@ class LlamaCppLog(EngineLog):
     def __post_init__(self) -> None:
         self.provenance = {"build": "its `build:` line (printed at start-up)"}
         self._seen: dict[tuple[str, str], int] = {}  # buffer lines of one kind and device in this pass
+        self._drafter = False  # the drafter's model is loading: its buffers join the target's pass
 
     def feed(self, number: int, line: str) -> None:
         if _MARK.search(line):
             self.marks += 1
+        if _DRAFT.search(line):
+            self._drafter = True
         if (said := _SIZE_SAID.search(line)) and not FIGURE.fullmatch(said[3]):
             self.unreadable.append((number, f"{said[1]} {said[2]} buffer size"))
         elif match := _BUFFER.search(line):
             self.marks += 1
-            if match[1] == "load_tensors" and match[3] == "model" and (self.kv_buffer_mib or self.compute_buffer_mib):
+            if (
+                match[1] == "load_tensors"
+                and match[3] == "model"
+                and (self.kv_buffer_mib or self.compute_buffer_mib)
+                and not self._drafter
+            ):
                 self._new_pass()
             name, device = _FIELDS[match[3]], match[2]
             buffers = {
@@ -98,9 +109,9 @@ class LlamaCppLog(EngineLog):
                 self.impossible.append(
                     (
                         number,
-                        f"{device} {match[3]} buffer size: the {seen}th such line of one "
-                        f"boot (llama.cpp prints at most {MAX_LINES_A_PASS}: a cache per "
-                        "attention kind and a drafter's)",
+                        f"{device} {match[3]} buffer size: {seen} such lines in one boot (llama.cpp "
+                        f"prints at most {MAX_LINES_A_PASS}: a cache per attention kind, and a drafter's per "
+                        "slot)",
                     )
                 )
             buffers[device] = round(buffers.get(device, 0.0) + float(match[4]), 2)

@@ -191,6 +191,8 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         # the boot's own GPU buffers: weights as loaded, compute buffers as allocated (at that boot's context)
         weights = round(measured.gpu_mib(measured.model_buffer_mib) * MiB)
         overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MiB)
+        if drafter_arch is not None:  # the boot's drafter buffers are in its lines; its contexts' own are not
+            overhead += draft_contexts(build, parallel) * DRAFT_CONTEXT_BYTES
         exact, source = True, "calibrated"
         notes.append(
             "weights and compute buffers calibrated from a boot"
