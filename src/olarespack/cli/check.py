@@ -32,10 +32,24 @@ if TYPE_CHECKING:
 )
 @click.option("--rules", "list_rules", is_flag=True, help="List the rule ids and what each checks, then exit.")
 @click.option("--base", help="Also run the version gate on the specs against this git ref.")
+@click.option(
+    "--engine-config",
+    is_flag=True,
+    help="Also judge each vLLM spec's command line with its image's release's own config code (parser, serve "
+    "checks, create_engine_config; a judge venv per release: make vllm-judges). A release's first judgement "
+    "takes about a minute; an unchanged chart's verdict is kept.",
+)
 @options.charts_dir
 @options.apps_dir
 def lint(
-    paths: tuple[str, ...], jobs: int, helm4: bool, list_rules: bool, base: str | None, charts_dir: Path, apps_dir: Path
+    paths: tuple[str, ...],
+    jobs: int,
+    helm4: bool,
+    list_rules: bool,
+    base: str | None,
+    engine_config: bool,
+    charts_dir: Path,
+    apps_dir: Path,
 ) -> None:
     """Check specs, chart folders (or folders of charts) and chart .tgz files; default: apps/*.yaml.
 
@@ -66,6 +80,10 @@ def lint(
 
         _, found = diffs(helms()[0], Repo.at(Path.cwd(), base, charts_dir), specs)
         report.problems += gate_problems(found)
+    if engine_config and specs:
+        from olarespack.smoke.judge import judge_specs
+
+        report.problems += judge_specs(specs, say=lambda text: click.echo(text, err=True))
     for problem in report.problems:
         click.echo(f"{'ERROR' if problem.severity == 'error' else 'WARN'} {problem}")
     for label in report.checked:

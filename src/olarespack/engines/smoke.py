@@ -12,12 +12,12 @@ import struct
 import wave
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from olarespack.core.errors import ToolMissingError
+from olarespack.core.errors import Problem, ToolMissingError
 from olarespack.engines.base import EngineSpec
 
 if TYPE_CHECKING:
@@ -96,6 +96,17 @@ class Booting:
 S = TypeVar("S", bound=EngineSpec)
 
 
+@dataclass(frozen=True)
+class ChartCommand:
+    """A chart's server as the pod runs it (importer's reader of the chart rendered by helm), for a judge."""
+
+    file: str  # the spec, as messages name it
+    spec_file: Path
+    hardware: str  # the spec's hardware profile (the box's GPU)
+    argv: list[str]
+    env: dict[str, str]
+
+
 class SmokeError(ToolMissingError):
     """The smoke cannot start here (no local build of the engine, a model file missing); the message says how."""
 
@@ -146,6 +157,13 @@ class EngineSmoke(ABC, Generic[S]):
     @abstractmethod
     def requests(self, engine: S, files: ModelFiles) -> list[Request]:
         """What the app offers to be asked: a chat, and an image, a tool call or audio where it takes them."""
+
+    def judge(
+        self, charts: Sequence[tuple[S, ChartCommand]], cache: Path, say: Callable[[str], None] = lambda _: None
+    ) -> list[Problem]:
+        """`lint --engine-config`: what the engine release's own config code says of each chart's command line
+        (none where the engine has no such judge; vLLM's is engines/vllm/judging.py)."""
+        return []
 
     def refusal(self, log: str) -> str | None:
         """The engine's own words for why it stopped, from its log; None when it says nothing recognisable."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 AttentionKind = Literal["full", "sliding"]
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
@@ -86,6 +86,8 @@ class ModelInfo:
     family: str | None = None  # model family (config model_type without _text, e.g. gemma4, qwen3): parser rules
     drafter_for: tuple[str, ...] = ()  # a drafter: the target repositories it was made for
     model_type: str | None = None  # the config's own model_type (a drafter's decides how vLLM loads it)
+    # the config.json fields the model file keeps (Hugging Face names): what an engine's own config code reads
+    config: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def trained_context(self) -> int | None:

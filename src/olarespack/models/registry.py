@@ -94,6 +94,7 @@ def model_from_data(shown: str, data: Any) -> ModelInfo:
         family=raw.family or (family_of(raw.config) if raw.config else None),
         drafter_for=tuple(raw.drafter_for),
         model_type=model_type_of(raw.config or {}),
+        config=raw.config,
     )
 
 

@@ -6,6 +6,18 @@ from __future__ import annotations
 from olarespack.core.rule_catalog import Rule
 
 RULES: dict[str, Rule] = {
+    "vllm-engine-config": Rule(
+        "engine",
+        "`lint --engine-config`: the image's vLLM release accepts the pod's command line in its parser, its serve "
+        "checks and create_engine_config (its own code, on a stand-in CUDA platform at the box's capability)",
+        "vLLM refuses to start with the same message",
+    ),
+    "vllm-engine-config-unjudged": Rule(
+        "engine",
+        "warning: `lint --engine-config` could not judge the chart (no judge for its release here, no stand-in "
+        "model, options left out for this machine's safety)",
+        "tools/engine_releases/vllm_judge.py",
+    ),
     "vllm-extensible-kv-cache": Rule(
         "engine",
         "vLLM 0.34 or later has its KV cache size fixed (kv_cache_memory_bytes): its extensible cache's CUDA "

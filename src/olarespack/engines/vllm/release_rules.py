@@ -84,6 +84,7 @@ def read_table(release: str, raw: dict[str, Any]) -> ReleaseFacts:
         env_prefixes=("VLLM_",),
         sets=named,
         normalize=normalize,
+        version=str(artifact["version"]) if artifact.get("version") else None,  # the wheel the table was read from
     )
 
 

