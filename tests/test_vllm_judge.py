@@ -288,3 +288,53 @@ def test_lint_engine_config_exits_1_on_a_refusal(judged: dict[str, list], tmp_pa
     for _, _, words in REFUSED.values():
         assert words in output
     assert output.count("[vllm-engine-config]") == len([path for _, path, _ in REFUSED.values() if path])
+
+
+# lint's refusals of vLLM specs (tests/bad-specs) held against vLLM's own code: each file lint refuses as "vLLM
+# refuses", the release refuses too, in its own words; the rest are olarespack's own (memory, provenance, a second
+# spelling) or vLLM's refusals of a later step of its start-up (the attention backend on the GPU, the KV layout)
+AGREED = {
+    "batched-below-seqs.yaml": (
+        "batched-tokens",
+        "max_num_batched_tokens (3) must be greater than or equal to max_num_seqs (4)",
+    ),
+    "chunked-prefill-off.yaml": (
+        "chunked-prefill",
+        "max_num_batched_tokens (8192) is smaller than max_model_len (16384)",
+    ),
+    "context-past-positions.yaml": (
+        "context-window",
+        "User-specified max_model_len (300000) is greater than the derived",
+    ),
+    "kv-dtype-unknown.yaml": ("engine-release-value", "argument --kv-cache-dtype: invalid choice: 'fp4'"),
+    "mtp-on-old-vllm.yaml": ("spec-method-version", "1 validation error for SpeculativeConfig"),
+    "mtp-without-drafter.yaml": ("spec-draft-model", "Unsupported speculative method: 'mtp'"),
+    "tool-choice-without-parser.yaml": ("tool-parser", "--enable-auto-tool-choice requires --tool-call-parser"),
+}
+LATER_OR_OURS = {
+    "calibration-without-provenance.yaml": "olarespack's own: a calibration says where it was measured",
+    "context-too-long.yaml": "memory: fit's KV budget, which a config does not check",
+    "dflash-too-many-tokens.yaml": "the drafter's training: vLLM's config accepts more tokens than DFlash drafts",
+    "extra-arg-duplicates-field.yaml": "olarespack's own: a typed field said again in extra args",
+    "gemma4-flash-attn.yaml": "the attention backend is picked on the GPU, when the model is built",
+    "hybrid-kv-disabled.yaml": "the KV cache layout is made when the cache is allocated",
+    "model-changed-alone.yaml": "olarespack's own: a calibration, a drafter and a parser made for another model",
+}
+
+
+@pytest.mark.engine  # the judges `make vllm-judges` builds
+@pytest.mark.helm  # the charts are templated by the real helm
+def test_lints_vllm_refusals_are_vllms_own(tmp_path: Path) -> None:
+    _judges()
+    from olarespack.smoke.judge import judge_specs
+
+    bad = ROOT / "tests" / "bad-specs"
+    files = [bad / name for name in sorted({*AGREED, *LATER_OR_OURS})]
+    found = judge_specs(files, CACHE, strict=False)
+    said = {Path(p.file).name: p for p in found}
+    for name, (rule, words) in AGREED.items():
+        assert f"# expect: {rule}" in (bad / name).read_text(encoding="utf-8")
+        assert name in said and said[name].rule == "vllm-engine-config", name
+        assert words in said[name].message, said[name].message
+    for name in LATER_OR_OURS:
+        assert name not in said, f"{name}: vLLM's config code refuses it now: {said[name]}"

@@ -23,9 +23,12 @@ from olarespack.render import render_chart
 from olarespack.write import write_chart
 
 
-def _command(spec_file: Path, work: Path) -> tuple[EngineSmoke[Any], Any, ChartCommand] | None:
+def _command(spec_file: Path, work: Path, strict: bool) -> tuple[EngineSmoke[Any], Any, ChartCommand] | None:
+    """The spec's engine's smoke, its engine section and its pod's command line. strict: a spec with errors is
+    left to lint (ProblemsError), which reports them; otherwise it is judged as it renders (the tests hold lint's
+    own refusals against the engine's)."""
     file = str(spec_file)
-    spec = load_resolved(spec_file, file, strict=False).spec
+    spec = load_resolved(spec_file, file, strict=strict).spec
     if spec.olares.pinned_model is not None:  # ENGINE_ARGS is the same command line but the wrapper's words
         olares = spec.olares.model_copy(update={"pinned_model": None, "llm_gateway": None})
         spec = spec.model_copy(update={"olares": olares})
@@ -39,14 +42,18 @@ def _command(spec_file: Path, work: Path) -> tuple[EngineSmoke[Any], Any, ChartC
 
 
 def judge_specs(
-    spec_files: Sequence[Path], cache: Path | None = None, say: Callable[[str], None] = lambda _: None
+    spec_files: Sequence[Path],
+    cache: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    *,
+    strict: bool = True,
 ) -> list[Problem]:
     """What each spec's engine's own config code says of its chart (nothing for an engine without a judge)."""
     by_engine: dict[int, tuple[EngineSmoke[Any], list[tuple[Any, ChartCommand]]]] = {}
     with tempfile.TemporaryDirectory(prefix="olarespack-judge-") as tmp:
         for index, spec_file in enumerate(spec_files):
             try:
-                found = _command(spec_file, Path(tmp) / str(index))
+                found = _command(spec_file, Path(tmp) / str(index), strict)
             except OlaresPackError:
                 continue  # lint reports the spec's own problems
             if found is not None:
