@@ -85,6 +85,21 @@ def test_vision_moves_to_v0_33_with_mtp_and_a_stale_calibration(repo: Path) -> N
     assert run("build", "--check")[0] == 0
 
 
+def test_a_move_across_034_says_how_the_box_sizes_its_kv_cache(repo: Path) -> None:
+    spec = repo / "apps/gemma4-vision.yaml"
+    text = spec.read_text(encoding="utf-8").replace(
+        "max_model_len: 131072", "max_model_len: 65536\n  kv_cache_memory_bytes: 2360Mi"
+    )
+    spec.write_text(text, encoding="utf-8")
+    assert run("build", "apps/gemma4-vision.yaml")[0] == 0
+    git(repo, "commit", "-qam", "vision at 64K, its KV cache fixed")
+    code, out, err = run("bump", "apps/gemma4-vision.yaml", "--image", "vllm/vllm-openai:v0.34.0")
+    assert code == 0, err
+    assert "vLLM 0.21.0 -> 0.34.0: no setting a box would see changes. From 0.34 on, vLLM sizes the KV cache" in out
+    assert "this app fixes it at 2360Mi (kv_cache_memory_bytes), which keeps 0.34's extensible cache off" in out
+    assert out.index("extensible cache off") < out.index("Upgrading restarts the app")
+
+
 @pytest.mark.parametrize(
     ("image", "named"),
     [

@@ -74,6 +74,20 @@ def test_a_fixed_cache_is_written_and_checked_within_the_booking(tmp_path: Path)
     assert quantity.parse_bytes("20Gi") - report.over_total_bytes <= most * 2**30 + 2**23
 
 
+def test_a_context_past_a_fixed_cache_names_the_size_that_keeps_it(tmp_path: Path) -> None:
+    """With the cache's size fixed, gpu_memory_utilization sizes nothing: the fix is the size, checked to fit."""
+    path = vision_on(tmp_path, kv_cache_memory_bytes="2300Mi", max_model_len=65536)
+    _, problems = resolve_context(str(path), load_spec(path))
+    [short] = [p for p in problems if p.rule == "context-fit"]
+    assert "gpu_memory_utilization" not in short.fix and "fixes the KV cache at 2.25 GiB" in short.message
+    size = short.fix.split("engine.kv_cache_memory_bytes: ", 1)[1].split()[0]
+    kept = vision_on(tmp_path, kv_cache_memory_bytes=size, max_model_len=65536)
+    report = fit_report(load_spec(kept))
+    assert report.fits and report.over_total_bytes == 0
+    smaller = vision_on(tmp_path, kv_cache_memory_bytes=f"{int(size[:-2]) - 8}Mi", max_model_len=65536)
+    assert not fit_report(load_spec(smaller)).fits  # the size named is the smallest, to 8 MiB
+
+
 def test_a_release_before_034_needs_no_fixed_size(tmp_path: Path) -> None:
     data = app_data("gemma4-vision")
     path = write_spec(tmp_path, data)

@@ -243,6 +243,11 @@ class Engine(EngineBase, Generic[S]):
         """The model files the spec names, for the command that records them (None: a repository's config)."""
         return None
 
+    def move_notes(self, old: S, new: S) -> list[str]:
+        """What a move from `old`'s release to `new`'s changes on the box that no setting shows, in the words of
+        the people who install the app (vLLM 0.34's KV cache sizing); none by default."""
+        return []
+
     @abstractmethod
     def context_length(self, spec: S) -> int: ...
 
@@ -336,6 +341,9 @@ class Bound(Generic[S_co]):
 
     def model_files(self) -> list[str] | None:
         return self._engine.model_files(self.spec)
+
+    def move_notes(self, to: Bound[Any]) -> list[str]:
+        return self._engine.move_notes(self.spec, to.spec)
 
     def pinned_shape(self, tag: str | None = None) -> PinnedShape | None:
         return self._engine.pinned_shape(self.spec, tag)

@@ -121,6 +121,7 @@ def _move(
         _items(old.args(), old.typed_flags()),
         _items(new.args(), new.typed_flags()),
         seen,
+        old.move_notes(new),
     ) + _spare(app, after)
     edit = edit_spec(path, moved.text, part, text, today)
     chart = _render_text(app.file, edit.text).chart

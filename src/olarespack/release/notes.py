@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from olarespack.fit.record import STALE_PATTERN
@@ -211,6 +212,7 @@ def release_note(
     before: dict[str, list[str]],
     after: dict[str, list[str]],
     seen: tuple[list[str], list[str]] | None = None,
+    engine_notes: Sequence[str] = (),
 ) -> str:
     """The entry of a move to another engine release, for the people who install the app: what their box gets
     since the released chart (`seen`, from box_changes: "Context 128K -> 78K", "Upgrading restarts the app"),
@@ -238,7 +240,8 @@ def release_note(
         else:
             changes.append(f"{label}: {' '.join(was)} is no longer written")
     said = "; ".join(changes) or "no setting a box would see changes"
-    return f"{title} {old} -> {new}: {said}. " + ". ".join(box) + "."
+    told = "".join(f" {line}." for line in engine_notes)  # what the engine says the move changes, as sentences
+    return f"{title} {old} -> {new}: {said}.{told} " + ". ".join(box) + "."
 
 
 # a measured figure as descriptions state them: "250 t/s", "AVG 223.90 t/s", "+53%", "71 ms"

@@ -28,7 +28,7 @@ from olarespack.engines.vllm.bootlog import VllmLog
 from olarespack.engines.vllm.drafter import mtp_drafter_problems, reads_hidden_states
 from olarespack.engines.vllm.fit import fit as vllm_fit
 from olarespack.engines.vllm.importer import import_vllm
-from olarespack.engines.vllm.memory_rules import extensible_cache_problems
+from olarespack.engines.vllm.memory_rules import extensible_cache_problems, move_notes
 from olarespack.engines.vllm.pinned import pinned_shape, read_pinned
 from olarespack.engines.vllm.scheduling import batching_problems
 from olarespack.engines.vllm.spec import (
@@ -216,6 +216,9 @@ class Vllm(Engine[VllmEngine]):
         from olarespack.engines.vllm.smoke import SMOKE
 
         return SMOKE
+
+    def move_notes(self, old: VllmEngine, new: VllmEngine) -> list[str]:
+        return move_notes(self.release(old), self.release(new), new)
 
     def release_rules(self) -> ReleaseRules:
         from olarespack.engines.vllm.release_rules import RULES

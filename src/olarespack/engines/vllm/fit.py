@@ -129,6 +129,18 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
                     "engine.async_scheduling: false keeps the context",
                 ),
             )
+    utilization_needed = share_needed(request.total, non_kv + needed + available - room)
+    if fixed is not None:
+        utilization_needed = None  # gpu_memory_utilization does not size a fixed cache: its size does
+        want = -(-(fixed + max(0, needed - room)) // 2**20) * 2**20
+        keeps = layout.plannable(available + want - fixed, rules) >= needed and non_kv + want <= request.total
+        if not fits and not over_total and keeps:
+            context_fixes += (
+                (
+                    f"kv_cache_memory_bytes fixes the KV cache at {gib(fixed):.2f} GiB",
+                    f"engine.kv_cache_memory_bytes: {want >> 20}Mi keeps the context",
+                ),
+            )
     ceiling = max(length, arch.max_position_embeddings or length)
     limit = largest_fitting(ceiling, fits_at) if room > 0 else 0
     return FitReport(
@@ -154,7 +166,7 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
         max_model_len_limit=limit,
         concurrency=layout.concurrency(fit_len, in_flight, available) if fit_len else 0.0,
         fits=fits,
-        utilization_needed=share_needed(request.total, non_kv + needed + available - room),
+        utilization_needed=utilization_needed,
         kv_cache_dtype=engine.kv_cache_dtype or "auto",
         weights_exact=target.weights_exact,
         settings={

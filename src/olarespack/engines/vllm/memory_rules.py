@@ -41,3 +41,16 @@ def extensible_cache_problems(file: str, engine: VllmEngine, release: tuple[int,
             "it, as available KV cache), which turns the extensible cache off; or stay on 0.33",
             rule="vllm-extensible-kv-cache",
         )
+
+
+def move_notes(old: tuple[int, int, int] | None, new: tuple[int, int, int] | None, engine: VllmEngine) -> list[str]:
+    """A move across 0.34 changes how the box's KV cache is sized, whatever the settings say (sentences without
+    the final period)."""
+    if old is None or new is None or not old < EXTENSIBLE_SINCE <= new:
+        return []
+    fixed = f" at {engine.kv_cache_memory_bytes}" if engine.kv_cache_memory_bytes else ""
+    return [
+        f"From 0.34 on, vLLM sizes the KV cache from the memory free after start-up unless its size is fixed: this "
+        f"app fixes it{fixed} (kv_cache_memory_bytes), which keeps 0.34's extensible cache off (its CUDA virtual "
+        "memory crashes under Olares' GPU sharing, HAMi), and gpu_memory_utilization no longer sizes it"
+    ]
