@@ -217,6 +217,51 @@ REFUSED = {
         "engine.args",
         "greater than or equal to 0",
     ),
+    "lora-rank": (
+        {"extra_args": ["--enable-lora", "--max-lora-rank", "7"]},
+        "engine.args",
+        "argument --max-lora-rank: invalid choice: 7",
+    ),
+    "cpu-offload": (
+        {"extra_args": ["--cpu-offload-gb", "-1"]},
+        "engine.args",
+        "UVAOffloadConfig cpu_offload_gb Input should be greater than or equal to 0",
+    ),
+    "all2all": (
+        {"extra_args": ["--all2all-backend", "bogus"]},
+        "engine.args",
+        "argument --all2all-backend: invalid choice: 'bogus'",
+    ),
+    "generation-config": (
+        {"extra_args": ["--override-generation-config", "{not json"]},
+        "engine.args",
+        "argument --override-generation-config: Value {not json cannot be converted",
+    ),
+    "processor-cache-type": (
+        {"extra_args": ["--mm-processor-cache-type", "bogus"]},
+        "engine.args",
+        "argument --mm-processor-cache-type: invalid choice: 'bogus'",
+    ),
+    "partial-prefill": (
+        {"extra_args": ["--max-num-partial-prefills", "2"]},
+        "engine",
+        "Concurrent Partial Prefill is not supported",
+    ),
+    "scheduling-policy": (
+        {"extra_args": ["--scheduling-policy", "lottery"]},
+        "engine.args",
+        "argument --scheduling-policy: invalid choice: 'lottery'",
+    ),
+    "structured-outputs": (
+        {"extra_args": ["--structured-outputs-config", '{"backend": "nonsense"}']},
+        "engine.args",
+        "backend: Input should be 'auto', 'xgrammar'",
+    ),
+    "dual-batch-overlap": (
+        {"extra_args": ["--enable-dbo"]},
+        "engine",
+        "Microbatching currently only supports the deepep_low_latency and deepep_high_throughput all2all backend",
+    ),
 }
 
 

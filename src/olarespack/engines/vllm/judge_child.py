@@ -13,8 +13,9 @@ flash-attention kernels the wheel compiles are not here, so their module answers
 asks.
 
 Writes to the file named by argv[1], for each key: {"stage": "ok" | "parser" | "serve" | "engine_args" |
-"engine_config" | "kernels" (it asked a compiled kernel: no verdict), "error": what vLLM raised or printed,
-"cause": the "Value error, ..." line of a pydantic ValidationError, "warnings": what vLLM logged as warnings}.
+"engine_config" | "absent" (it asked for a compiled kernel or a package the judge has not: no verdict),
+"error": what vLLM raised or printed, "cause": the "Value error, ..." line of a pydantic ValidationError,
+"warnings": what vLLM logged as warnings}.
 """
 
 from __future__ import annotations
@@ -26,8 +27,16 @@ import logging
 import sys
 import types
 
-# what vLLM says when its config code asks a compiled kernel, which a judge does not have: no verdict of vLLM's
-KERNEL_MARKS = ("_OpNamespace", "vllm._C", "vllm_flash_attn", "_moe_C", "Torch not compiled with CUDA")
+# what vLLM says when its config code asks for what a judge has not (a compiled kernel, a package such as ray that
+# only some set-ups install): no verdict of vLLM's
+ABSENT_MARKS = (
+    "_OpNamespace",
+    "vllm._C",
+    "vllm_flash_attn",
+    "_moe_C",
+    "Torch not compiled with CUDA",
+    "No module named",
+)
 
 
 def _kernels_absent() -> None:
@@ -110,6 +119,16 @@ def _cause(exc) -> str:
     return ""
 
 
+def _parser_said(text):
+    """argparse's `error:` line; a value argparse handed to pydantic says why in the lines of its error."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    error = next((line for line in reversed(lines) if ": error: " in line), "")
+    why = [line for line in lines if line.startswith(("Value error, ", "Input should be", "Unexpected keyword"))]
+    field = next((lines[i - 1] for i, line in enumerate(lines) if line in why[:1] and i), "")
+    cause = f"{field}: {why[0]}".split(" [type=", 1)[0] if why else ""
+    return {"error": (error or " ".join(lines[-6:]) or "exited")[:4000], "cause": cause}
+
+
 def judge(parser, command, argv):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -130,11 +149,10 @@ def judge(parser, command, argv):
         engine_args.create_engine_config()
         return {"stage": "ok", "error": "", "cause": "", "warnings": heard.said}
     except SystemExit:
-        lines = said.getvalue().strip().splitlines()
-        return {"stage": stage, "error": lines[-1] if lines else "exited", "cause": "", "warnings": heard.said}
+        return {"stage": stage, **_parser_said(said.getvalue()), "warnings": heard.said}
     except Exception as exc:  # what vLLM raises is the verdict, recorded as it said it
         return {
-            "stage": "kernels" if any(mark in str(exc) for mark in KERNEL_MARKS) else stage,
+            "stage": "absent" if any(mark in str(exc) for mark in ABSENT_MARKS) else stage,
             "error": f"{type(exc).__name__}: {exc}"[:4000],
             "cause": _cause(exc),
             "warnings": heard.said,

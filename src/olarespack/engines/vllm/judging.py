@@ -5,7 +5,7 @@ positions) laid over it. A fork or preview image is judged as the release its fa
 
 Every refusal is an error naming vLLM's message and the flags it names; what kept a chart from being judged (no
 judge for its release here, a model no stand-in is written for, options left out for this machine's safety, a
-compiled kernel the config code asked) is a warning that says so."""
+compiled kernel or a package the config code asked for) is a warning that says so."""
 
 from __future__ import annotations
 
@@ -131,9 +131,10 @@ def _verdict_problems(item: _Asked, verdict: dict[str, object]) -> list[Problem]
     stage = verdict.get("stage")
     if stage == "ok":
         return found
-    if stage == "kernels":
+    if stage == "absent":
         said = " ".join(str(verdict.get("error")).split())[:300]
-        return [*found, _unjudged(file, f"vLLM {item.judge.release} asked a compiled kernel the judge has not: {said}")]
+        why = f"vLLM {item.judge.release} asked for what the judge has not (a compiled kernel, a package): {said}"
+        return [*found, _unjudged(file, why)]
     options = named_options(f"{verdict.get('error')} {verdict.get('cause')}", item.case.argv, item.facts)
     flags = f" ({', '.join(options)})" if options else ""
     found.append(
