@@ -212,6 +212,11 @@ REFUSED = {
         None,  # judged without it: vLLM would import the class
         "--logits-processors left out of the judged command line",
     ),
+    "tokenizer-from-the-hub": (
+        {"extra_args": ["--tokenizer", "google/gemma-4-26B-A4B-it"]},
+        None,  # the box fetches it; the judge runs offline and says it could not judge
+        "it runs offline",
+    ),
     "processor-cache": (
         {"extra_args": ["--mm-processor-cache-gb", "-1"]},
         "engine.args",

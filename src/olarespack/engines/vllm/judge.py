@@ -199,8 +199,15 @@ def left_out(case: Case) -> list[Change]:
 # ---------------------------------------------------------------------- running the judge
 
 
+def _child_script() -> Path:
+    return Path(str(resources.files("olarespack.engines.vllm").joinpath("judge_child.py")))
+
+
 def _request_key(judge: Judge, capability: tuple[int, int], case: Case) -> str:
-    text = json.dumps([judge.identity, list(capability), DEVICES, case.argv, sorted(case.env.items())])
+    """The judge, the child that asks it (a verdict of another child's reading is not this one's) and the
+    request."""
+    child = hashlib.sha256(_child_script().read_bytes()).hexdigest()
+    text = json.dumps([judge.identity, child, list(capability), DEVICES, case.argv, sorted(case.env.items())])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -227,7 +234,7 @@ def verdicts(judge: Judge, capability: tuple[int, int], cases: Mapping[str, Case
 
 
 def _run_child(judge: Judge, capability: tuple[int, int], cases: Mapping[str, Case]) -> dict[str, dict[str, Any]]:
-    script = Path(str(resources.files("olarespack.engines.vllm").joinpath("judge_child.py")))
+    script = _child_script()
     with tempfile.TemporaryDirectory(dir=judge.home, prefix="run-") as tmp:
         answer = Path(tmp) / "answer.json"
         env = dict(next(iter(cases.values())).env)

@@ -27,8 +27,9 @@ import logging
 import sys
 import types
 
-# what vLLM says when its config code asks for what a judge has not (a compiled kernel, a package such as ray that
-# only some set-ups install): no verdict of vLLM's
+# what vLLM says when its config code asks for what a judge has not (a compiled kernel; a package such as ray that
+# only some set-ups install; a Hugging Face repository other than the model's and the draft's, which are local
+# folders: the judge runs offline): no verdict of vLLM's
 ABSENT_MARKS = (
     "_OpNamespace",
     "vllm._C",
@@ -36,6 +37,10 @@ ABSENT_MARKS = (
     "_moe_C",
     "Torch not compiled with CUDA",
     "No module named",
+    "LocalEntryNotFoundError",
+    "outgoing traffic has been disabled",
+    "Invalid repository ID or local directory specified",
+    "OfflineModeIsEnabled",
 )
 
 

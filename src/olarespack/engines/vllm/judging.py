@@ -133,7 +133,10 @@ def _verdict_problems(item: _Asked, verdict: dict[str, object]) -> list[Problem]
         return found
     if stage == "absent":
         said = " ".join(str(verdict.get("error")).split())[:300]
-        why = f"vLLM {item.judge.release} asked for what the judge has not (a compiled kernel, a package): {said}"
+        why = (
+            f"vLLM {item.judge.release} asked for what the judge has not (a compiled kernel, a package, a Hugging "
+            f"Face repository: it runs offline): {said}"
+        )
         return [*found, _unjudged(file, why)]
     options = named_options(f"{verdict.get('error')} {verdict.get('cause')}", item.case.argv, item.facts)
     flags = f" ({', '.join(options)})" if options else ""
