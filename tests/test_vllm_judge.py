@@ -9,8 +9,10 @@ own message and the flag it names."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -147,23 +149,25 @@ def test_without_a_judge_lint_says_how_to_get_one(tmp_path: Path) -> None:
     assert "no judge for vLLM 0.21.0" in found[0].message and "make vllm-judges" in found[0].message
 
 
-def test_a_verdict_is_kept_and_an_unchanged_chart_is_not_judged_again(tmp_path: Path) -> None:
-    """A stand-in child (a shell script in the judge venv's place) that counts its runs: the keep is the code
-    around the real child, which the tests below run."""
+def _fake_judge(tmp_path: Path, body: str) -> Judge:
+    """A judge whose python is a shell script (`body`, with $2 the answer file): the keep and the child's
+    handling are the code around the real child, which the tests below run."""
     home = tmp_path / "vllm-judge" / "0.21.0"
     (home / "venv" / "bin").mkdir(parents=True)
     python = home / "venv" / "bin" / "python"
-    runs = tmp_path / "runs"
-    python.write_text(
-        "#!/bin/sh\n"
-        f"echo run >> {runs}\n"
-        'echo \'{"a": {"stage": "engine_config", "error": "E", "cause": "Value error, no", "warnings": []}}\' > "$2"\n',
-        encoding="utf-8",
-    )
+    python.write_text("#!/bin/sh\n" + body, encoding="utf-8")
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     (home / "judge.json").write_text(json.dumps({"sources": str(tmp_path)}), encoding="utf-8")
-    judge = find_judge(tmp_path, "0.21.0")
-    assert isinstance(judge, Judge)
+    return find_judge(tmp_path, "0.21.0")
+
+
+def test_a_verdict_is_kept_and_an_unchanged_chart_is_not_judged_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    judge = _fake_judge(
+        tmp_path,
+        f"echo run >> {runs}\n"
+        'echo \'{"a": {"stage": "engine_config", "error": "E", "cause": "Value error, no", "warnings": []}}\' > "$2"\n',
+    )
     case = Case(["/m", "--max-model-len", "8"], {})
     first = verdicts(judge, (12, 0), {"a": case})
     again = verdicts(judge, (12, 0), {"a": case})
@@ -171,6 +175,55 @@ def test_a_verdict_is_kept_and_an_unchanged_chart_is_not_judged_again(tmp_path: 
     assert runs.read_text().count("run") == 1
     verdicts(judge, (8, 9), {"a": case})  # another capability is another request
     assert runs.read_text().count("run") == 2
+    for kept in (judge.home / "verdicts").iterdir():
+        kept.write_text("{half a verd", encoding="utf-8")  # a keep cut short: judged again, never trusted
+    assert verdicts(judge, (12, 0), {"a": case}) == first and runs.read_text().count("run") == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("exit 3\n", "judge failed (exit 3)"),
+        ('echo "[1, 2]" > "$2"\n', "wrote no verdicts"),
+        ('echo \'{"b": {"stage": "ok"}}\' > "$2"\n', "gave no verdict for a"),
+        ('echo "not json" > "$2"\n', "wrote no verdicts"),
+    ],
+)
+def test_a_judge_that_answers_wrong_is_no_verdict(tmp_path: Path, body: str, said: str) -> None:
+    judge = _fake_judge(tmp_path, body)
+    with pytest.raises(JudgeUnavailable, match=re.escape(said)):
+        verdicts(judge, (12, 0), {"a": Case(["/m"], {})})
+
+
+def test_a_judge_past_its_deadline_is_stopped_with_its_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import olarespack.engines.vllm.judge as judge_module
+
+    monkeypatch.setattr(judge_module, "CHILD_TIMEOUT_S", 1.0)
+    pid_file = tmp_path / "grandchild"
+    judge = _fake_judge(tmp_path, f"sleep 60 &\necho $! > {pid_file}\nwait\n")
+    with pytest.raises(JudgeUnavailable, match="did not answer in 1 s"):
+        verdicts(judge, (12, 0), {"a": Case(["/m"], {})})
+    grandchild = Path(f"/proc/{int(pid_file.read_text())}/stat")
+
+    def running() -> bool:
+        try:
+            return grandchild.read_text().split(") ", 1)[1][0] != "Z"  # dead, waiting for init to reap it: not
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running()  # the group went with it
+
+
+def test_a_broken_judge_record_says_how_to_remake_it(tmp_path: Path) -> None:
+    judge = _fake_judge(tmp_path, "exit 0\n")
+    (judge.home / "judge.json").write_text("{", encoding="utf-8")
+    with pytest.raises(JudgeUnavailable, match="makes it again"):
+        find_judge(tmp_path, "0.21.0")
 
 
 # ---------------------------------------------------------------------- vLLM's own code

@@ -15,8 +15,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -76,7 +78,11 @@ def find_judge(cache: Path, release: str) -> Judge:
             f"{make_command(release)})"
         )
     identity = record.read_text(encoding="utf-8")
-    return Judge(release, python, Path(json.loads(identity)["sources"]), identity)
+    try:
+        sources = Path(json.loads(identity)["sources"])
+    except (ValueError, KeyError, TypeError):
+        raise JudgeUnavailable(f"{record} is not a judge's record: {make_command(release)} makes it again") from None
+    return Judge(release, python, sources, identity)
 
 
 # ---------------------------------------------------------------------- the stand-in model folders
@@ -118,7 +124,8 @@ def _layers_counted(config: dict[str, Any], facts: Mapping[str, Any]) -> dict[st
 def stand_in_folder(judge: Judge, tiny: Path, facts: Mapping[str, Any] | None) -> Path:
     """A folder of the tiny writer's small files (tokenizer, processor, generation config; no weights) with the
     overlaid config.json, kept under the judge by content so that a verdict's request names a stable path."""
-    config = json.dumps(overlaid(json.loads((tiny / "config.json").read_text(encoding="utf-8")), facts), indent=1)
+    base = json.loads((tiny / "config.json").read_text(encoding="utf-8"))
+    config = json.dumps(overlaid(base, facts), indent=1, sort_keys=True, default=str)
     small = sorted(
         p for p in tiny.iterdir() if p.is_file() and p.suffix in (".json", ".jinja") and p.stat().st_size < 64 << 20
     )
@@ -218,19 +225,33 @@ def verdicts(judge: Judge, capability: tuple[int, int], cases: Mapping[str, Case
     found: dict[str, dict[str, Any]] = {}
     asked: dict[str, dict[str, Case]] = {}
     for name, case in cases.items():
-        kept = keep / f"{_request_key(judge, capability, case)}.json"
-        if kept.is_file():
-            found[name] = json.loads(kept.read_text(encoding="utf-8"))
+        kept = _kept(keep / f"{_request_key(judge, capability, case)}.json")
+        if kept is not None:
+            found[name] = kept
         else:
             asked.setdefault(json.dumps(sorted(case.env.items())), {})[name] = case
     for group in asked.values():
         answers = _run_child(judge, capability, group)
         keep.mkdir(exist_ok=True)
         for name, case in group.items():
-            found[name] = answers[name]
-            kept = keep / f"{_request_key(judge, capability, case)}.json"
-            kept.write_text(json.dumps(answers[name], sort_keys=True) + "\n", encoding="utf-8")
+            answer = answers.get(name)
+            if not isinstance(answer, dict) or not isinstance(answer.get("stage"), str):
+                raise JudgeUnavailable(f"vLLM {judge.release}'s judge gave no verdict for {name}")
+            found[name] = answer
+            # written beside and renamed: another lint reading the keep meanwhile sees a whole verdict or none
+            kept_path = keep / f"{_request_key(judge, capability, case)}.json"
+            part = kept_path.with_suffix(f".{os.getpid()}.part")
+            part.write_text(json.dumps(answer, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(part, kept_path)
     return found
+
+
+def _kept(path: Path) -> dict[str, Any] | None:
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # not judged yet (or a keep written by hand): judged again
+    return kept if isinstance(kept, dict) and isinstance(kept.get("stage"), str) else None
 
 
 def _run_child(judge: Judge, capability: tuple[int, int], cases: Mapping[str, Case]) -> dict[str, dict[str, Any]]:
@@ -255,27 +276,39 @@ def _run_child(judge: Judge, capability: tuple[int, int], cases: Mapping[str, Ca
             "devices": DEVICES,
             "cases": {name: case.argv for name, case in cases.items()},
         }
-        try:
-            done = subprocess.run(
+        log = Path(tmp) / "judge.log"
+        with log.open("wb") as out:
+            # a process group of its own: vLLM inspects the model class in a child process, stopped with it
+            child = subprocess.Popen(
                 [str(judge.python), str(script), str(answer)],
-                input=json.dumps(request),
-                capture_output=True,
-                text=True,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 env=env,
                 cwd=tmp,
-                timeout=CHILD_TIMEOUT_S,
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
+            try:
+                child.communicate(json.dumps(request).encode(), timeout=CHILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                raise JudgeUnavailable(
+                    f"vLLM {judge.release}'s config code did not answer in {CHILD_TIMEOUT_S:.0f} s"
+                ) from None
+        if child.returncode or not answer.is_file():
+            with log.open("rb") as said:  # its last line, never the whole log
+                said.seek(max(0, log.stat().st_size - 4096))
+                tail = said.read().decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise JudgeUnavailable(
-                f"vLLM {judge.release}'s config code did not answer in {CHILD_TIMEOUT_S:.0f} s"
-            ) from None
-        if done.returncode or not answer.is_file():
-            tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-            raise JudgeUnavailable(
-                f"vLLM {judge.release}'s judge failed (exit {done.returncode}): {tail[0][:SHOWN_CHARS]}"
+                f"vLLM {judge.release}'s judge failed (exit {child.returncode}): {tail[0][:SHOWN_CHARS]}"
             )
-        answers: dict[str, dict[str, Any]] = json.loads(answer.read_text(encoding="utf-8"))
+        try:
+            answers = json.loads(answer.read_text(encoding="utf-8"))
+        except ValueError:
+            answers = None
+        if not isinstance(answers, dict):
+            raise JudgeUnavailable(f"vLLM {judge.release}'s judge wrote no verdicts")
     return answers
 
 
