@@ -22,6 +22,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "olarespack"
 RULES = catalog()  # the shared rules and every engine's own (registered by importing olarespack.engines)
 # rules shown firing by tests outside the two corpora
 FIRED_ELSEWHERE = {
+    "llamacpp-mtp-layers": "test_rules_engine.py (draft-mtp on a model whose data names no MTP layers)",
     "vllm-engine-config": "test_vllm_judge.py (vLLM 0.21.0's own config code refuses command lines lint passes)",
     "vllm-engine-config-unjudged": "test_vllm_judge.py (no judge here; an option left out of the judged line)",
     "file": "test_spec.py (unreadable spec)",

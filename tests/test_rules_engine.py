@@ -125,3 +125,19 @@ def test_fewer_batched_tokens_than_drafted_slots_is_a_warning(tmp_path: Path) ->
     spec = load_with(tmp_path, "gemma4-vision", {"max_num_batched_tokens": 12})
     [found] = [p for p in engine_problems("app.yaml", spec) if p.rule == "batched-tokens"]
     assert found.severity == "warning" and "use at least 16" in found.fix
+
+
+def test_draft_mtp_on_a_model_without_mtp_layers_is_a_warning(tmp_path: Path) -> None:
+    """b11434 exits on it ("context type MTP requested but model doesn't contain MTP layers", its CPU server); a
+    warning, since model data written before olarespack read MTP layers names none either."""
+    from specs import app_data, write_spec
+
+    data = app_data("gemma4-audio")
+    data["engine"].update(image="ghcr.io/ggml-org/llama.cpp:server-cuda13-b11434", speculative={"type": "draft-mtp"})
+    path = write_spec(tmp_path, data)
+    found = [p for p in engine_problems(str(path), load_spec(path)) if p.rule == "llamacpp-mtp-layers"]
+    assert [(p.path, p.severity) for p in found] == [("engine.speculative.type", "warning")]
+    assert "unsloth/gemma-4-E4B-it-GGUF" in found[0].message
+    data["engine"]["speculative"] = {"type": "ngram-simple"}
+    path = write_spec(tmp_path, data)
+    assert not [p for p in engine_problems(str(path), load_spec(path)) if p.rule == "llamacpp-mtp-layers"]

@@ -45,6 +45,7 @@ CONFIG_FIELDS = (
     "use_sliding_window",
     "max_window_layers",
     "num_kv_shared_layers",
+    "num_nextn_predict_layers",
     "max_position_embeddings",
     "vocab_size",
     "intermediate_size",

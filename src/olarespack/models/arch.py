@@ -14,7 +14,7 @@ models/registry.py's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 AttentionKind = Literal["full", "sliding"]
@@ -52,6 +52,17 @@ class ModelArch:
     # a drafter that reads the target's hidden states at another width than its own: the target's width
     # (Gemma 4 assistants' backbone_hidden_size, speculators' target_hidden_size)
     target_hidden_size: int | None = None
+    # layers past num_hidden_layers that predict the next tokens (GLM-4.5's, DeepSeek V3's MTP heads; Hugging Face
+    # num_nextn_predict_layers): no KV in the trunk's cache; an engine that drafts with them gives them their own
+    nextn_layers: int = 0
+
+    def mtp_head(self) -> ModelArch:
+        """The MTP layers as a drafter of their own: full attention with the trunk's full layers' KV geometry."""
+        full = next((lay for lay in self.layers if lay.kind == "full"), self.layers[-1])
+        return replace(
+            self, layers=(KvLayer("full", full.kv_heads, full.head_dim),) * self.nextn_layers,
+            num_hidden_layers=self.nextn_layers, nextn_layers=0,
+        )  # fmt: skip
 
     def kv_bytes_per_token(self, dtype_bytes: float, kind: AttentionKind | None = None) -> float:
         """K + V bytes one token adds over the layers of one kind (all when None), ignoring windows."""

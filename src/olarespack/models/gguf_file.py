@@ -214,6 +214,12 @@ def hf_config(
     n = one("block_count")
     if n is None or not 1 <= n <= 4096:
         raise ModelDataError(f"metadata {arch}.block_count: required (1 to 4096 layers)")
+    # block_count counts the MTP layers a GGUF carries after the trunk (GLM-4.5, DeepSeek V3); Hugging Face's
+    # num_hidden_layers does not, and llama.cpp keeps no KV for them in the trunk's cache (b9101 and b11434)
+    nextn = one("nextn_predict_layers") or 0
+    if not 0 <= nextn < n:
+        raise ModelDataError(f"metadata {arch}.nextn_predict_layers: {nextn} is not below block_count {n}")
+    n -= nextn
     if key("attention.kv_lora_rank") is not None:
         raise ModelDataError(
             f"metadata {arch}.attention.kv_lora_rank: MLA attention (DeepSeek-style latent KV) "
@@ -221,8 +227,8 @@ def hf_config(
         )
     heads = one("attention.head_count")
     hidden = one("embedding_length")
-    kv = _count(key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", n)
-    kv_heads = kv if isinstance(kv, list) else [kv if kv is not None else heads or 0] * n
+    kv = _count(key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", n + nextn)
+    kv_heads = kv[:n] if isinstance(kv, list) else [kv if kv is not None else heads or 0] * n
     if 0 in kv_heads:
         raise ModelDataError(
             f"metadata {arch}.attention.head_count_kv: layers without KV heads (recurrent or "
@@ -246,7 +252,7 @@ def hf_config(
         if dim is None or not 0 < dim <= MAX_HEAD_DIM:
             raise ModelDataError(f"metadata {arch}.{name}: {dim} is past any model (at most {MAX_HEAD_DIM})")
     window = one("attention.sliding_window") or 0
-    slides = _sliding(arch, n, window, key("attention.sliding_window_pattern"), notes)
+    slides = _sliding(arch, n + nextn, window, key("attention.sliding_window_pattern"), notes)[:n]
     sliding_kv = [h for h, s in zip(kv_heads, slides, strict=True) if s]
     full_kv = [h for h, s in zip(kv_heads, slides, strict=True) if not s]
     if len(set(sliding_kv)) > 1 or len(set(full_kv)) > 1:
@@ -280,6 +286,8 @@ def hf_config(
     shared = one("attention.shared_kv_layers")
     if shared:
         config["num_kv_shared_layers"] = shared
+    if nextn:
+        config["num_nextn_predict_layers"] = nextn
     return config, notes
 
 

@@ -128,6 +128,9 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
         else KvLayer("sliding", kv_heads, head_dim, window)
         for kind in _layer_kinds(cfg, n, window)[: n - shared]
     )
+    nextn = _int(cfg, "num_nextn_predict_layers", 0) or 0
+    if not 0 <= nextn <= MAX_LAYERS:
+        raise ModelDataError(f"config field num_nextn_predict_layers: must be between 0 and {MAX_LAYERS}")
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
     return ModelArch(
         layers=layers,
@@ -145,6 +148,7 @@ def arch_from_hf_config(config: Mapping[str, Any]) -> ModelArch:
         target_hidden_size=_int(
             cfg, "backbone_hidden_size", _int(cfg, "target_hidden_size", positive=True), positive=True
         ),
+        nextn_layers=nextn,
     )
 
 

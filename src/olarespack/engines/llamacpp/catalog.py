@@ -9,6 +9,12 @@ RULES: dict[str, Rule] = {
     "ubatch-batch": Rule(
         "engine", "llama.cpp ubatch <= batch: a warning (llama_context caps it and boots)", "llama.cpp silently caps it"
     ),
+    "llamacpp-mtp-layers": Rule(
+        "engine",
+        "warning: --spec-type draft-mtp without a drafter file drafts with the model's own MTP layers, which its "
+        "model data names",
+        "llama.cpp b11434 llama_init_from_model: context type MTP requested but model doesn't contain MTP layers",
+    ),
     "quantized-v-cache": Rule("engine", "a quantized V cache has flash attention on", "llama.cpp refuses to start"),
     "llamacpp-cache-type": Rule(
         "engine",

@@ -16,6 +16,7 @@ from olarespack.engines.llamacpp.drafter_kv import (
     drafter_compute_bytes,
     drafter_kv_bytes,
 )
+from olarespack.engines.llamacpp.flags import spec_type
 from olarespack.engines.llamacpp.kv import (
     LLAMACPP_AUTO_PARALLEL,
     LLAMACPP_COMPUTE_MARGIN,
@@ -130,9 +131,21 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     }
 
     build = image_build(engine.image)
+    draft_build = build
     draft_k = (engine.speculative.cache_type_k if engine.speculative else None) or "f16"
     draft_v = (engine.speculative.cache_type_v if engine.speculative else None) or "f16"
-    if drafter_arch is not None:
+    own_head = drafter is None and arch.nextn_layers > 0 and spec_type(engine) == "draft-mtp"
+    if own_head:
+        # --spec-type draft-mtp without a drafter file: a second context on the target model whose KV cache holds
+        # its MTP layers only, as many tokens as the target's context, in the draft cache types (b11434
+        # common/speculative.cpp and llama-model.cpp's layer filter; measured on its CPU server)
+        drafter_arch, draft_build = arch.mtp_head(), max(build or 0, SHARED_SINCE)
+        notes.append(
+            f"the model's own MTP head ({arch.nextn_layers} layer(s)): its KV cache (k {draft_k}, v {draft_v}) in a "
+            "context of the target's size"
+            + (f" (b{build}: taken as b{SHARED_SINCE}'s)" if build is not None and build < SHARED_SINCE else "")
+        )
+    elif drafter_arch is not None:
         shared = build is not None and build >= SHARED_SINCE
         notes.append(
             f"the drafter's KV cache (k {draft_k}, v {draft_v}): "
@@ -145,7 +158,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         if drafter_arch is None:
             return 0
         return drafter_kv_bytes(
-            drafter_arch, n, build, options, type_k=draft_k, type_v=draft_v, swa_full=swa_full, flash_attn=flash,
+            drafter_arch, n, draft_build, options, type_k=draft_k, type_v=draft_v, swa_full=swa_full, flash_attn=flash,
             type_sizes=sizes,
         )  # fmt: skip
 
@@ -161,7 +174,14 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         )
         drafted = (
             drafter_compute_bytes(
-                drafter_arch, n, build, options, type_k=draft_k, type_v=draft_v, swa_full=swa_full, flash_attn=flash
+                drafter_arch,
+                n,
+                draft_build,
+                options,
+                type_k=draft_k,
+                type_v=draft_v,
+                swa_full=swa_full,
+                flash_attn=flash,
             )
             if drafter_arch is not None
             else 0
@@ -174,7 +194,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
     needed = kv_at(length)
     overhead = LLAMACPP_RUNTIME_BYTES + compute_at(length) + (MMPROJ_COMPUTE_BYTES if engine.model.mmproj else 0)
     if drafter_arch is not None:  # each draft context's CUDA graphs and buffers beyond its compute buffer
-        overhead += draft_contexts(build, parallel) * DRAFT_CONTEXT_BYTES
+        overhead += draft_contexts(draft_build, parallel) * DRAFT_CONTEXT_BYTES
     source: Source = "estimate"
     host_compute = llamacpp_host_compute_bytes(arch, ctx.n_ubatch, ctx.n_ctx, flash_attn=flash, n_ctx_seq=ctx.n_ctx_seq)
     notes.append(
@@ -192,7 +212,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         weights = round(measured.gpu_mib(measured.model_buffer_mib) * MiB)
         overhead = LLAMACPP_RUNTIME_BYTES + round(measured.gpu_mib(measured.compute_buffer_mib) * MiB)
         if drafter_arch is not None:  # the boot's drafter buffers are in its lines; its contexts' own are not
-            overhead += draft_contexts(build, parallel) * DRAFT_CONTEXT_BYTES
+            overhead += draft_contexts(draft_build, parallel) * DRAFT_CONTEXT_BYTES
         exact, source = True, "calibrated"
         notes.append(
             "weights and compute buffers calibrated from a boot"
@@ -225,7 +245,7 @@ def fit(engine: LlamaCppEngine, request: FitRequest) -> FitReport:
         engine="llamacpp",
         engine_title="llama.cpp",
         model=f"{info.repo}/{engine.model.file}",
-        drafter=f"{drafter.repo}/{drafter.file}" if drafter is not None else None,
+        drafter=f"{drafter.repo}/{drafter.file}" if drafter is not None else ("its own MTP head" if own_head else None),
         total_bytes=request.total,
         gpu_memory_utilization=None,
         budget_bytes=request.total,

@@ -65,6 +65,19 @@ def rules(file: str, engine: LlamaCppEngine, hardware: str) -> Iterator[Problem]
             hidden_states=not separate,
             vocab=not separate,
         )
+    target = registry.get(engine.model.repo)
+    if drafter is None and spec_type(engine) == "draft-mtp" and target and target.arch and not target.arch.nextn_layers:
+        # b11434: "context type MTP requested but model doesn't contain MTP layers", and the server exits
+        yield Problem(
+            file,
+            "engine.speculative.type",
+            f"draft-mtp without a drafter file drafts with the model's own MTP layers; {target.repo}'s model data "
+            "names none (num_nextn_predict_layers), and llama-server refuses to start on a model without them",
+            "name an MTP drafter file (engine.speculative.drafter), or another type; model data written before "
+            "olarespack read MTP layers: `olarespack model add ... --force` reads them again",
+            rule="llamacpp-mtp-layers",
+            severity="warning",
+        )
     yield from file_problems(file, engine, registry)
     yield from calibration_problems(file, engine.model.repo, engine.image, hardware, engine.calibration)
     mmproj = engine.model.mmproj
