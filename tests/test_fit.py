@@ -568,3 +568,35 @@ def test_a_llama_cpp_calibration_at_a_smaller_context_grows_its_compute_buffer(t
     assert at_128k.overhead_bytes == at_32k.overhead_bytes + growth
     # the real 128K boot's buffer (230.02 MiB) is covered
     assert at_128k.overhead_bytes >= llamacpp_kv.LLAMACPP_RUNTIME_BYTES + 230.02 * 2**20
+
+
+def test_vllm_drafting_with_the_models_own_mtp_layers_counts_their_kv() -> None:
+    """Method mtp with no draft model: vLLM drafts with the target's num_nextn_predict_layers decoder layers past
+    its trunk (glm4_moe_mtp.py), each a KV cache of the target's full-attention shape in the same pool."""
+    from olarespack.engines.fit import FitRequest
+    from olarespack.engines.vllm.fit import fit as vllm_fit
+    from olarespack.engines.vllm.spec import VllmEngine
+    from olarespack.models.registry import model_from_data
+
+    config = {
+        "model_type": "glm4_moe", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 32768, "num_nextn_predict_layers": 1,
+    }  # fmt: skip
+    info = model_from_data(
+        "glm", {"repo": "t/glm", "title": "tiny GLM", "weights": {"bytes": 10**9, "exact": True}, "config": config,
+                "sources": ["a test"]},
+    )  # fmt: skip
+    assert info.arch is not None and (len(info.arch.layers), info.arch.nextn_layers) == (4, 1)
+
+    def report(speculative: dict[str, object] | None) -> Any:
+        engine = VllmEngine.model_validate({
+            "kind": "vllm", "image": "vllm/vllm-openai:v0.21.0-cu129", "model": "t/glm", "served_model_name": "glm",
+            "max_model_len": 16384,
+            "gpu_memory_utilization": 0.9, "max_num_batched_tokens": 4096, "speculative": speculative,
+        })  # fmt: skip
+        return vllm_fit(engine, FitRequest(total=24 << 30, registry={"t/glm": info}))
+
+    alone, drafting = report(None), report({"method": "mtp", "num_speculative_tokens": 1})
+    per_layer = alone.kv_cache_needed_bytes / 4  # four identical full-attention layers
+    assert alone.drafter_kv_bytes == 0
+    assert drafting.drafter_kv_bytes == per_layer and drafting.kv_cache_needed_bytes == 5 * per_layer

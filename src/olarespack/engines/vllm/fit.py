@@ -22,7 +22,7 @@ from olarespack.engines.vllm.kv import (
     vllm_overhead_estimate,
 )
 from olarespack.engines.vllm.memory_rules import EXTENSIBLE_SINCE
-from olarespack.engines.vllm.spec import VllmEngine
+from olarespack.engines.vllm.spec import MTP_ALIASES, VllmEngine
 from olarespack.models.registry import find_model
 
 
@@ -64,7 +64,14 @@ def fit(engine: VllmEngine, request: FitRequest, release: Release | None = None)
             "keeps one"
         )
     in_flight = rules.in_flight_batches * mnbt
-    layers = arch.layers + (drafter.arch.layers if drafter and drafter.arch else ())
+    drafted = drafter.arch.layers if drafter and drafter.arch else ()
+    if drafter is None and method in MTP_ALIASES | {"mtp"} and arch.nextn_layers:
+        # no draft model: vLLM drafts with the target's own MTP layers (the target's path as the draft's; e.g.
+        # model_executor/models/glm4_moe_mtp.py builds num_nextn_predict_layers decoder layers past the trunk),
+        # each with a KV cache of its own in the same pool
+        drafted = arch.mtp_head().layers
+        notes.append(f"the model's own MTP layers ({arch.nextn_layers}) draft, each with its own KV cache")
+    layers = arch.layers + drafted
     layout = vllm_kv_layout(layers, kv_dtype_bytes=kv_bytes)
     needed = layout.needed(length, in_flight)
     drafter_kv = needed - vllm_kv_needed(
