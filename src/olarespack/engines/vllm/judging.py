@@ -60,7 +60,12 @@ def _owner(option: str) -> str:
 
 
 def _prepared(
-    smoke: EngineSmoke[VllmEngine], engine: VllmEngine, chart: ChartCommand, cache: Path, work: Path
+    smoke: EngineSmoke[VllmEngine],
+    engine: VllmEngine,
+    chart: ChartCommand,
+    cache: Path,
+    work: Path,
+    say: Callable[[str], None],
 ) -> _Asked | Problem:
     match = image_release(engine)
     if match.facts is None or match.facts.version is None:
@@ -71,6 +76,7 @@ def _prepared(
         return _unjudged(chart.file, str(exc))
     if chart.argv[:2] != ["vllm", "serve"] or len(chart.argv) < 3:
         return _unjudged(chart.file, f"the server runs {' '.join(chart.argv[:3])!r}, not `vllm serve MODEL`")
+    say(f"{chart.file}: stand-in model folders for vLLM {judge.release} (the tiny writer's, written once)")
     try:
         files = smoke.tiny_models(engine, smoke.runtime(engine, cache, None), work)
     except SmokeError as exc:
@@ -99,7 +105,7 @@ def judge_charts(
     asked: list[_Asked] = []
     with tempfile.TemporaryDirectory(prefix="olarespack-judge-") as tmp:
         for index, (engine, chart) in enumerate(charts):
-            found = _prepared(smoke, engine, chart, cache, Path(tmp) / str(index))
+            found = _prepared(smoke, engine, chart, cache, Path(tmp) / str(index), say)
             if isinstance(found, Problem):
                 problems.append(found)
             else:
